@@ -1,0 +1,392 @@
+"""One frozen, validated configuration for every step of the pipeline.
+
+Each step reads its own section (``ConvertConfig``, ``TrainConfig``, ...); ``Config`` groups them
+so that one YAML file can describe a whole run. Every section is a frozen dataclass that
+validates itself on construction, so a bad value fails at load time, naming the field, and a
+component can rebuild the same object from its parameters at entry.
+
+This module imports neither TensorFlow nor kfp: pipelines and components use it freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Optional, TypeVar
+
+import yaml
+
+T = TypeVar("T", bound="ConfigBase")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the field, the value and the fix."""
+
+
+def _check_type(field: str, value: Any, annotation: Any) -> Any:
+    """Coerces ``value`` to ``annotation`` where it is lossless, else raises ConfigError."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(field, value, arg)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{field}: {value!r} fits none of {args}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{field}: expected one of {list(args)}, got {value!r}")
+        return value
+    if origin in (tuple,):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{field}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_check_type(f"{field}[{i}]", v, args[0]) for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(f"{field}: expected {len(args)} items, got {value!r}")
+        return tuple(_check_type(f"{field}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
+    if origin in (dict, Mapping, typing.Mapping) or annotation in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{field}: expected a mapping, got {value!r}")
+        kt, vt = args or (Any, Any)
+        return types.MappingProxyType(
+            {_check_type(field, k, kt): _check_type(f"{field}.{k}", v, vt) for k, v in value.items()}
+        )
+    if isinstance(annotation, type) and issubclass(annotation, ConfigBase):
+        if isinstance(value, annotation):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{field}: expected a mapping for {annotation.__name__}, got {value!r}")
+        return annotation.from_dict(value, _prefix=f"{field}.")
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{field}: expected true or false, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{field}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        ):
+            raise ConfigError(f"{field}: expected an integer, got {value!r}")
+        return int(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{field}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Turns a config value into plain YAML/JSON data."""
+    if isinstance(value, ConfigBase):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigBase:
+    """Base of every config section: typed fields, strict loading, YAML in and out."""
+
+    _section: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = _check_type(f"{self._section}{f.name}", getattr(self, f.name), hints[f.name])
+            object.__setattr__(self, f.name, value)
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks relations between fields; sections override it and raise ConfigError."""
+
+    def _fail(self, field: str, message: str) -> None:
+        raise ConfigError(f"{self._section}{field}: {message}")
+
+    @classmethod
+    def from_dict(cls: type[T], data: Mapping[str, Any] | None, _prefix: str = "") -> T:
+        """Builds the section from a mapping; an unknown key is an error that lists the known ones."""
+        data = dict(data or {})
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"{_prefix}{unknown[0]}: unknown key in {cls.__name__}; known keys: {', '.join(names)}"
+            )
+        try:
+            return cls(**data)
+        except TypeError as err:  # a required field is missing
+            raise ConfigError(f"{cls.__name__}: {err}") from None
+
+    @classmethod
+    def from_yaml(cls: type[T], text_or_path: str | Path) -> T:
+        """Loads from YAML text or a path to a YAML file."""
+        text = str(text_or_path)
+        if isinstance(text_or_path, Path) or (
+            "\n" not in text and text.endswith((".yaml", ".yml"))
+        ):
+            text = Path(text).read_text()
+        data = yaml.safe_load(text)
+        if data is not None and not isinstance(data, Mapping):
+            raise ConfigError(f"{cls.__name__}: the YAML must be a mapping, got {type(data).__name__}")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns plain data (dicts, lists, scalars) that from_dict accepts back."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_yaml(self) -> str:
+        """Returns the YAML form; ``from_yaml(to_yaml())`` gives an equal object."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def replace(self: T, **changes: Any) -> T:
+        """Returns a copy with some fields changed, validated again."""
+        return dataclasses.replace(self, **changes)
+
+    def fingerprint(self) -> str:
+        """A short stable hash of the values, e.g. for caching and the model card."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+DEFAULT_SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertConfig(ConfigBase):
+    """How a source of images becomes sharded TFRecords (DESIGN.md section 4).
+
+    Attributes:
+        source: a path or gs:// URI (image folder, CSV/JSONL manifest, .npz, IDX folder or COCO
+            JSON), or a built-in dataset name: ``fashion-mnist`` or ``digits``.
+        source_format: one of the source kinds; ``None`` detects it from the source.
+        splits: split name -> share, used when the source does not give splits; must add up to 1.
+        limit_per_split: keep at most this many examples per split (a quick subset), or all.
+        stratify: assign splits per class so every split keeps the class balance.
+        target_shard_mb: shard size to aim for.
+        power_of_two_shards: round each split's shard count up to a power of two.
+        compression: ``GZIP`` or ``None``.
+        resize: ``[height, width]`` to resize (and re-encode) images to, or ``None`` to keep bytes.
+        resize_mode: how resize keeps the aspect ratio: ``crop`` or ``pad``.
+        workers: worker processes; ``None`` uses every core.
+        seed: salt of the split hash and of any sampling.
+    """
+
+    _section: ClassVar[str] = "convert."
+
+    source: str = "fashion-mnist"
+    source_format: Optional[str] = None
+    splits: Mapping[str, float] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SPLITS))
+    limit_per_split: Optional[int] = None
+    stratify: bool = False
+    target_shard_mb: float = 100.0
+    power_of_two_shards: bool = False
+    compression: Optional[typing.Literal["GZIP"]] = None
+    resize: Optional[tuple[int, int]] = None
+    resize_mode: typing.Literal["crop", "pad"] = "crop"
+    workers: Optional[int] = None
+    seed: int = 0
+
+    def validate(self) -> None:
+        if not self.source:
+            self._fail("source", "is empty; give a path, a gs:// URI or 'fashion-mnist'")
+        if not self.splits:
+            self._fail("splits", "is empty; give e.g. {train: 0.8, validation: 0.1, test: 0.1}")
+        if any(v < 0 for v in self.splits.values()):
+            self._fail("splits", f"shares must be >= 0, got {dict(self.splits)}")
+        total = sum(self.splits.values())
+        if abs(total - 1.0) > 1e-6:
+            self._fail("splits", f"shares must add up to 1, they add up to {total:g}: {dict(self.splits)}")
+        if self.limit_per_split is not None and self.limit_per_split < 1:
+            self._fail("limit_per_split", f"must be >= 1 or null, got {self.limit_per_split}")
+        if self.target_shard_mb <= 0:
+            self._fail("target_shard_mb", f"must be > 0, got {self.target_shard_mb}")
+        if self.resize is not None and min(self.resize) < 1:
+            self._fail("resize", f"must be two positive sizes [height, width], got {list(self.resize)}")
+        if self.workers is not None and self.workers < 1:
+            self._fail("workers", f"must be >= 1 or null, got {self.workers}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig(ConfigBase):
+    """How a model is trained (DESIGN.md sections 3 and 5).
+
+    Attributes:
+        model: a model builder name from ``trainer.models`` (``mnist_cnn``, ...).
+        epochs: passes over the training split (or ``steps_per_epoch`` steps each).
+        steps_per_epoch: steps per epoch; ``None`` means one pass over the training split.
+        batch_size_per_replica: examples per accelerator core per step (128 is the TPU target).
+        learning_rate: base learning rate for a global batch of 128; scaled with the global batch.
+        accelerator: ``auto`` detects; ``tpu``, ``gpu``, ``cpu`` are demands that fail if unmet.
+        precision: ``mixed_bfloat16``, ``mixed_float16``, ``float32``, or ``None`` for the
+            accelerator's default.
+        steps_per_execution: steps run per host round trip; ``None`` for the accelerator's default.
+        jit_compile: XLA; ``None`` for the accelerator's default (off on CPU).
+        validation_steps: batches of the validation split evaluated per epoch; ``None`` for all.
+        augment: random flips and crops on the training split.
+        shuffle_buffer: examples in the shuffle buffer.
+        checkpoint_every_steps: save a checkpoint this often (plus at each epoch end).
+        seed: random seed.
+    """
+
+    _section: ClassVar[str] = "train."
+
+    model: str = "mnist_cnn"
+    epochs: int = 3
+    steps_per_epoch: Optional[int] = None
+    batch_size_per_replica: int = 128
+    learning_rate: float = 1e-3
+    accelerator: typing.Literal["auto", "tpu", "gpu", "cpu"] = "auto"
+    precision: Optional[typing.Literal["mixed_bfloat16", "mixed_float16", "float32"]] = None
+    steps_per_execution: Optional[int] = None
+    jit_compile: Optional[bool] = None
+    validation_steps: Optional[int] = None
+    augment: bool = False
+    shuffle_buffer: int = 10_000
+    checkpoint_every_steps: int = 500
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            self._fail("epochs", f"must be >= 1, got {self.epochs}")
+        for name in ("steps_per_epoch", "steps_per_execution", "validation_steps"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                self._fail(name, f"must be >= 1 or null, got {value}")
+        if not 1 <= self.batch_size_per_replica <= 65536:
+            self._fail("batch_size_per_replica", f"must be in 1..65536, got {self.batch_size_per_replica}")
+        if not 0 < self.learning_rate < 10:
+            self._fail("learning_rate", f"must be in (0, 10), got {self.learning_rate}")
+        if self.shuffle_buffer < 1:
+            self._fail("shuffle_buffer", f"must be >= 1, got {self.shuffle_buffer}")
+        if self.checkpoint_every_steps < 1:
+            self._fail("checkpoint_every_steps", f"must be >= 1, got {self.checkpoint_every_steps}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateConfig(ConfigBase):
+    """How a model is scored and blessed (DESIGN.md section 5).
+
+    Attributes:
+        split: the dataset split to score.
+        batch_size: examples per inference batch.
+        top_k: also report top-k accuracy for this k.
+        value_thresholds: metric -> minimum value, e.g. ``{accuracy: 0.8}``. None configured means
+            no blessing (fail closed).
+        change_thresholds: metric -> minimum change against the baseline (the model prod serves),
+            e.g. ``{accuracy: -0.01}`` tolerates a drop of one point.
+    """
+
+    _section: ClassVar[str] = "evaluate."
+
+    split: str = "test"
+    batch_size: int = 256
+    top_k: int = 3
+    value_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    change_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.batch_size < 1:
+            self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.top_k < 1:
+            self._fail("top_k", f"must be >= 1, got {self.top_k}")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig(ConfigBase):
+    """How inference is timed (DESIGN.md section 5; the case study's 3,200 images in batches of 64).
+
+    Attributes:
+        num_images: images timed, warm-up excluded.
+        batch_size: images per request/batch.
+        warmup_batches: batches run before timing starts (graph tracing, caches).
+        accelerator: the label of the accelerator this runs on, a key of the price table.
+        price_table: path to a YAML price table ($/hour per accelerator); ``None`` uses the defaults.
+        http: also time the served path (the local model server over REST).
+    """
+
+    _section: ClassVar[str] = "benchmark."
+
+    num_images: int = 3200
+    batch_size: int = 64
+    warmup_batches: int = 3
+    accelerator: str = "cpu-8"
+    price_table: Optional[str] = None
+    http: bool = True
+
+    def validate(self) -> None:
+        if self.num_images < 1:
+            self._fail("num_images", f"must be >= 1, got {self.num_images}")
+        if self.batch_size < 1:
+            self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.warmup_batches < 0:
+            self._fail("warmup_batches", f"must be >= 0, got {self.warmup_batches}")
+
+
+STAGES = ("demo", "staging", "prod")
+
+
+@dataclasses.dataclass(frozen=True)
+class PromoteConfig(ConfigBase):
+    """How a model reaches a serving stage (DESIGN.md section 5).
+
+    Attributes:
+        stage: ``demo``, ``staging`` or ``prod``.
+        target: ``local`` (a loopback model server, stage folders under ``stages_root``) or
+            ``kubernetes`` (the stage's manifests applied to the cluster).
+        stages_root: where the stages keep their model versions and history (a folder or gs://).
+        model_name: the name the model is served under (``/v1/models/<name>``).
+        smoke_examples: known test images the prediction check sends.
+        min_smoke_accuracy: share of those the model must get right.
+        rollout_timeout_s: how long to wait for a rollout before rolling back.
+    """
+
+    _section: ClassVar[str] = "promote."
+
+    stage: typing.Literal["demo", "staging", "prod"] = "demo"
+    target: typing.Literal["local", "kubernetes"] = "local"
+    stages_root: str = "stages"
+    model_name: str = "classifier"
+    smoke_examples: int = 16
+    min_smoke_accuracy: float = 0.5
+    rollout_timeout_s: float = 300.0
+
+    def validate(self) -> None:
+        if not self.model_name.replace("-", "").replace("_", "").isalnum():
+            self._fail("model_name", f"use letters, digits, '-' and '_', got {self.model_name!r}")
+        if self.smoke_examples < 1:
+            self._fail("smoke_examples", f"must be >= 1, got {self.smoke_examples}")
+        if not 0 <= self.min_smoke_accuracy <= 1:
+            self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
+        if self.rollout_timeout_s <= 0:
+            self._fail("rollout_timeout_s", f"must be > 0, got {self.rollout_timeout_s}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(ConfigBase):
+    """A whole run: one section per step."""
+
+    convert: ConvertConfig = dataclasses.field(default_factory=ConvertConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    evaluate: EvaluateConfig = dataclasses.field(default_factory=EvaluateConfig)
+    benchmark: BenchmarkConfig = dataclasses.field(default_factory=BenchmarkConfig)
+    promote: PromoteConfig = dataclasses.field(default_factory=PromoteConfig)
