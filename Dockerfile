@@ -1,0 +1,31 @@
+# The project image: TensorFlow + kfp + this package. Every pipeline step runs in it.
+#   docker build --build-arg VARIANT=cpu|gpu|tpu -t REGISTRY/lean-tpu-pipelines:TAG[-gpu|-tpu] .
+# cpu: tensorflow-cpu; gpu: tensorflow[and-cuda] (CUDA libraries from pip, any recent driver);
+# tpu: stock tensorflow, which talks to a TPU Node over gRPC (GKE's cloud-tpus.google.com path).
+# For TPU VM node pools (google.com/tpu) build with VARIANT=tpu-vm: tensorflow-tpu + libtpu.
+FROM python:3.11-slim-bookworm
+
+ARG VARIANT=cpu
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 TF_CPP_MIN_LOG_LEVEL=1
+
+# Fashion-MNIST for the demo run (the converter's built-in "fashion-mnist" source).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends dataset-fashion-mnist \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/lean-tpu-pipelines
+COPY pyproject.toml README.md ./
+COPY trainer trainer
+COPY components components
+COPY pipelines pipelines
+RUN case "$VARIANT" in \
+      cpu|gpu|tpu) pip install ".[$VARIANT]" ;; \
+      tpu-vm) pip install . "tensorflow-tpu==2.21.0" \
+                -f https://storage.googleapis.com/libtpu-releases/index.html ;; \
+      *) echo "unknown VARIANT=$VARIANT (cpu, gpu, tpu, tpu-vm)" >&2; exit 1 ;; \
+    esac \
+ && python -c "import trainer, kfp, tensorflow as tf; print('TensorFlow', tf.__version__)"
+
+# Components run as the pipeline's user; nothing needs root at run time.
+RUN useradd --uid 1000 --create-home runner
+USER 1000

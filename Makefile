@@ -1,0 +1,82 @@
+# lean-tpu-pipelines: `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+FASHION_MNIST := /usr/share/datasets/fashion-mnist
+
+# make run knobs: DATA is a folder of class subfolders, or a built-in name (fashion-mnist, digits).
+DATA ?= fashion-mnist
+LIMIT ?= 2000
+EPOCHS ?= 2
+STEPS ?= 0
+PROD ?= false
+OUT ?= local_outputs
+# make compile knobs
+IMAGE ?=
+DIST := dist/pipelines
+# make images knobs
+REGISTRY ?= ghcr.io/lean-tpu-pipelines
+TAG ?= 0.1.0
+
+.PHONY: help setup data run test test-fast bench lint format compile upload images clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+setup: $(STAMP) data ## Create .venv with the project and its test tools, and the demo data
+
+data: ## Install the demo data (Debian's dataset-fashion-mnist) when missing
+	@if [ -d $(FASHION_MNIST) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing dataset-fashion-mnist (Debian package)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; \
+	else \
+	  echo "note: $(FASHION_MNIST) missing and apt-get unavailable (run 'sudo apt-get install dataset-fashion-mnist');" \
+	       "the converter falls back to Keras' downloader"; \
+	fi
+
+run: setup ## Run the end-to-end pipeline locally (kfp.local); DATA=folder LIMIT=0 (all) EPOCHS=N PROD=true
+	$(PY) -m pipelines.run_local --data '$(DATA)' --limit $(LIMIT) --epochs $(EPOCHS) \
+	  --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' $(if $(filter true,$(PROD)),--to-prod)
+
+test: setup ## Run the test suite (what CI runs)
+	$(PY) -m pytest -q
+
+test-fast: setup ## Run the tests that do not train, convert or start servers
+	$(PY) -m pytest -q -m 'not slow and not integration'
+
+bench: setup ## Run the benchmarks (prints ratios against baselines)
+	$(PY) -m pytest -q -s -m benchmark tests/benchmarks
+
+lint: $(STAMP) ## ruff lint + format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP) ## ruff fix + format
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=... overrides the image)
+	$(PY) -m pipelines.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)')
+
+upload: compile ## Upload the compiled pipelines to KFP_HOST (new pipeline or new version)
+	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make upload KFP_HOST=http://localhost:8080"; exit 2; }
+	$(PY) -m pipelines.upload --host '$(KFP_HOST)' --dir $(DIST)
+
+images: ## Build the project images (cpu, gpu, tpu); needs Docker
+	for v in cpu gpu tpu; do \
+	  docker build --build-arg VARIANT=$$v -t $(REGISTRY)/lean-tpu-pipelines:$(TAG)$$( [ $$v = cpu ] || echo -$$v ) . || exit 1; \
+	done
+
+clean: ## Remove build outputs and local runs (keeps .venv)
+	rm -rf dist build $(OUT) .pytest_cache .ruff_cache

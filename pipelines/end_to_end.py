@@ -1,0 +1,133 @@
+"""The main pipeline: images -> TFRecords -> training on TPU -> evaluation and gate -> benchmark ->
+demo -> (blessed) staging -> (asked for) prod.
+
+Compiled by ``make compile`` to ``dist/pipelines/end_to_end.yaml`` and run locally by ``make run``.
+No TensorFlow here: compiling stays fast.
+"""
+
+from kfp import dsl
+
+from components.benchmark.component import benchmark_inference
+from components.convert.component import convert_to_tfrecords
+from components.evaluate.component import evaluate_model
+from components.promote.component import promote_model
+from components.train.component import train_model
+from pipelines import accelerators
+
+NAME = "end-to-end"
+
+
+def _promote(stage: str, trained, dataset, stages_root, serving_target, served_model_name):
+    task = promote_model(
+        model=trained,
+        dataset=dataset,
+        stage=stage,
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        target=serving_target,
+        model_name=served_model_name,
+        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    )
+    # Promotion changes what a stage serves: never answer it from the cache.
+    return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
+
+
+@dsl.pipeline(
+    name=NAME,
+    description=(
+        "Image folder or Fashion-MNIST -> sharded TFRecords -> Keras training on a Cloud TPU v2-8 "
+        "(GPU/CPU by parameter) -> evaluation with a fail-closed gate -> inference benchmark -> "
+        "promotion demo -> staging (if blessed) -> prod (if asked)."
+    ),
+)
+def pipeline(
+    source: str = "fashion-mnist",
+    limit_per_split: int = 0,
+    model: str = "mnist_cnn",
+    epochs: int = 5,
+    steps_per_epoch: int = 0,
+    batch_size_per_replica: int = 128,
+    learning_rate: float = 0.001,
+    accelerator_type: str = accelerators.DEFAULT_ACCELERATOR_TYPE,
+    accelerator_count: int = accelerators.DEFAULT_ACCELERATOR_COUNT,
+    value_thresholds: dict = {"accuracy": 0.8},  # noqa: B006 (a pipeline default, never mutated)
+    change_thresholds: dict = {"accuracy": -0.01},  # noqa: B006
+    benchmark_images: int = 3200,
+    benchmark_batch_size: int = 64,
+    serving_target: str = "local",
+    stages_root: str = "",
+    served_model_name: str = "classifier",
+    promote_to_prod: bool = False,
+):
+    """Runs the whole flow once.
+
+    Args:
+        source: an image folder (one subfolder per class), a CSV/JSONL manifest, .npz, an IDX folder
+            or COCO JSON, local or gs://; or a built-in dataset: fashion-mnist, digits.
+        limit_per_split: keep at most this many images per split (a quick subset); 0 keeps all.
+        model: the model builder (mnist_cnn is the GPU-vs-TPU notebook's CNN).
+        epochs: training epochs.
+        steps_per_epoch: training steps per epoch; 0 means one pass over the training split.
+        batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
+        learning_rate: learning rate for a global batch of 128, scaled with the global batch.
+        accelerator_type: the train pod's accelerator resource: cloud-tpus.google.com/v2 (a TPU
+            v2-8 on GKE), cloud-tpus.google.com/v3, nvidia.com/gpu, ...
+        accelerator_count: how many of it: 8 for a v2-8/v3-8, 1 for one GPU.
+        value_thresholds: metric -> minimum for blessing; empty means never blessed (fail closed).
+        change_thresholds: metric -> minimum change against the model prod serves now.
+        benchmark_images: images timed by the inference benchmark.
+        benchmark_batch_size: images per inference batch.
+        serving_target: local (a loopback TensorFlow-Serving-compatible server in the step, stage
+            folders under stages_root) or kubernetes (the stage's manifests applied to the cluster).
+        stages_root: where stages keep model versions and history; empty means
+            <pipeline root>/stages.
+        served_model_name: the name models are served under (/v1/models/<name>).
+        promote_to_prod: after staging passed, promote to prod as well.
+    """
+    converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
+        "Convert to TFRecords"
+    )
+    dataset = converted.outputs["dataset"]
+
+    trained_task = train_model(
+        dataset=dataset,
+        model_name=model,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        accelerator="auto",
+    ).set_display_name("Train")
+    accelerators.set_accelerator(trained_task, accelerator_type, accelerator_count)
+    trained = trained_task.outputs["model"]
+
+    evaluated = (
+        evaluate_model(
+            model=trained,
+            dataset=dataset,
+            value_thresholds=value_thresholds,
+            change_thresholds=change_thresholds,
+            stages_root=stages_root,
+            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        )
+        .set_display_name("Evaluate and gate")
+        # The gate compares with what prod serves now, which changes between runs.
+        .set_caching_options(False)
+    )
+
+    benchmarked = benchmark_inference(
+        model=trained,
+        dataset=dataset,
+        num_images=benchmark_images,
+        batch_size=benchmark_batch_size,
+        accelerator="cpu-8",
+    ).set_display_name("Benchmark inference")
+
+    demo = _promote("demo", trained, dataset, stages_root, serving_target, served_model_name)
+    demo.after(evaluated, benchmarked)
+    with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
+        staging = _promote("staging", trained, dataset, stages_root, serving_target, served_model_name)
+        staging.after(demo)
+        with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
+            prod = _promote("prod", trained, dataset, stages_root, serving_target, served_model_name)
+            prod.after(staging)
