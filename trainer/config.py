@@ -57,7 +57,7 @@ def _check_type(field: str, value: Any, annotation: Any) -> Any:
             return tuple(_check_type(f"{field}[{i}]", v, args[0]) for i, v in enumerate(value))
         if len(value) != len(args):
             raise ConfigError(f"{field}: expected {len(args)} items, got {value!r}")
-        return tuple(_check_type(f"{field}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(_check_type(f"{field}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args, strict=True)))
     if origin in (dict, Mapping, typing.Mapping) or annotation in (dict, Mapping):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{field}: expected a mapping, got {value!r}")
@@ -80,9 +80,7 @@ def _check_type(field: str, value: Any, annotation: Any) -> Any:
             raise ConfigError(f"{field}: expected a number, got {value!r}")
         return float(value)
     if annotation is int:
-        if isinstance(value, bool) or not (
-            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        ):
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
             raise ConfigError(f"{field}: expected an integer, got {value!r}")
         return int(value)
     if annotation is str:
@@ -129,9 +127,7 @@ class ConfigBase:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(names))
         if unknown:
-            raise ConfigError(
-                f"{_prefix}{unknown[0]}: unknown key in {cls.__name__}; known keys: {', '.join(names)}"
-            )
+            raise ConfigError(f"{_prefix}{unknown[0]}: unknown key in {cls.__name__}; known keys: {', '.join(names)}")
         try:
             return cls(**data)
         except TypeError as err:  # a required field is missing
@@ -141,9 +137,7 @@ class ConfigBase:
     def from_yaml(cls: type[T], text_or_path: str | Path) -> T:
         """Loads from YAML text or a path to a YAML file."""
         text = str(text_or_path)
-        if isinstance(text_or_path, Path) or (
-            "\n" not in text and text.endswith((".yaml", ".yml"))
-        ):
+        if isinstance(text_or_path, Path) or ("\n" not in text and text.endswith((".yaml", ".yml"))):
             text = Path(text).read_text()
         data = yaml.safe_load(text)
         if data is not None and not isinstance(data, Mapping):
