@@ -1,0 +1,63 @@
+"""KFP component: evaluate the exported model and decide whether it is blessed (fail closed)."""
+
+from typing import Optional
+
+from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
+
+from components.images import project_component
+
+
+@project_component
+def evaluate_model(
+    model: Input[Model],
+    dataset: Input[Dataset],
+    metrics: Output[Metrics],
+    confusion: Output[ClassificationMetrics],
+    report: Output[Markdown],
+    blessing: Output[Artifact],
+    value_thresholds: Optional[dict] = None,
+    change_thresholds: Optional[dict] = None,
+    stages_root: str = "",
+    pipeline_root: str = "",
+    split: str = "test",
+    batch_size: int = 256,
+    top_k: int = 3,
+) -> bool:
+    """Scores the SavedModel on a split, compares it with prod, and returns whether it is blessed.
+
+    Args:
+        model: the trained model folder (``saved_model/`` inside).
+        dataset: the TFRecord dataset folder.
+        metrics: scalar metrics (accuracy, top-k accuracy, loss, macro precision/recall/F1).
+        confusion: the confusion matrix (drawn by the Kubeflow UI).
+        report: Markdown: decision, metrics, per-class table, most confused pairs.
+        blessing: JSON: decision, reasons, checks, baseline.
+        value_thresholds: metric -> bound (``loss`` an upper bound, others lower bounds).
+        change_thresholds: metric -> minimum improvement over the model prod serves now.
+        stages_root: the promotion records; empty means ``<pipeline_root>/stages``.
+        pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+        split: the split to score.
+        batch_size: examples per inference call.
+        top_k: k of the top-k accuracy.
+
+    Returns:
+        True when every configured threshold passed; False otherwise or when none is configured.
+    """
+    from components.evaluate.run import run_evaluation, write_outputs
+    from components.promote.stages import resolve_stages_root
+    from trainer.config import EvaluateConfig
+
+    config = EvaluateConfig(
+        split=split,
+        batch_size=batch_size,
+        top_k=top_k,
+        value_thresholds=value_thresholds or {},
+        change_thresholds=change_thresholds or {},
+    )
+    outcome = run_evaluation(model.path, dataset.path, config, resolve_stages_root(stages_root, pipeline_root))
+    for name, value in outcome.result.metrics.items():
+        metrics.log_metric(name, value)
+    confusion.log_confusion_matrix(outcome.result.class_names, outcome.result.confusion)
+    write_outputs(outcome, report.path, blessing.path)
+    blessing.metadata.update({"blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons})
+    return outcome.decision.blessed

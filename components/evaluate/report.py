@@ -1,0 +1,82 @@
+"""The evaluation report (Markdown, shown by the Kubeflow UI) and the blessing artifact's JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from components.evaluate.gate import Decision
+from trainer.evaluate import EvaluationResult, most_confused_pairs
+
+
+def _fmt(value: Optional[float], digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def render_report(
+    result: EvaluationResult,
+    decision: Decision,
+    split: str,
+    model_uri: str = "",
+    baseline_entry: Optional[Mapping[str, Any]] = None,
+    confused_pairs: int = 5,
+) -> str:
+    """Renders the evaluation as Markdown: decision, metrics, per-class table, confused pairs.
+
+    Args:
+        result: the evaluation result.
+        decision: the gate's decision.
+        split: the split that was scored.
+        model_uri: where the model is (shown for reference).
+        baseline_entry: prod's current promotion record (version, model_uri), or None.
+        confused_pairs: how many of the most confused class pairs to list.
+
+    Returns:
+        The report text.
+    """
+    m = result.metrics
+    lines = [f"# Evaluation on the {split} split", ""]
+    if model_uri:
+        lines += [f"Model: `{model_uri}`", ""]
+    lines += [f"## Decision: {'BLESSED' if decision.blessed else 'NOT BLESSED'}", ""]
+    lines += [f"- {reason}" for reason in decision.reasons]
+    if baseline_entry is not None:
+        lines += [
+            "",
+            f"Baseline: prod version {baseline_entry.get('version', '?')} (`{baseline_entry.get('model_uri', '?')}`).",
+        ]
+    else:
+        lines += ["", "Baseline: none (prod serves no model yet)."]
+    lines += ["", "## Metrics", "", "| metric | value | prod |", "|---|---:|---:|"]
+    base = decision.baseline or {}
+    for name in ("accuracy", "top_k_accuracy", "loss", "macro_precision", "macro_recall", "macro_f1"):
+        label = f"top-{result.top_k} accuracy" if name == "top_k_accuracy" else name
+        lines.append(f"| {label} | {_fmt(m.get(name))} | {_fmt(base.get(name))} |")
+    lines.append(f"| examples | {int(m.get('num_examples', 0))} | |")
+    lines += ["", "## Per class", "", "| class | precision | recall | F1 | support |", "|---|---:|---:|---:|---:|"]
+    for row in result.per_class:
+        lines.append(
+            f"| {row['name']} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | {row['support']} |"
+        )
+    pairs = most_confused_pairs(result.confusion, result.class_names, confused_pairs)
+    lines += ["", "## Most confused pairs", ""]
+    if pairs:
+        lines += ["| true class | predicted as | count |", "|---|---|---:|"]
+        lines += [f"| {t} | {p} | {n} |" for t, p, n in pairs]
+    else:
+        lines.append("None: every example was classified correctly.")
+    return "\n".join(lines) + "\n"
+
+
+def blessing_record(decision: Decision, metrics: Mapping[str, float], model_uri: str, split: str) -> dict[str, Any]:
+    """The blessing artifact's JSON: the decision, its reasons and checks, and the metrics."""
+    return {
+        "blessed": decision.blessed,
+        "decision": "BLESSED" if decision.blessed else "NOT_BLESSED",
+        "reasons": decision.reasons,
+        "checks": decision.checks,
+        "baseline": decision.baseline,
+        "metrics": dict(metrics),
+        "model_uri": model_uri,
+        "split": split,
+    }

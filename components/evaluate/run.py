@@ -1,0 +1,107 @@
+"""Evaluation step: score the exported model, compare with prod, decide, write the artifacts.
+
+The KFP adapter (``component.py``) calls :func:`run_evaluation` and only logs what it returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Optional
+
+from components.evaluate.gate import Decision, decide, validate_thresholds
+from components.evaluate.report import blessing_record, render_report
+from trainer.config import EvaluateConfig
+from trainer.evaluate import EvaluationResult
+
+BASELINE_STAGE = "prod"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationOutcome:
+    """What the evaluation step produced.
+
+    Attributes:
+        result: metrics, confusion matrix, per-class table.
+        decision: the gate's decision.
+        report: the Markdown report.
+        blessing: the blessing artifact's JSON content.
+    """
+
+    result: EvaluationResult
+    decision: Decision
+    report: str
+    blessing: dict[str, Any]
+
+
+def read_baseline(stages_root: Optional[str]) -> Optional[dict[str, Any]]:
+    """Returns prod's current promotion record (its ``metrics`` are the baseline), or None.
+
+    Args:
+        stages_root: the stages folder or gs:// URI; None means there are no stages (no baseline).
+    """
+    if not stages_root:
+        return None
+    from components.promote.stages import read_current
+
+    return read_current(stages_root, BASELINE_STAGE)
+
+
+def run_evaluation(
+    model_dir: str,
+    dataset_dir: str,
+    config: EvaluateConfig,
+    stages_root: Optional[str] = None,
+    limit: Optional[int] = None,
+) -> EvaluationOutcome:
+    """Scores ``<model_dir>/saved_model`` on a split and decides whether it is blessed.
+
+    Everything that can be checked without scoring is checked first: threshold names, the
+    split (exists, not empty), the SavedModel's signature against the dataset's classes.
+
+    Args:
+        model_dir: the Model artifact's folder (holds ``saved_model/``).
+        dataset_dir: the Dataset artifact's folder (holds ``dataset.json``).
+        config: the evaluation settings, thresholds included.
+        stages_root: where the promotion records are; None means no baseline.
+        limit: score at most this many examples (tests); None for the whole split.
+
+    Returns:
+        The result, the decision, the report and the blessing record.
+    """
+    from trainer.evaluate import evaluate_saved_model
+
+    validate_thresholds(config.value_thresholds, config.change_thresholds)
+    baseline_entry = read_baseline(stages_root)
+    baseline = None
+    if baseline_entry is not None:
+        baseline = {
+            k: float(v)
+            for k, v in (baseline_entry.get("metrics") or {}).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+    result = evaluate_saved_model(
+        os.path.join(model_dir, "saved_model"),
+        dataset_dir,
+        split=config.split,
+        batch_size=config.batch_size,
+        top_k=config.top_k,
+        limit=limit,
+    )
+    decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline)
+    report = render_report(result, decision, config.split, model_dir, baseline_entry)
+    return EvaluationOutcome(
+        result=result,
+        decision=decision,
+        report=report,
+        blessing=blessing_record(decision, result.metrics, model_dir, config.split),
+    )
+
+
+def write_outputs(outcome: EvaluationOutcome, report_path: str, blessing_path: str) -> None:
+    """Writes the Markdown report and the blessing JSON to the artifacts' local paths."""
+    for path, text in ((report_path, outcome.report), (blessing_path, json.dumps(outcome.blessing, indent=2))):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)

@@ -1,0 +1,333 @@
+"""Scores an exported SavedModel on a dataset split: loss, accuracy, top-k, per-class metrics.
+
+The model is scored through its ``serving_default`` signature (encoded image bytes in, as the
+server receives them), so what is measured is what will be served. The arithmetic on predictions
+(:func:`classification_metrics`) is plain NumPy and needs no TensorFlow; TensorFlow is imported
+only inside the functions that load a model or read records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+# The scalar metrics :func:`classification_metrics` produces; thresholds may name any of these.
+# True means higher is better; ``loss`` is the one where lower is better.
+SCALAR_METRICS: dict[str, bool] = {
+    "accuracy": True,
+    "top_k_accuracy": True,
+    "macro_precision": True,
+    "macro_recall": True,
+    "macro_f1": True,
+    "loss": False,
+}
+
+# The feature keys the evaluation reads (docs/CONTRACTS.md, TFRecord schema).
+_ENCODED_KEY = "image/encoded"
+_LABEL_KEY = "image/class/label"
+
+
+class EvaluationError(ValueError):
+    """The model or the data cannot be evaluated; the message says what and how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationResult:
+    """Everything an evaluation produces.
+
+    Attributes:
+        metrics: scalar metrics (the keys of ``SCALAR_METRICS`` plus ``num_examples``).
+        class_names: class names, index = label.
+        confusion: confusion matrix, rows = true class, columns = predicted class.
+        per_class: one dict per class: ``name``, ``precision``, ``recall``, ``f1``, ``support``.
+        top_k: the k of ``top_k_accuracy``.
+    """
+
+    metrics: dict[str, float]
+    class_names: list[str]
+    confusion: list[list[int]]
+    per_class: list[dict[str, Any]]
+    top_k: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return dataclasses.asdict(self)
+
+
+def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> np.ndarray:
+    """Counts (true, predicted) pairs.
+
+    Args:
+        labels: int array [n] of true classes.
+        predictions: int array [n] of predicted classes.
+        num_classes: size of the square matrix.
+
+    Returns:
+        int64 array [num_classes, num_classes], rows true, columns predicted.
+    """
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (np.asarray(labels, np.int64), np.asarray(predictions, np.int64)), 1)
+    return matrix
+
+
+def per_class_metrics(matrix: np.ndarray, class_names: Sequence[str]) -> list[dict[str, Any]]:
+    """Precision, recall, F1 and support per class from a confusion matrix.
+
+    A class never predicted has precision 0 (not NaN), one never present recall 0, so that macro
+    averages stay defined (scikit-learn's ``zero_division=0``).
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    true_pos = np.diag(matrix)
+    predicted = matrix.sum(axis=0)
+    support = matrix.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = np.where(predicted > 0, true_pos / predicted, 0.0)
+        recall = np.where(support > 0, true_pos / support, 0.0)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+    return [
+        {
+            "name": str(name),
+            "precision": float(precision[i]),
+            "recall": float(recall[i]),
+            "f1": float(f1[i]),
+            "support": int(support[i]),
+        }
+        for i, name in enumerate(class_names)
+    ]
+
+
+def most_confused_pairs(matrix: np.ndarray, class_names: Sequence[str], limit: int = 5) -> list[tuple[str, str, int]]:
+    """The off-diagonal cells with the highest counts: (true name, predicted name, count)."""
+    matrix = np.asarray(matrix)
+    pairs = [
+        (int(matrix[t, p]), t, p)
+        for t in range(matrix.shape[0])
+        for p in range(matrix.shape[1])
+        if t != p and matrix[t, p] > 0
+    ]
+    pairs.sort(key=lambda item: (-item[0], item[1], item[2]))
+    return [(class_names[t], class_names[p], count) for count, t, p in pairs[:limit]]
+
+
+def classification_metrics(
+    labels: np.ndarray, probabilities: np.ndarray, class_names: Sequence[str], top_k: int = 3
+) -> EvaluationResult:
+    """All evaluation metrics from true labels and predicted probabilities (NumPy only).
+
+    Args:
+        labels: int array [n], true class indices.
+        probabilities: float array [n, num_classes], rows summing to 1 (softmax output).
+        class_names: names of the classes, index = label.
+        top_k: k for ``top_k_accuracy`` (clipped to the number of classes).
+
+    Returns:
+        The metrics, the confusion matrix and the per-class table.
+
+    Raises:
+        EvaluationError: no examples, or shapes that do not match.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    num_classes = len(class_names)
+    if labels.size == 0:
+        raise EvaluationError("no examples to evaluate: the split is empty")
+    if probabilities.shape != (labels.size, num_classes):
+        raise EvaluationError(
+            f"probabilities have shape {probabilities.shape}, expected ({labels.size}, {num_classes}) "
+            f"for {labels.size} labels and {num_classes} classes"
+        )
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise EvaluationError(f"labels must be in 0..{num_classes - 1}, got {labels.min()}..{labels.max()}")
+    predictions = probabilities.argmax(axis=1)
+    k = min(top_k, num_classes)
+    # argpartition is O(n*c) and the order inside the top k does not matter here.
+    top = np.argpartition(-probabilities, k - 1, axis=1)[:, :k]
+    eps = 1e-7  # Keras' epsilon: a zero probability gives a large but finite loss.
+    picked = np.clip(probabilities[np.arange(labels.size), labels], eps, 1.0)
+    matrix = confusion_matrix(labels, predictions, num_classes)
+    per_class = per_class_metrics(matrix, class_names)
+    metrics = {
+        "accuracy": float((predictions == labels).mean()),
+        "top_k_accuracy": float((top == labels[:, None]).any(axis=1).mean()),
+        "macro_precision": float(np.mean([c["precision"] for c in per_class])),
+        "macro_recall": float(np.mean([c["recall"] for c in per_class])),
+        "macro_f1": float(np.mean([c["f1"] for c in per_class])),
+        "loss": float(-np.log(picked).mean()),
+        "num_examples": float(labels.size),
+    }
+    return EvaluationResult(
+        metrics=metrics,
+        class_names=[str(c) for c in class_names],
+        confusion=matrix.tolist(),
+        per_class=per_class,
+        top_k=k,
+    )
+
+
+# --------------------------------------------------------------------------- TensorFlow side
+
+
+def _load_manifest(dataset_dir: str) -> dict[str, Any]:
+    """The dataset's manifest, through the schema owner's reader when it is there."""
+    from trainer import tfrecords  # imports TensorFlow
+
+    return tfrecords.load_manifest(dataset_dir)
+
+
+def split_shards(manifest: dict[str, Any], dataset_dir: str, split: str) -> tuple[list[str], int]:
+    """The shard paths and example count of a split; fails clearly on a missing or empty split.
+
+    Args:
+        manifest: the parsed ``dataset.json``.
+        dataset_dir: the dataset folder (the Dataset artifact's path).
+        split: the split name.
+
+    Returns:
+        (shard paths, number of examples).
+
+    Raises:
+        EvaluationError: the split is not in the dataset or has no examples.
+    """
+    splits = manifest.get("splits") or {}
+    if split not in splits:
+        raise EvaluationError(
+            f"dataset {dataset_dir} has no split {split!r}; it has {sorted(splits)}. "
+            "Pick one of those (the step's 'split' parameter) or convert with that split."
+        )
+    info = splits[split]
+    count = int(info.get("count", 0))
+    if count == 0 or not info.get("shards"):
+        raise EvaluationError(
+            f"split {split!r} of dataset {dataset_dir} is empty (count={count}); "
+            "give the converter a share for it or evaluate another split"
+        )
+    return [os.path.join(dataset_dir, s["file"]) for s in info["shards"]], count
+
+
+def read_encoded_split(
+    dataset_dir: str, split: str, limit: Optional[int] = None
+) -> tuple[list[bytes], np.ndarray, dict[str, Any]]:
+    """Reads a split's encoded images and labels into memory.
+
+    Args:
+        dataset_dir: the dataset folder.
+        split: the split to read.
+        limit: read at most this many examples.
+
+    Returns:
+        (encoded images, int64 labels, manifest).
+    """
+    import tensorflow as tf
+
+    manifest = _load_manifest(dataset_dir)
+    files, _ = split_shards(manifest, dataset_dir, split)
+    spec = {
+        _ENCODED_KEY: tf.io.FixedLenFeature([], tf.string),
+        _LABEL_KEY: tf.io.FixedLenFeature([], tf.int64),
+    }
+    records = tf.data.TFRecordDataset(files, compression_type=manifest.get("compression") or "")
+    if limit is not None:
+        records = records.take(limit)
+    images: list[bytes] = []
+    labels: list[int] = []
+    for batch in records.batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
+        images.extend(batch[_ENCODED_KEY].numpy().tolist())
+        labels.extend(batch[_LABEL_KEY].numpy().tolist())
+    return images, np.asarray(labels, dtype=np.int64), manifest
+
+
+def load_serving_signature(saved_model_dir: str, num_classes: int, signature: str = "serving_default"):
+    """Loads a SavedModel and checks that its signature fits a dataset with ``num_classes`` classes.
+
+    Args:
+        saved_model_dir: the SavedModel folder (``<model>/saved_model``).
+        num_classes: the number of classes of the dataset.
+        signature: the signature to check and return.
+
+    Returns:
+        (the loaded object, which must be kept alive, and the signature function).
+
+    Raises:
+        EvaluationError: no SavedModel there, a missing signature, or one that does not fit.
+    """
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(os.path.join(saved_model_dir, "saved_model.pb")):
+        raise EvaluationError(
+            f"no SavedModel at {saved_model_dir} (saved_model.pb missing); the model artifact must "
+            "hold the export made by trainer.export.export_saved_model under saved_model/"
+        )
+    loaded = tf.saved_model.load(saved_model_dir)
+    if signature not in loaded.signatures:
+        raise EvaluationError(
+            f"SavedModel {saved_model_dir} has no signature {signature!r}; it has "
+            f"{sorted(loaded.signatures)}. Export it with trainer.export.export_saved_model."
+        )
+    fn = loaded.signatures[signature]
+    expected_input = "image_bytes" if signature == "serving_default" else "images"
+    inputs = fn.structured_input_signature[1]
+    if expected_input not in inputs:
+        raise EvaluationError(
+            f"signature {signature!r} of {saved_model_dir} takes {sorted(inputs)}, expected "
+            f"{expected_input!r} (docs/CONTRACTS.md, SavedModel signatures)"
+        )
+    outputs = fn.structured_outputs
+    if "probabilities" not in outputs:
+        raise EvaluationError(
+            f"signature {signature!r} of {saved_model_dir} returns {sorted(outputs)}, expected "
+            "'probabilities' and 'classes'"
+        )
+    width = outputs["probabilities"].shape[-1]
+    if width is not None and int(width) != num_classes:
+        raise EvaluationError(
+            f"the model predicts {int(width)} classes but the dataset has {num_classes}: it was not "
+            "trained on this dataset. Evaluate it on the dataset it was trained on."
+        )
+    return loaded, fn
+
+
+def predict_bytes(fn, images: Sequence[bytes], batch_size: int) -> np.ndarray:
+    """Runs a ``serving_default`` signature over encoded images in batches; returns probabilities."""
+    import tensorflow as tf
+
+    out = []
+    for start in range(0, len(images), batch_size):
+        batch = tf.constant(list(images[start : start + batch_size]), dtype=tf.string)
+        out.append(fn(image_bytes=batch)["probabilities"].numpy())
+    return np.concatenate(out, axis=0)
+
+
+def evaluate_saved_model(
+    saved_model_dir: str,
+    dataset_dir: str,
+    split: str = "test",
+    batch_size: int = 256,
+    top_k: int = 3,
+    limit: Optional[int] = None,
+) -> EvaluationResult:
+    """Scores the exported SavedModel on a dataset split through its serving signature.
+
+    The split and the signature are checked before any image is read.
+
+    Args:
+        saved_model_dir: the SavedModel folder (``<model>/saved_model``).
+        dataset_dir: the dataset folder with ``dataset.json``.
+        split: the split to score.
+        batch_size: examples per inference call.
+        top_k: k for ``top_k_accuracy``.
+        limit: score at most this many examples (a quick look); ``None`` for all.
+
+    Returns:
+        The metrics, the confusion matrix and the per-class table.
+    """
+    manifest = _load_manifest(dataset_dir)
+    split_shards(manifest, dataset_dir, split)
+    class_names = list(manifest["classes"])
+    _loaded, fn = load_serving_signature(saved_model_dir, len(class_names))
+    images, labels, _ = read_encoded_split(dataset_dir, split, limit)
+    probabilities = predict_bytes(fn, images, batch_size)
+    return classification_metrics(labels, probabilities, class_names, top_k)
