@@ -240,6 +240,13 @@ class TrainConfig(ConfigBase):
         shuffle_buffer: examples in the shuffle buffer.
         checkpoint_every_steps: save a checkpoint this often (plus at each epoch end).
         seed: random seed.
+        model_options: extra arguments of the model builder, e.g. ``{backbone: mobilenet_v2,
+            weights: gs://bucket/mobilenet_v2_notop.weights.h5}`` for ``transfer_classifier``.
+        global_batch_size: examples per step over all replicas; ``None`` means
+            ``batch_size_per_replica`` x replicas. Must divide evenly by the replicas (else refused).
+        train_split: the dataset split trained on.
+        validation_split: the split evaluated after each epoch; ``None`` for no validation.
+        checkpoint_every_seconds: also save a checkpoint when this much time passed since the last.
     """
 
     _section: ClassVar[str] = "train."
@@ -258,6 +265,11 @@ class TrainConfig(ConfigBase):
     shuffle_buffer: int = 10_000
     checkpoint_every_steps: int = 500
     seed: int = 0
+    model_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    global_batch_size: Optional[int] = None
+    train_split: str = "train"
+    validation_split: Optional[str] = "validation"
+    checkpoint_every_seconds: Optional[float] = None
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -274,6 +286,14 @@ class TrainConfig(ConfigBase):
             self._fail("shuffle_buffer", f"must be >= 1, got {self.shuffle_buffer}")
         if self.checkpoint_every_steps < 1:
             self._fail("checkpoint_every_steps", f"must be >= 1, got {self.checkpoint_every_steps}")
+        if self.global_batch_size is not None and not 1 <= self.global_batch_size <= 1 << 20:
+            self._fail("global_batch_size", f"must be in 1..{1 << 20} or null, got {self.global_batch_size}")
+        if not self.train_split:
+            self._fail("train_split", "is empty; give the split to train on, e.g. 'train'")
+        if self.validation_split == self.train_split:
+            self._fail("validation_split", f"must differ from train_split ({self.train_split!r}) or be null")
+        if self.checkpoint_every_seconds is not None and self.checkpoint_every_seconds <= 0:
+            self._fail("checkpoint_every_seconds", f"must be > 0 or null, got {self.checkpoint_every_seconds}")
 
 
 @dataclasses.dataclass(frozen=True)
