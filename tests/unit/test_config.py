@@ -1,0 +1,62 @@
+import dataclasses
+
+import pytest
+
+from trainer.config import Config, ConfigError, ConvertConfig, EvaluateConfig, PromoteConfig, TrainConfig
+
+
+def test_yaml_round_trip_keeps_every_value():
+    cfg = Config(
+        convert=ConvertConfig(source="/data/flowers", splits={"train": 0.9, "test": 0.1}, resize=(224, 224)),
+        train=TrainConfig(model="mnist_cnn", epochs=7, accelerator="tpu"),
+        evaluate=EvaluateConfig(value_thresholds={"accuracy": 0.8}),
+    )
+    again = Config.from_yaml(cfg.to_yaml())
+    assert again == cfg
+    assert again.convert.resize == (224, 224)
+    assert dict(again.evaluate.value_thresholds) == {"accuracy": 0.8}
+    assert again.fingerprint() == cfg.fingerprint()
+    assert again.replace(train=TrainConfig(epochs=8)).fingerprint() != cfg.fingerprint()
+
+
+def test_unknown_key_is_an_error_that_lists_the_known_keys():
+    with pytest.raises(ConfigError, match=r"train.epoch: unknown key in TrainConfig; known keys: model, epochs"):
+        Config.from_yaml("train:\n  epoch: 3\n")
+
+
+@pytest.mark.parametrize(
+    ("section", "data", "message"),
+    [
+        (TrainConfig, {"epochs": 0}, "train.epochs: must be >= 1, got 0"),
+        (TrainConfig, {"batch_size_per_replica": "big"}, "train.batch_size_per_replica: expected an integer"),
+        (TrainConfig, {"accelerator": "tpu-v9"}, "train.accelerator: expected one of"),
+        (TrainConfig, {"epochs": True}, "expected an integer, got True"),
+        (ConvertConfig, {"splits": {"train": 0.8, "test": 0.1}}, "must add up to 1, they add up to 0.9"),
+        (ConvertConfig, {"resize": [0, 10]}, "convert.resize: must be two positive sizes"),
+        (ConvertConfig, {"compression": "zip"}, "convert.compression"),
+        (PromoteConfig, {"stage": "qa"}, "promote.stage: expected one of"),
+        (PromoteConfig, {"model_name": "my model!"}, "promote.model_name"),
+    ],
+)
+def test_bad_values_name_the_field(section, data, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        section.from_dict(data)
+
+
+def test_sections_are_frozen():
+    cfg = TrainConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.epochs = 9  # type: ignore[misc]
+
+
+def test_integral_floats_are_accepted_as_ints_because_kfp_collected_turns_ints_into_floats():
+    assert TrainConfig.from_dict({"epochs": 3.0}).epochs == 3
+    with pytest.raises(ConfigError):
+        TrainConfig.from_dict({"epochs": 3.5})
+
+
+def test_yaml_that_is_not_a_mapping_is_rejected(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        Config.from_yaml(path)
