@@ -1,0 +1,91 @@
+"""KFP adapters of the promote step: promote a model to a stage, and roll a stage back."""
+
+from kfp.dsl import Dataset, Input, Markdown, Model, Output
+
+from components.images import project_component
+
+
+@project_component
+def promote_model(
+    model: Input[Model],
+    dataset: Input[Dataset],
+    report: Output[Markdown],
+    stage: str,
+    stages_root: str = "",
+    pipeline_root: str = "",
+    target: str = "local",
+    model_name: str = "classifier",
+    run_id: str = "",
+) -> int:
+    """Publish the model to a stage, serves it, smoke-tests it; rolls back and fails on any failure.
+
+    Args:
+        model: the trained model folder (its saved_model/ is served).
+        dataset: the dataset whose test split gives the known smoke-test images.
+        report: a Markdown summary of the promotion and its checks.
+        stage: demo, staging or prod.
+        stages_root: the stage store (folder or gs://); "" means <pipeline_root>/stages.
+        pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
+        target: local (a loopback model server) or kubernetes (the stage's manifests).
+        model_name: the name served under /v1/models/<name>.
+        run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER); "" records "unknown".
+
+    Returns:
+        The version the stage serves now.
+    """
+    from components.promote.promote import promote, render_report
+    from components.promote.stages import resolve_stages_root
+    from trainer.config import PromoteConfig
+
+    config = PromoteConfig(
+        stage=stage,
+        target=target,
+        stages_root=resolve_stages_root(stages_root, pipeline_root),
+        model_name=model_name,
+    )
+    result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=None)
+    with open(report.path, "w") as f:
+        f.write(render_report(result))
+    report.metadata.update({"stage": stage, "version": result["version"], "no_op": result["no_op"]})
+    return int(result["version"])
+
+
+@project_component
+def rollback_stage_op(
+    report: Output[Markdown],
+    stage: str,
+    stages_root: str = "",
+    pipeline_root: str = "",
+    target: str = "local",
+    model_name: str = "classifier",
+    run_id: str = "",
+) -> int:
+    """Return a stage to the version it served before the current one, verified by smoke tests.
+
+    Args:
+        report: a Markdown summary of the rollback.
+        stage: demo, staging or prod.
+        stages_root: the stage store; "" means <pipeline_root>/stages.
+        pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
+        target: local or kubernetes.
+        model_name: the served model name.
+        run_id: the run that rolls back (dsl.PIPELINE_JOB_NAME_PLACEHOLDER).
+
+    Returns:
+        The version the stage serves after the rollback.
+    """
+    from components.promote.promote import render_report, rollback
+    from components.promote.stages import resolve_stages_root
+    from trainer.config import PromoteConfig
+
+    config = PromoteConfig(
+        stage=stage,
+        target=target,
+        stages_root=resolve_stages_root(stages_root, pipeline_root),
+        model_name=model_name,
+    )
+    result = rollback(config, run_id=run_id or "unknown")
+    with open(report.path, "w") as f:
+        f.write(render_report(result))
+    report.metadata.update({"stage": stage, "version": result["version"]})
+    return int(result["version"])
