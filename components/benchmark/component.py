@@ -1,0 +1,133 @@
+"""KFP components: inference benchmark per accelerator, training sweep, and the joined reports."""
+
+from typing import Optional
+
+from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Model, Output
+
+from components.images import project_component
+
+
+@project_component
+def benchmark_inference(
+    model: Input[Model],
+    dataset: Input[Dataset],
+    metrics: Output[Metrics],
+    report: Output[Markdown],
+    num_images: int = 3200,
+    batch_size: int = 64,
+    accelerator: str = "cpu-8",
+    http: bool = True,
+    warmup_batches: int = 3,
+    price_table: Optional[str] = None,
+    split: str = "test",
+) -> dict:
+    """Times batched inference on the exported SavedModel (and over REST) and prices it.
+
+    Args:
+        model: the trained model folder (``saved_model/`` inside).
+        dataset: the TFRecord dataset; its split's images are sent.
+        metrics: images_per_sec, latency_p50/p95/p99_ms, latency_spread, images_per_dollar, ...
+        report: Markdown table for this accelerator.
+        num_images: images timed (the case study: 3,200).
+        batch_size: images per batch (the case study: 64).
+        accelerator: the price table key of what this runs on (cpu-8, v100, tpu-v3-8, ...).
+        http: also time the served path through the local model server's REST API.
+        warmup_batches: untimed batches first.
+        price_table: a YAML price table overriding the defaults (a path in the container).
+        split: the split whose images are sent.
+
+    Returns:
+        The result row (no nested statistics), for the join step.
+    """
+    from components.benchmark.run import render_single, run_benchmark, scalar_metrics, summary_row
+    from trainer.config import BenchmarkConfig
+
+    config = BenchmarkConfig(
+        num_images=num_images,
+        batch_size=batch_size,
+        warmup_batches=warmup_batches,
+        accelerator=accelerator,
+        price_table=price_table,
+        http=http,
+    )
+    row = run_benchmark(model.path, dataset.path, config, split)
+    for name, value in scalar_metrics(row).items():
+        metrics.log_metric(name, value)
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(render_single(row))
+    return summary_row(row)
+
+
+@project_component
+def join_benchmarks(results: list, report: Output[Markdown], chart: Output[HTML]) -> dict:
+    """Joins per-accelerator results into the case study's table, fastest and cheapest marked.
+
+    Args:
+        results: the rows of ``benchmark_inference`` (``dsl.Collected`` over the fan-out).
+        report: the Markdown table.
+        chart: an HTML page with the table and bar charts (inline SVG).
+
+    Returns:
+        ``fastest`` and ``cheapest``: the accelerators' names.
+    """
+    from components.benchmark.table import best_of, render_html, render_markdown
+
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(render_markdown(results))
+    with open(chart.path, "w", encoding="utf-8") as f:
+        f.write(render_html(results))
+    return best_of(results)
+
+
+@project_component
+def training_sweep(
+    dataset: Input[Dataset],
+    accelerator: str = "cpu",
+    batch_sizes: list = [256, 512, 1024],  # noqa: B006 (a component default, never mutated)
+    epochs: int = 3,
+    steps_per_epoch: int = 0,
+    strategy: str = "auto",
+    model_name: str = "mnist_cnn",
+) -> dict:
+    """Trains the notebook's CNN at each batch size and times the epochs, first epoch excluded.
+
+    Args:
+        dataset: the TFRecord dataset (its train split is decoded into memory, as in the notebook).
+        accelerator: the name this run is reported under (a preset: tpu-v2-8, gpu-1, cpu, ...).
+        batch_sizes: global batch sizes to sweep.
+        epochs: epochs per batch size (>= 2; the first compiles and is excluded).
+        steps_per_epoch: steps per epoch; 0 means one pass over the split.
+        strategy: ``auto``, ``tpu``, ``gpu`` or ``cpu`` for ``trainer.distribute.get_strategy``.
+        model_name: the model builder.
+
+    Returns:
+        ``{"accelerator": ..., "results": [...]}`` for the join step.
+    """
+    from trainer.benchmark import training_sweep as sweep
+
+    results = sweep(
+        dataset.path,
+        batch_sizes=[int(b) for b in batch_sizes],
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch or None,
+        accelerator=strategy,
+        model_name=model_name,
+    )
+    return {"accelerator": accelerator, "results": results}
+
+
+@project_component
+def join_sweeps(sweeps: list, report: Output[Markdown], chart: Output[HTML]):
+    """Renders the notebook's two tables (epoch time, step time per example) and their charts.
+
+    Args:
+        sweeps: the outputs of ``training_sweep`` (``dsl.Collected`` over the fan-out).
+        report: the Markdown tables.
+        chart: an HTML page with grouped bar charts (inline SVG).
+    """
+    from components.benchmark.table import render_sweep_html, render_sweep_markdown
+
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(render_sweep_markdown(sweeps))
+    with open(chart.path, "w", encoding="utf-8") as f:
+        f.write(render_sweep_html(sweeps))

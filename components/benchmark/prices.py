@@ -1,0 +1,136 @@
+"""The accelerator price table ($/hour) and images per dollar.
+
+The defaults ship as ``prices.yaml`` next to this module (the case study's prices, plus estimates
+marked as such). A user's table, in the same format, replaces or adds entries. Plain Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+DEFAULT_PRICE_TABLE = Path(__file__).with_name("prices.yaml")
+KINDS = ("cpu", "gpu", "tpu")
+_FIELDS = ("price_per_hour", "kind", "cores", "label", "source")
+
+
+class PriceTableError(ValueError):
+    """The price table is malformed, or names no price for the accelerator asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AcceleratorPrice:
+    """One row of the price table.
+
+    Attributes:
+        name: the key (``cpu-8``, ``tpu-v3-8``, ...).
+        price_per_hour: US dollars per hour, >= 0.
+        kind: ``cpu``, ``gpu`` or ``tpu``.
+        cores: vCPUs, GPUs or TPU cores.
+        label: a readable name for tables.
+        source: where the price comes from (``case study``, ``estimate ...``, ``user``).
+    """
+
+    name: str
+    price_per_hour: float
+    kind: str
+    cores: int
+    label: str
+    source: str
+
+
+def _entry(name: str, data: Any, origin: str) -> AcceleratorPrice:
+    if not isinstance(data, Mapping):
+        raise PriceTableError(f"{origin}: accelerator {name!r} must be a mapping with price_per_hour, got {data!r}")
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise PriceTableError(
+            f"{origin}: accelerator {name!r} has unknown field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}"
+        )
+    price = data.get("price_per_hour")
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or not math.isfinite(price):
+        raise PriceTableError(f"{origin}: accelerator {name!r} needs a numeric price_per_hour, got {price!r}")
+    if price < 0:
+        raise PriceTableError(
+            f"{origin}: accelerator {name!r} has a negative price_per_hour ({price}); prices are $/hour >= 0"
+        )
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise PriceTableError(f"{origin}: accelerator {name!r} kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    cores = data.get("cores", 1)
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise PriceTableError(f"{origin}: accelerator {name!r} cores must be an integer >= 1, got {cores!r}")
+    return AcceleratorPrice(
+        name=name,
+        price_per_hour=float(price),
+        kind=kind,
+        cores=cores,
+        label=str(data.get("label", name)),
+        source=str(data.get("source", origin)),
+    )
+
+
+def parse_price_table(data: Any, origin: str = "price table") -> dict[str, AcceleratorPrice]:
+    """Validates a parsed price table (``{accelerators: {name: {...}}}``).
+
+    Args:
+        data: the YAML's content.
+        origin: where it came from, for error messages.
+
+    Returns:
+        name -> price entry.
+
+    Raises:
+        PriceTableError: a malformed table or entry, a negative or missing price, an unknown kind.
+    """
+    if not isinstance(data, Mapping) or set(data) != {"accelerators"} or not isinstance(data["accelerators"], Mapping):
+        raise PriceTableError(
+            f"{origin}: expected a mapping with one key 'accelerators' (name -> {{price_per_hour, kind, "
+            f"cores, label, source}}), got {str(data)[:200]!r}"
+        )
+    return {str(name): _entry(str(name), entry, origin) for name, entry in data["accelerators"].items()}
+
+
+def load_price_table(path: Optional[str] = None) -> dict[str, AcceleratorPrice]:
+    """Loads the default price table, with the entries of a user's table on top.
+
+    Args:
+        path: a YAML file in the format of ``prices.yaml``; None for the defaults alone.
+
+    Returns:
+        name -> price entry.
+
+    Raises:
+        PriceTableError: the file is missing or malformed.
+    """
+    table = parse_price_table(yaml.safe_load(DEFAULT_PRICE_TABLE.read_text()), str(DEFAULT_PRICE_TABLE))
+    if path:
+        file = Path(path)
+        if not file.is_file():
+            raise PriceTableError(f"price table {path} does not exist; give a YAML file like {DEFAULT_PRICE_TABLE}")
+        table.update(parse_price_table(yaml.safe_load(file.read_text()), str(path)))
+    return table
+
+
+def lookup(table: Mapping[str, AcceleratorPrice], accelerator: str) -> AcceleratorPrice:
+    """The price entry of an accelerator; an unknown name is an error listing the known ones."""
+    if accelerator not in table:
+        raise PriceTableError(
+            f"no price for accelerator {accelerator!r}; the price table knows {', '.join(sorted(table))}. "
+            "Use one of those names or add it to your price table (BenchmarkConfig.price_table)."
+        )
+    return table[accelerator]
+
+
+def images_per_dollar(images_per_sec: float, price_per_hour: float) -> Optional[float]:
+    """Images processed for one dollar at a throughput and an hourly price; None when free."""
+    if price_per_hour < 0 or images_per_sec < 0:
+        raise ValueError(f"expected non-negative values, got {images_per_sec} images/s at ${price_per_hour}/h")
+    if price_per_hour == 0:
+        return None  # free hardware (a laptop): images per dollar is unbounded, not a number
+    return images_per_sec * 3600.0 / price_per_hour

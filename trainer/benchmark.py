@@ -1,0 +1,391 @@
+"""Timed inference and training sweeps (DESIGN.md section 5).
+
+Inference: the case study's measurement, N images in batches of B through the exported
+SavedModel, in process and through the model server's REST API. Warm-up batches run first and are
+not timed; every batch is timed with ``time.perf_counter`` (monotonic); the result gives
+images/s, per-batch latency percentiles and their spread.
+
+Training: the GPU-vs-TPU notebook's sweep, the CNN trained with ``model.fit`` on in-memory arrays
+at several batch sizes; the first (compiling) epoch is excluded from the averages.
+
+The timing core (:func:`time_batches`, :func:`summarize`) is plain Python and NumPy;
+TensorFlow is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+
+class BenchmarkError(ValueError):
+    """A benchmark cannot run with these inputs; the message says why and how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingStats:
+    """Timing of one benchmark run (warm-up excluded).
+
+    Attributes:
+        num_images: images timed.
+        batch_size: images per batch (the last batch may be smaller).
+        num_batches: batches timed.
+        total_s: wall time of the timed batches, seconds.
+        images_per_sec: ``num_images / total_s``.
+        latency_ms: per-batch latency: ``p50``, ``p95``, ``p99``, ``mean``, ``std``, ``min``, ``max``.
+        spread: coefficient of variation of the per-batch latency (std / mean).
+        warmup_batches: batches run before timing.
+        warmup_s: their wall time (the first one includes tracing/compilation).
+    """
+
+    num_images: int
+    batch_size: int
+    num_batches: int
+    total_s: float
+    images_per_sec: float
+    latency_ms: dict[str, float]
+    spread: float
+    warmup_batches: int
+    warmup_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return dataclasses.asdict(self)
+
+
+def summarize(
+    latencies_s: Sequence[float],
+    images: int,
+    batch_size: int,
+    total_s: Optional[float] = None,
+    warmup_batches: int = 0,
+    warmup_s: float = 0.0,
+) -> TimingStats:
+    """Turns per-batch latencies into throughput and percentiles.
+
+    Args:
+        latencies_s: seconds per timed batch.
+        images: images in the timed batches.
+        batch_size: images per batch.
+        total_s: wall time of the timed loop; None uses the sum of the latencies.
+        warmup_batches: batches run before timing.
+        warmup_s: their wall time.
+
+    Returns:
+        The statistics.
+
+    Raises:
+        BenchmarkError: no batches were timed.
+    """
+    lat = np.asarray(latencies_s, dtype=np.float64)
+    if lat.size == 0:
+        raise BenchmarkError("no batches were timed: num_images must be at least 1")
+    total = float(lat.sum()) if total_s is None else float(total_s)
+    ms = lat * 1000.0
+    mean = float(ms.mean())
+    return TimingStats(
+        num_images=int(images),
+        batch_size=int(batch_size),
+        num_batches=int(lat.size),
+        total_s=total,
+        images_per_sec=images / total if total > 0 else float("inf"),
+        latency_ms={
+            "p50": float(np.percentile(ms, 50)),
+            "p95": float(np.percentile(ms, 95)),
+            "p99": float(np.percentile(ms, 99)),
+            "mean": mean,
+            "std": float(ms.std()),
+            "min": float(ms.min()),
+            "max": float(ms.max()),
+        },
+        spread=float(ms.std() / mean) if mean > 0 else 0.0,
+        warmup_batches=int(warmup_batches),
+        warmup_s=float(warmup_s),
+    )
+
+
+def plan_batches(available: int, num_images: int, batch_size: int) -> list[tuple[int, int]]:
+    """Index ranges of the timed batches, cycling over the available images when there are fewer.
+
+    Args:
+        available: how many distinct images there are.
+        num_images: how many to time.
+        batch_size: images per batch.
+
+    Returns:
+        ``(start, stop)`` index pairs into a list of ``available`` images repeated as needed; the
+        last batch is smaller when ``batch_size`` does not divide ``num_images``.
+    """
+    if available < 1:
+        raise BenchmarkError("no images to benchmark with: the dataset split is empty")
+    if num_images < 1 or batch_size < 1:
+        raise BenchmarkError(f"num_images and batch_size must be >= 1, got {num_images} and {batch_size}")
+    return [(s, min(s + batch_size, num_images)) for s in range(0, num_images, batch_size)]
+
+
+def cycle(items: Sequence[Any], count: int) -> list[Any]:
+    """The first ``count`` items of ``items`` repeated end to end."""
+    reps = -(-count // len(items))
+    return (list(items) * reps)[:count]
+
+
+def time_batches(run: Callable[[Any], Any], batches: Sequence[Any], sizes: Sequence[int], warmup: int) -> TimingStats:
+    """Times ``run`` on each batch after ``warmup`` untimed calls on the first batches.
+
+    Args:
+        run: called with one prepared batch; must block until the result is ready (return
+            NumPy, not a lazy tensor).
+        batches: the prepared batches (tensors, request bodies): preparing is not timed.
+        sizes: images in each batch.
+        warmup: untimed calls first (cycling over the batches).
+
+    Returns:
+        The statistics.
+    """
+    start = time.perf_counter()
+    for i in range(warmup):
+        run(batches[i % len(batches)])
+    warmup_s = time.perf_counter() - start
+    latencies = []
+    loop_start = time.perf_counter()
+    for batch in batches:
+        t0 = time.perf_counter()
+        run(batch)
+        latencies.append(time.perf_counter() - t0)
+    total = time.perf_counter() - loop_start
+    return summarize(latencies, sum(sizes), max(sizes), total, warmup, warmup_s)
+
+
+# --------------------------------------------------------------------------- inference
+
+
+def benchmark_signature(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    input_name: str,
+    num_images: int = 3200,
+    batch_size: int = 64,
+    warmup: int = 3,
+) -> TimingStats:
+    """Times a SavedModel signature (or any ``fn(**{input_name: batch})``) on batches of inputs.
+
+    Args:
+        fn: the concrete function, e.g. ``loaded.signatures["serving_default"]``.
+        inputs: encoded images (bytes) for ``image_bytes``, or float arrays [H, W, C] for ``images``.
+        input_name: the signature's input name.
+        num_images: images to time (the inputs are cycled when there are fewer).
+        batch_size: images per call.
+        warmup: untimed calls first.
+
+    Returns:
+        The statistics.
+    """
+    import tensorflow as tf
+
+    plan = plan_batches(len(inputs), num_images, batch_size)
+    items = cycle(inputs, num_images)
+    if input_name == "image_bytes":
+        batches = [tf.constant(items[a:b], dtype=tf.string) for a, b in plan]
+    else:
+        batches = [tf.constant(np.stack(items[a:b]), dtype=tf.float32) for a, b in plan]
+
+    def run(batch):
+        # .numpy() waits for the result: the call is timed to completion, not to dispatch.
+        return fn(**{input_name: batch})["probabilities"].numpy()
+
+    return time_batches(run, batches, [b - a for a, b in plan], warmup)
+
+
+def benchmark_keras_predict(
+    model: Any, images: Sequence[np.ndarray], num_images: int = 3200, batch_size: int = 64, warmup: int = 3
+) -> TimingStats:
+    """Times ``model.predict`` on the same batches as :func:`benchmark_signature` (tensors path)."""
+    plan = plan_batches(len(images), num_images, batch_size)
+    items = cycle(images, num_images)
+    batches = [np.stack(items[a:b]).astype(np.float32) for a, b in plan]
+
+    def run(batch):
+        return model.predict(batch, batch_size=len(batch), verbose=0)
+
+    return time_batches(run, batches, [b - a for a, b in plan], warmup)
+
+
+def rest_request_body(images: Sequence[bytes]) -> bytes:
+    """A TensorFlow Serving REST ``:predict`` body for encoded images (``serving_default``)."""
+    instances = [{"b64": base64.b64encode(img).decode("ascii")} for img in images]
+    return json.dumps({"instances": instances}).encode()
+
+
+def predict_rest(predict_url: str, body: bytes, timeout_s: float = 60.0) -> dict[str, Any]:
+    """POSTs one ``:predict`` request and returns the parsed JSON; an HTTP error raises."""
+    request = urllib.request.Request(predict_url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.loads(response.read())
+
+
+def benchmark_http(
+    predict_url: str,
+    images: Sequence[bytes],
+    num_images: int = 3200,
+    batch_size: int = 64,
+    warmup: int = 3,
+) -> TimingStats:
+    """Times the served path: REST ``:predict`` requests of ``batch_size`` encoded images.
+
+    The request bodies are built before timing (client-side encoding is not the server's cost);
+    each timed call includes sending, the server's work, and reading and parsing the response.
+
+    Args:
+        predict_url: ``http://host:port/v1/models/<name>:predict``.
+        images: encoded images.
+        num_images: images to time.
+        batch_size: images per request.
+        warmup: untimed requests first.
+
+    Returns:
+        The statistics.
+    """
+    plan = plan_batches(len(images), num_images, batch_size)
+    items = cycle(images, num_images)
+    bodies = [rest_request_body(items[a:b]) for a, b in plan]
+
+    def run(body):
+        result = predict_rest(predict_url, body)
+        if "predictions" not in result:
+            raise BenchmarkError(f"the server at {predict_url} answered without 'predictions': {str(result)[:200]}")
+        return result
+
+    return time_batches(run, bodies, [b - a for a, b in plan], warmup)
+
+
+# --------------------------------------------------------------------------- training sweep
+
+
+def _load_arrays(dataset_dir: str, split: str, limit: Optional[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Decodes a split into float32 images in [0, 1] and int labels (the notebook's in-memory arrays)."""
+    import tensorflow as tf
+
+    from trainer.evaluate import read_encoded_split
+
+    encoded, labels, manifest = read_encoded_split(dataset_dir, split, limit)
+    shape = manifest.get("image")
+    if not shape:
+        raise BenchmarkError(
+            f"dataset {dataset_dir} has images of different sizes (dataset.json 'image' is null); the "
+            "training sweep needs one size: convert with resize=[height, width]"
+        )
+    channels = int(shape["channels"])
+    images = (
+        np.stack([tf.io.decode_image(e, channels=channels, expand_animations=False).numpy() for e in encoded]).astype(
+            np.float32
+        )
+        / 255.0
+    )
+    return images, labels, list(manifest["classes"])
+
+
+def training_sweep(
+    dataset_dir: str,
+    batch_sizes: Sequence[int] = (256, 512, 1024),
+    epochs: int = 3,
+    steps_per_epoch: Optional[int] = None,
+    accelerator: str = "auto",
+    model_name: str = "mnist_cnn",
+    split: str = "train",
+    limit: Optional[int] = None,
+) -> list[dict[str, Any]]:
+    """Trains the model at each batch size and times its epochs, as the GPU-vs-TPU notebook does.
+
+    Args:
+        dataset_dir: the dataset folder; the split is decoded into memory first (not timed).
+        batch_sizes: global batch sizes to sweep.
+        epochs: epochs per batch size, at least 2 (the first, compiling, one is excluded).
+        steps_per_epoch: steps per epoch; None for one pass over the examples.
+        accelerator: ``auto``, ``tpu``, ``gpu`` or ``cpu`` (``trainer.distribute.get_strategy``).
+        model_name: the model builder (``mnist_cnn`` is the notebook's CNN).
+        split: the split to train on.
+        limit: decode at most this many examples.
+
+    Returns:
+        One dict per batch size: ``batch_size``, ``epoch_times_s`` (all epochs), ``epoch_time_s``
+        (mean without the first), ``step_time_per_example_us``, ``examples_per_epoch``,
+        ``steps_per_epoch``, ``accelerator`` (what actually ran: tpu, gpu, cpu).
+
+    Raises:
+        BenchmarkError: fewer than 2 epochs, a bad batch size, or too few examples.
+    """
+    if epochs < 2:
+        raise BenchmarkError(f"epochs must be >= 2: the first (compiling) epoch is excluded, got {epochs}")
+    if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
+        raise BenchmarkError(f"batch_sizes must be positive integers, got {list(batch_sizes)}")
+    import keras
+    import tensorflow as tf
+
+    from trainer.distribute import accelerator_kind, get_strategy
+    from trainer.models import build_model
+
+    images, labels, classes = _load_arrays(dataset_dir, split, limit)
+    strategy = get_strategy(accelerator)
+    kind = accelerator_kind(strategy)
+    results = []
+    for batch_size in (int(b) for b in batch_sizes):
+        steps = steps_per_epoch or len(images) // batch_size
+        if steps < 1:
+            raise BenchmarkError(
+                f"{len(images)} examples in split {split!r} make no full batch of {batch_size}; give "
+                "steps_per_epoch (the data repeats) or more examples"
+            )
+        # Repeat so that steps_per_epoch may ask for more than one pass; drop_remainder keeps one
+        # batch shape, so only the first epoch compiles (on TPU a ragged batch recompiles).
+        data = (
+            tf.data.Dataset.from_tensor_slices((images, labels))
+            .repeat()
+            .batch(batch_size, drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        with strategy.scope():
+            model = build_model(model_name, images.shape[1:], len(classes))
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        timer = _EpochTimer(keras)
+        model.fit(data, epochs=epochs, steps_per_epoch=steps, callbacks=[timer.callback], verbose=0)
+        timed = timer.times[1:]
+        epoch_time = float(np.mean(timed))
+        examples = steps * batch_size
+        results.append(
+            {
+                "batch_size": batch_size,
+                "epoch_times_s": [float(t) for t in timer.times],
+                "epoch_time_s": epoch_time,
+                "step_time_per_example_us": epoch_time / examples * 1e6,
+                "examples_per_epoch": examples,
+                "steps_per_epoch": steps,
+                "accelerator": kind,
+            }
+        )
+        keras.backend.clear_session()
+    return results
+
+
+class _EpochTimer:
+    """Epoch wall times with a monotonic clock (a Keras callback built lazily, keras is heavy)."""
+
+    def __init__(self, keras_module: Any) -> None:
+        self.times: list[float] = []
+        timer = self
+
+        class Callback(keras_module.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                timer._start = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                timer.times.append(time.perf_counter() - timer._start)
+
+        self.callback = Callback()
+        self._start = 0.0
