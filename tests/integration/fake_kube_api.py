@@ -1,0 +1,540 @@
+"""A FAKE Kubernetes API server for tests: a small http.server on 127.0.0.1.
+
+It implements only the endpoints ``components/promote/kube.py`` calls, with the API's semantics
+as far as they matter there:
+
+- namespaced objects under ``/api/v1/namespaces/<ns>/<plural>[/<name>]`` and
+  ``/apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]`` for the serving kinds and pods;
+- GET (404 ``NotFound`` Status for a missing object or namespace), list with ``labelSelector``
+  (equality terms), POST create (409 ``AlreadyExists``);
+- server-side apply: ``PATCH`` with ``Content-Type: application/apply-patch+yaml`` and a required
+  ``fieldManager``; ``force`` takes fields over. Field ownership is tracked per leaf field (lists
+  are atomic, a coarser rule than real SSA's list keys), so a manager's apply removes the fields
+  it applied before and no longer applies, conflicts with other managers' differing values give
+  409 ``Conflict`` unless forced, and a no-op apply changes nothing (not even resourceVersion,
+  as on Kubernetes >= 1.27);
+- metadata.generation bumps when ``spec`` changes, resourceVersion on every change, Deployment
+  ``spec.replicas`` defaults to 1;
+- a Deployment controller simulated on reads: a rollout becomes available after
+  ``rollout_polls`` reads of the Deployment, or never when ``pod_failure(deployment)`` returns a
+  reason (the synthesized pods then report it as a waiting container), or ends in
+  ``ProgressDeadlineExceeded`` when ``deadline_exceeded(deployment)`` is true.
+
+Not implemented: watch, DELETE, strategic merge patch, admission, validation against schemas,
+authentication. ``deny`` makes writes to the named plurals answer 403 to test RBAC errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+KINDS = {
+    "serviceaccounts": ("v1", "ServiceAccount"),
+    "configmaps": ("v1", "ConfigMap"),
+    "services": ("v1", "Service"),
+    "pods": ("v1", "Pod"),
+    "deployments": ("apps/v1", "Deployment"),
+    "replicasets": ("apps/v1", "ReplicaSet"),
+    "horizontalpodautoscalers": ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
+}
+_PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+_SERVER_FIELDS = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
+
+Path = tuple[str, ...]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str):
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+def _leaves(obj: Any, prefix: Path = ()) -> dict[Path, Any]:
+    """Flattens an object into leaf fields; lists and empty maps are leaves (atomic)."""
+    if isinstance(obj, dict) and obj:
+        out: dict[Path, Any] = {}
+        for key, value in obj.items():
+            out.update(_leaves(value, (*prefix, key)))
+        return out
+    return {prefix: obj}
+
+
+def _owned_leaves(obj: dict[str, Any]) -> dict[Path, Any]:
+    body = {k: v for k, v in obj.items() if k != "status"}
+    meta = {k: v for k, v in body.get("metadata", {}).items() if k not in _SERVER_FIELDS}
+    return _leaves({**body, "metadata": meta})
+
+
+def _get(obj: Any, path: Path) -> Any:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _set(obj: dict[str, Any], path: Path, value: Any) -> None:
+    for key in path[:-1]:
+        if not isinstance(obj.get(key), dict):
+            obj[key] = {}
+        obj = obj[key]
+    obj[path[-1]] = copy.deepcopy(value)
+
+
+def _delete(obj: dict[str, Any], path: Path) -> None:
+    parents = []
+    for key in path[:-1]:
+        if not isinstance(obj.get(key), dict):
+            return
+        parents.append((obj, key))
+        obj = obj[key]
+    obj.pop(path[-1], None)
+    for parent, key in reversed(parents):
+        if parent[key]:
+            break
+        del parent[key]
+
+
+@dataclass
+class _Stored:
+    obj: dict[str, Any]
+    owners: dict[str, set[Path]] = field(default_factory=dict)
+    operations: dict[str, str] = field(default_factory=dict)
+    rollout_generation: int = 0
+    rollout_reads: int = 0
+
+
+class FakeKubeAPI:
+    """The fake's state and its HTTP server; use :meth:`running` as a context manager.
+
+    Attributes:
+        namespaces: the namespaces that exist (others answer 404 like a real cluster).
+        rollout_polls: reads of a Deployment after a spec change until its rollout is complete.
+        pod_failure: returns why a Deployment's pods never get ready (e.g. ``ImagePullBackOff``),
+            or None when they do.
+        deadline_exceeded: returns True for a Deployment the controller should mark
+            ``ProgressDeadlineExceeded``.
+        deny: plurals whose writes answer 403 Forbidden.
+        requests: every request as (method, path, query dict, content type).
+    """
+
+    def __init__(self, namespaces: tuple[str, ...] = ("ltp-demo", "ltp-staging", "ltp-prod")):
+        self.namespaces = set(namespaces)
+        self.rollout_polls = 2
+        self.pod_failure: Callable[[dict[str, Any]], Optional[str]] = lambda deployment: None
+        self.deadline_exceeded: Callable[[dict[str, Any]], bool] = lambda deployment: False
+        self.deny: set[str] = set()
+        self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
+        self._store: dict[tuple[str, str, str], _Stored] = {}
+        self._resource_version = 100
+        self._lock = threading.RLock()
+        self.url = ""
+
+    # ---- inspection helpers for tests
+
+    def get(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        """Returns a copy of a stored object (with status), or None."""
+        with self._lock:
+            stored = self._store.get((plural, namespace, name))
+            return copy.deepcopy(stored.obj) if stored else None
+
+    def objects(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(s.obj) for s in self._store.values()]
+
+    def managers(self, plural: str, namespace: str, name: str) -> dict[str, set[Path]]:
+        with self._lock:
+            return copy.deepcopy(self._store[(plural, namespace, name)].owners)
+
+    def update(self, plural: str, namespace: str, name: str, manager: str, changes: dict[str, Any]) -> None:
+        """An Update by another manager (``kubectl edit``, the HPA's scale): takes the changed fields."""
+        with self._lock:
+            stored = self._store[(plural, namespace, name)]
+            before = copy.deepcopy(stored.obj)
+            for path, value in _leaves(changes).items():
+                if _get(stored.obj, path) != value:
+                    for paths in stored.owners.values():
+                        paths.discard(path)
+                _set(stored.obj, path, value)
+                stored.owners.setdefault(manager, set()).add(path)
+            stored.operations[manager] = "Update"
+            self._commit(stored, before)
+
+    # ---- the server
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, **kwargs: Any) -> Iterator[FakeKubeAPI]:
+        fake = cls(**kwargs)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(fake))
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, name="fake-kube-api", daemon=True)
+        thread.start()
+        fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            yield fake
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+    # ---- API semantics
+
+    def _next_version(self) -> str:
+        self._resource_version += 1
+        return str(self._resource_version)
+
+    def _commit(self, stored: _Stored, before: Optional[dict[str, Any]]) -> bool:
+        """Sets server fields after a change; returns whether anything changed."""
+        obj = stored.obj
+        meta = obj.setdefault("metadata", {})
+        if obj.get("kind") == "Deployment":
+            obj.setdefault("spec", {}).setdefault("replicas", 1)
+            obj.setdefault("status", {})
+        if before is not None:
+            strip = lambda o: {**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "managedFields"}}  # noqa: E731
+            if strip(before) == strip(obj):
+                stored.obj = before
+                return False
+            if before.get("spec") != obj.get("spec"):
+                meta["generation"] = int(before["metadata"].get("generation", 1)) + 1
+        else:
+            meta["generation"] = 1
+            meta["uid"] = hashlib.sha1(f"{meta['namespace']}/{obj['kind']}/{meta['name']}".encode()).hexdigest()
+            meta["creationTimestamp"] = "2025-01-01T00:00:00Z"
+        meta["resourceVersion"] = self._next_version()
+        meta["managedFields"] = [
+            {
+                "manager": m,
+                "operation": stored.operations.get(m, "Apply"),
+                "apiVersion": obj["apiVersion"],
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {},
+            }
+            for m, paths in sorted(stored.owners.items())
+            if paths
+        ]
+        return True
+
+    def _check_namespace(self, namespace: str) -> None:
+        if namespace not in self.namespaces:
+            raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found')
+
+    def _check_body(self, plural: str, namespace: str, name: Optional[str], body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body must be one object")
+        api_version, kind = KINDS[plural]
+        if body.get("apiVersion") != api_version or body.get("kind") != kind:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the body is {body.get('apiVersion')}/{body.get('kind')}, the URL is for {api_version}/{kind}",
+            )
+        meta = body.setdefault("metadata", {})
+        if name is not None and meta.get("name") != name:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+            )
+        if meta.get("namespace", namespace) != namespace:
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
+        meta["namespace"] = namespace
+        if not meta.get("name"):
+            raise ApiError(422, "Invalid", "metadata.name: Required value")
+        return body
+
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], content_type: str, body: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append((method, path, query, content_type))
+            match = _PATH.match(path)
+            if not match or match["plural"] not in KINDS:
+                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+            plural, namespace, name = match["plural"], match["ns"], match["name"]
+            api_version, kind = KINDS[plural]
+            expected_prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            if not path.startswith(expected_prefix + "/"):
+                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+            self._check_namespace(namespace)
+            if method != "GET" and plural in self.deny:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'{plural} "{name}" is forbidden: User "system:serviceaccount:test:fake" '
+                    f'cannot patch resource "{plural}" in the namespace "{namespace}"',
+                )
+            if method == "GET" and name is None:
+                return 200, self._list(plural, namespace, query)
+            if method == "GET":
+                return 200, self._read(plural, namespace, name)
+            if method == "POST" and name is None:
+                manager = query.get("fieldManager", ["unnamed-client"])[0]
+                return 201, self._create(
+                    plural, namespace, manager, self._check_body(plural, namespace, None, _parse(body))
+                )
+            if method == "PATCH" and name is not None:
+                return self._apply(plural, namespace, name, query, content_type, body)
+            raise ApiError(405, "MethodNotAllowed", f"{method} {path} is not supported by the fake")
+
+    def _read(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        stored = self._store.get((plural, namespace, name))
+        if stored is None:
+            raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+        if plural == "deployments":
+            self._advance_rollout(stored)
+        return copy.deepcopy(stored.obj)
+
+    def _list(self, plural: str, namespace: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        selector = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
+        if plural == "pods":
+            items = self._pods(namespace)
+        else:
+            items = [copy.deepcopy(s.obj) for (p, ns, _), s in self._store.items() if p == plural and ns == namespace]
+        items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())]
+        api_version, kind = KINDS[plural]
+        return {
+            "apiVersion": api_version,
+            "kind": f"{kind}List",
+            "metadata": {"resourceVersion": str(self._resource_version)},
+            "items": items,
+        }
+
+    def _create(self, plural: str, namespace: str, manager: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        if (plural, namespace, name) in self._store:
+            raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
+        stored = _Stored(obj=copy.deepcopy(body))
+        stored.obj.pop("status", None)
+        stored.owners[manager] = set(_owned_leaves(stored.obj))
+        stored.operations[manager] = "Update"
+        self._commit(stored, None)
+        self._store[(plural, namespace, name)] = stored
+        return copy.deepcopy(stored.obj)
+
+    def _apply(
+        self, plural: str, namespace: str, name: str, query: dict[str, list[str]], content_type: str, raw: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        if content_type.split(";")[0].strip() != "application/apply-patch+yaml":
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the fake implements only server-side apply (application/apply-patch+yaml), got {content_type!r}",
+            )
+        manager = query.get("fieldManager", [""])[0]
+        if not manager:
+            raise ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+            )
+        force = query.get("force", ["false"])[0].lower() in ("true", "1")
+        applied = self._check_body(plural, namespace, name, _parse(raw))
+        new_leaves = _owned_leaves(applied)
+        key = (plural, namespace, name)
+        existing = self._store.get(key)
+        stored = existing or _Stored(obj={})
+        conflicts = sorted(
+            (other, path)
+            for other, paths in stored.owners.items()
+            if other != manager
+            for path in paths
+            if path in new_leaves and _get(stored.obj, path) != new_leaves[path]
+        )
+        if conflicts and not force:
+            listed = "; ".join(f'conflict with "{m}": .{".".join(p)}' for m, p in conflicts)
+            raise ApiError(409, "Conflict", f"Apply failed with {len(conflicts)} conflict(s): {listed}")
+        before = copy.deepcopy(stored.obj) if existing else None
+        others = set().union(*(paths for m, paths in stored.owners.items() if m != manager)) if stored.owners else set()
+        for path in stored.owners.get(manager, set()) - new_leaves.keys():
+            if path not in others:
+                _delete(stored.obj, path)
+        for path, value in new_leaves.items():
+            _set(stored.obj, path, value)
+        for other, path in conflicts:
+            stored.owners[other].discard(path)
+        stored.owners[manager] = set(new_leaves)
+        stored.operations[manager] = "Apply"
+        self._commit(stored, before)
+        self._store[key] = stored
+        return (201 if existing is None else 200), copy.deepcopy(stored.obj)
+
+    # ---- the simulated Deployment controller
+
+    def _advance_rollout(self, stored: _Stored) -> None:
+        deployment = stored.obj
+        generation = deployment["metadata"]["generation"]
+        if stored.rollout_generation != generation:
+            stored.rollout_generation, stored.rollout_reads = generation, 0
+        stored.rollout_reads += 1
+        before = copy.deepcopy(deployment)
+        status = deployment.setdefault("status", {})
+        replicas = deployment["spec"].get("replicas", 1)
+        if stored.rollout_reads == 1:
+            return  # the controller has not seen the new spec yet
+        status["observedGeneration"] = generation
+        if self.deadline_exceeded(deployment):
+            status.update(replicas=replicas, updatedReplicas=1, availableReplicas=0, readyReplicas=0)
+            status["conditions"] = [
+                _condition(
+                    "Progressing",
+                    "False",
+                    "ProgressDeadlineExceeded",
+                    f'ReplicaSet "{deployment["metadata"]["name"]}-{_template_hash(deployment)}" '
+                    "has timed out progressing.",
+                )
+            ]
+        elif self.pod_failure(deployment) is not None or stored.rollout_reads <= self.rollout_polls:
+            status.update(
+                replicas=replicas,
+                updatedReplicas=replicas,
+                availableReplicas=0,
+                readyReplicas=0,
+                unavailableReplicas=replicas,
+            )
+            status["conditions"] = [
+                _condition(
+                    "Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
+                ),
+                _condition("Progressing", "True", "ReplicaSetUpdated", "ReplicaSet is progressing."),
+            ]
+        else:
+            status.update(
+                replicas=replicas, updatedReplicas=replicas, availableReplicas=replicas, readyReplicas=replicas
+            )
+            status.pop("unavailableReplicas", None)
+            status["conditions"] = [
+                _condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability."),
+                _condition("Progressing", "True", "NewReplicaSetAvailable", "ReplicaSet has successfully progressed."),
+            ]
+        if before != deployment:
+            deployment["metadata"]["resourceVersion"] = self._next_version()
+
+    def _pods(self, namespace: str) -> list[dict[str, Any]]:
+        pods = []
+        for (plural, ns, _), stored in self._store.items():
+            if plural != "deployments" or ns != namespace:
+                continue
+            deployment = stored.obj
+            template = deployment["spec"]["template"]
+            failure = self.pod_failure(deployment)
+            available = deployment.get("status", {}).get("availableReplicas", 0)
+            for i in range(deployment["spec"].get("replicas", 1)):
+                ready = failure is None and i < available
+                waiting = {
+                    "waiting": {
+                        "reason": failure or "ContainerCreating",
+                        "message": f"simulated: {failure or 'starting'}",
+                    }
+                }
+                pods.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": f"{deployment['metadata']['name']}-{_template_hash(deployment)}-{i}",
+                            "namespace": ns,
+                            "labels": dict(template["metadata"].get("labels", {})),
+                        },
+                        "spec": {
+                            "containers": [
+                                {"name": c["name"], "image": c.get("image")} for c in template["spec"]["containers"]
+                            ]
+                        },
+                        "status": {
+                            "phase": "Running" if ready else "Pending",
+                            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                            "containerStatuses": [
+                                {
+                                    "name": c["name"],
+                                    "image": c.get("image", ""),
+                                    "imageID": "",
+                                    "ready": ready,
+                                    "restartCount": 0 if ready else 3,
+                                    "state": {"running": {}} if ready else waiting,
+                                }
+                                for c in template["spec"]["containers"]
+                            ],
+                        },
+                    }
+                )
+        return pods
+
+
+def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastUpdateTime": "2025-01-01T00:00:00Z",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    }
+
+
+def _template_hash(deployment: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(deployment["spec"]["template"], sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return yaml.safe_load(raw.decode() or "null")  # JSON is YAML
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ApiError(400, "BadRequest", f"cannot parse the body: {err}") from err
+
+
+def _handler_for(fake: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            url = urlsplit(self.path)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                code, payload = fake.handle(
+                    self.command, url.path, parse_qs(url.query), self.headers.get("Content-Type", ""), body
+                )
+            except ApiError as err:
+                code = err.code
+                payload = {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": err.message,
+                    "reason": err.reason,
+                    "code": err.code,
+                }
+            data = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+    return Handler
