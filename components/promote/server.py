@@ -1,0 +1,533 @@
+"""A local model server speaking TensorFlow Serving's REST API, for ``make run`` and the tests.
+
+It serves a SavedModel from a TensorFlow Serving model base path (numeric version subfolders, the
+newest complete one served; a plain SavedModel folder is served as version 1) on loopback:
+
+- ``GET  /v1/models/<name>[/versions/<v>]``            model status (``AVAILABLE``)
+- ``GET  /v1/models/<name>[/versions/<v>]/metadata``   signature definitions
+- ``POST /v1/models/<name>[/versions/<v>]:predict``    ``instances`` (row) or ``inputs`` (columnar)
+  requests, ``signature_name``, ``{"b64": ...}`` for bytes inputs
+
+Errors answer ``{"error": "<message>"}`` like TensorFlow Serving: 400 for a bad request (bad
+JSON, wrong shape or type, bad base64, an image that does not decode, a batch over the cap), 404
+for an unknown model, version or signature, 413 for a body over the size cap. Requests are served
+concurrently (one thread per connection, HTTP/1.1 keep-alive); no input stops the server.
+
+TensorFlow is imported when the server starts, not when this module is imported.
+
+Command line::
+
+    python -m components.promote.server --model-base-path stages/demo/models/classifier \
+        --model-name classifier --port 8501
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import logging
+import re
+import signal
+import socket
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Optional
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_BATCH_SIZE = 1024
+DEFAULT_SIGNATURE = "serving_default"
+_MODEL_PATH = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>.*)$")
+_DTYPE_NAMES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int64": "DT_INT64", "int32": "DT_INT32"}
+
+
+class RequestError(Exception):
+    """A request the server answers with an error status and message (never a crash)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def find_versions(model_base_path: str) -> list[int]:
+    """Return the complete versions (numeric subfolders holding ``saved_model.pb``), ascending."""
+    base = Path(model_base_path)
+    if not base.is_dir():
+        return []
+    return sorted(
+        int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit() and (p / "saved_model.pb").is_file()
+    )
+
+
+def _resolve_model_dir(model_base_path: str, version: Optional[int]) -> tuple[int, Path]:
+    base = Path(model_base_path)
+    versions = find_versions(model_base_path)
+    if version is not None:
+        if version not in versions:
+            raise FileNotFoundError(
+                f"version {version} not found under {model_base_path}: complete versions there: {versions}"
+            )
+        return version, base / str(version)
+    if versions:
+        return versions[-1], base / str(versions[-1])
+    if (base / "saved_model.pb").is_file():
+        return 1, base  # a plain SavedModel folder
+    raise FileNotFoundError(
+        f"no SavedModel under {model_base_path}: expected numeric version folders (1/, 2/, ...) "
+        "each holding saved_model.pb, or a SavedModel folder itself"
+    )
+
+
+class _Signature:
+    """One serving signature: input specs, output names, and the callable."""
+
+    def __init__(self, fn):
+        _, kwargs = fn.structured_input_signature
+        self.fn = fn
+        self.inputs = dict(kwargs)  # name -> TensorSpec
+        self.outputs = dict(fn.structured_outputs)  # name -> TensorSpec
+
+    def metadata(self) -> dict[str, Any]:
+        def spec(name, s, kind):
+            dims = [{"size": str(-1 if d is None else d), "name": ""} for d in s.shape.as_list()]
+            return {
+                "dtype": _DTYPE_NAMES.get(s.dtype.name, f"DT_{s.dtype.name.upper()}"),
+                "tensor_shape": {"dim": dims, "unknown_rank": False},
+                "name": f"{kind}_{name}:0",
+            }
+
+        return {
+            "inputs": {n: spec(n, s, "serving_default") for n, s in self.inputs.items()},
+            "outputs": {n: spec(n, s, "StatefulPartitionedCall") for n, s in self.outputs.items()},
+            "method_name": "tensorflow/serving/predict",
+        }
+
+
+class _Model:
+    """A loaded SavedModel and the request-to-tensor conversion for its signatures."""
+
+    def __init__(self, name: str, version: int, path: Path, max_batch_size: int):
+        import tensorflow as tf
+
+        self.name = name
+        self.version = version
+        self.path = path
+        self.max_batch_size = max_batch_size
+        self._tf = tf
+        self._loaded = tf.saved_model.load(str(path))
+        self.signatures = {key: _Signature(fn) for key, fn in self._loaded.signatures.items()}
+        if not self.signatures:
+            raise ValueError(f"the SavedModel at {path} has no serving signatures")
+
+    def signature(self, name: Optional[str]) -> tuple[str, _Signature]:
+        key = name or DEFAULT_SIGNATURE
+        if key not in self.signatures:
+            raise RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f'Serving signature name: "{key}" not found in signature def; available: {sorted(self.signatures)}',
+            )
+        return key, self.signatures[key]
+
+    # -- request conversion -------------------------------------------------------------------
+
+    @staticmethod
+    def _decode_strings(value: Any, where: str) -> Any:
+        """Turn nested lists of ``{"b64": ...}`` objects and plain strings into bytes."""
+        if isinstance(value, list):
+            return [_Model._decode_strings(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            if set(value) != {"b64"} or not isinstance(value["b64"], str):
+                raise RequestError(
+                    HTTPStatus.BAD_REQUEST,
+                    f'{where}: a bytes value must be {{"b64": "<base64 string>"}}, got keys {sorted(value)}',
+                )
+            try:
+                return base64.b64decode(value["b64"], validate=True)
+            except (binascii.Error, ValueError) as err:
+                raise RequestError(HTTPStatus.BAD_REQUEST, f"{where}: invalid base64 ({err})") from None
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        raise RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'{where}: expected a string or {{"b64": ...}} for a DT_STRING input, got {type(value).__name__}',
+        )
+
+    def _to_tensor(self, name: str, spec, value: Any, where: str):
+        import numpy as np
+
+        expected = [d if d is not None else -1 for d in spec.shape.as_list()]
+        if spec.dtype.name == "string":
+            data = np.array(self._decode_strings(value, where), dtype=object)
+            if data.dtype != object or any(not isinstance(x, bytes) for x in data.reshape(-1)):
+                raise RequestError(HTTPStatus.BAD_REQUEST, f"{where}: ragged or mixed list for input {name!r}")
+        else:
+            try:
+                data = np.asarray(value, dtype=spec.dtype.as_numpy_dtype)
+            except (ValueError, TypeError) as err:
+                raise RequestError(
+                    HTTPStatus.BAD_REQUEST,
+                    f"{where}: input {name!r} must be a rectangular list of numbers of shape {expected} "
+                    f"({spec.dtype.name}); could not convert it: {err}",
+                ) from None
+        if data.ndim != len(expected) or any(e not in (-1, g) for e, g in zip(expected, data.shape, strict=False)):
+            raise RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f"{where}: input {name!r} has shape {list(data.shape)}, expected {expected} "
+                "(-1 is any size; the first dimension is the batch)",
+            )
+        if data.shape and data.shape[0] > self.max_batch_size:
+            raise RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f"batch of {data.shape[0]} exceeds the server's max batch size {self.max_batch_size}; "
+                "split the request",
+            )
+        if data.shape and data.shape[0] == 0:
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"{where}: input {name!r} is an empty batch")
+        if spec.dtype.name == "string":
+            return self._tf.constant(list(data.reshape(-1)), dtype=self._tf.string, shape=data.shape)
+        return self._tf.constant(data)
+
+    def _row_inputs(self, sig: _Signature, instances: Any) -> dict[str, Any]:
+        if not isinstance(instances, list):
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"'instances' must be a list, got {type(instances).__name__}")
+        if not instances:
+            raise RequestError(HTTPStatus.BAD_REQUEST, "'instances' is empty: send at least one instance")
+        names = list(sig.inputs)
+        named = all(isinstance(x, dict) and set(x) != {"b64"} for x in instances)
+        if named:
+            columns: dict[str, list] = {n: [] for n in names}
+            for i, inst in enumerate(instances):
+                if set(inst) != set(names):
+                    raise RequestError(
+                        HTTPStatus.BAD_REQUEST,
+                        f"instances[{i}] has keys {sorted(inst)}, expected exactly the inputs {names}",
+                    )
+                for n in names:
+                    columns[n].append(inst[n])
+            return {n: self._to_tensor(n, sig.inputs[n], columns[n], "instances") for n in names}
+        if len(names) != 1:
+            raise RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f"this signature has several inputs {names}: each instance must be an object naming them",
+            )
+        return {names[0]: self._to_tensor(names[0], sig.inputs[names[0]], instances, "instances")}
+
+    def _columnar_inputs(self, sig: _Signature, inputs: Any) -> dict[str, Any]:
+        names = list(sig.inputs)
+        if isinstance(inputs, dict) and set(inputs) != {"b64"}:
+            if set(inputs) != set(names):
+                raise RequestError(
+                    HTTPStatus.BAD_REQUEST, f"'inputs' has keys {sorted(inputs)}, expected exactly {names}"
+                )
+            return {n: self._to_tensor(n, sig.inputs[n], inputs[n], f"inputs.{n}") for n in names}
+        if len(names) != 1:
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"'inputs' must be an object naming the inputs {names}")
+        return {names[0]: self._to_tensor(names[0], sig.inputs[names[0]], inputs, "inputs")}
+
+    def predict(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Answer a ``:predict`` request body (already parsed JSON)."""
+        unknown = sorted(set(body) - {"signature_name", "instances", "inputs"})
+        if unknown:
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"unknown request keys {unknown}")
+        if ("instances" in body) == ("inputs" in body):
+            raise RequestError(
+                HTTPStatus.BAD_REQUEST,
+                "send exactly one of 'instances' (row format) or 'inputs' (columnar format)",
+            )
+        signature_name = body.get("signature_name")
+        if signature_name is not None and not isinstance(signature_name, str):
+            raise RequestError(HTTPStatus.BAD_REQUEST, "'signature_name' must be a string")
+        _, sig = self.signature(signature_name)
+        row = "instances" in body
+        tensors = self._row_inputs(sig, body["instances"]) if row else self._columnar_inputs(sig, body["inputs"])
+        try:
+            outputs = sig.fn(**tensors)
+        except self._tf.errors.InvalidArgumentError as err:
+            # e.g. bytes that are not an image: the client's fault, with TensorFlow's reason.
+            message = err.message.strip().splitlines()
+            reason = next((m for m in message if "Detected at node" not in m and m.strip()), str(err))
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"the model rejected the input: {reason.strip()}") from None
+        values = {k: v.numpy().tolist() for k, v in outputs.items()}
+        if not row:
+            return {"outputs": values if len(values) > 1 else next(iter(values.values()))}
+        if len(values) == 1:
+            return {"predictions": next(iter(values.values()))}
+        batch = len(next(iter(values.values())))
+        return {"predictions": [{k: v[i] for k, v in values.items()} for i in range(batch)]}
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "model_version_status": [
+                {
+                    "version": str(self.version),
+                    "state": "AVAILABLE",
+                    "status": {"error_code": "OK", "error_message": ""},
+                }
+            ]
+        }
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "model_spec": {"name": self.name, "signature_name": "", "version": str(self.version)},
+            "metadata": {
+                "signature_def": {
+                    "signature_def": {k: s.metadata() for k, s in self.signatures.items()},
+                }
+            },
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: load clients reuse connections
+    server_version = "lean-tpu-model-server/1"
+    timeout = 60  # an idle keep-alive connection gives its thread back after this
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        log.debug("%s - %s", self.address_string(), format % args)
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _route(self, method: str) -> None:
+        owner: ModelServer = self.server.owner
+        try:
+            match = _MODEL_PATH.match(self.path.split("?", 1)[0])
+            if not match:
+                raise RequestError(HTTPStatus.NOT_FOUND, f"unknown path {self.path}; expected /v1/models/<name>...")
+            body = self._read_body() if method == "POST" else None
+            model = owner._model
+            if model is None or match["name"] != model.name:
+                raise RequestError(HTTPStatus.NOT_FOUND, f"Servable not found for request: Latest({match['name']})")
+            if match["version"] is not None:
+                if not match["version"].isdigit() or int(match["version"]) != model.version:
+                    raise RequestError(
+                        HTTPStatus.NOT_FOUND,
+                        f"Servable not found for request: Specific({match['name']}, {match['version']}); "
+                        f"this server serves version {model.version}",
+                    )
+            rest = match["rest"]
+            if method == "GET" and rest in ("", "/"):
+                self._send(HTTPStatus.OK, model.status())
+            elif method == "GET" and rest == "/metadata":
+                self._send(HTTPStatus.OK, model.metadata())
+            elif method == "POST" and rest == ":predict":
+                self._send(HTTPStatus.OK, model.predict(body))
+            elif rest in (":classify", ":regress"):
+                raise RequestError(HTTPStatus.BAD_REQUEST, f"{rest[1:]} is not supported; use :predict")
+            else:
+                raise RequestError(HTTPStatus.NOT_FOUND, f"unknown path {self.path} for {method}")
+        except RequestError as err:
+            self._send(err.status, {"error": err.message})
+        except Exception as err:  # never let one request take the server down; report it
+            log.exception("request %s %s failed", method, self.path)
+            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"internal error: {type(err).__name__}: {err}"})
+
+    def _read_body(self) -> dict[str, Any]:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            self.close_connection = True
+            raise RequestError(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
+        try:
+            size = int(length)
+        except ValueError:
+            self.close_connection = True
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {length!r}") from None
+        limit = self.server.owner.max_request_bytes
+        if size > limit or size < 0:
+            # The body is not read: the connection cannot be reused.
+            self.close_connection = True
+            raise RequestError(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"request body of {size} bytes exceeds the server's limit of {limit} bytes; send smaller batches",
+            )
+        raw = self.rfile.read(size)
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"JSON Parse error: {err}") from None
+        if not isinstance(body, dict):
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"the request must be a JSON object, got {type(body).__name__}")
+        return body
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._route("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._route("POST")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+
+class ModelServer:
+    """TensorFlow Serving's REST API for one model on a loopback port (see the module docstring).
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`::
+
+        with ModelServer("stages/demo/models/classifier", "classifier") as server:
+            requests.get(f"{server.url}/v1/models/classifier")
+
+    Args:
+        model_base_path: numeric version folders (the newest complete one is served) or a plain
+            SavedModel folder (served as version 1).
+        model_name: the name in ``/v1/models/<name>``.
+        host: the address to listen on; loopback by default.
+        port: the port; 0 picks a free one (read it back from :attr:`url`).
+        version: serve this version instead of the newest.
+        max_request_bytes: larger request bodies are refused with 413.
+        max_batch_size: larger batches are refused with 400.
+    """
+
+    def __init__(
+        self,
+        model_base_path: str,
+        model_name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        version: Optional[int] = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    ):
+        if not model_name or "/" in model_name or ":" in model_name:
+            raise ValueError(f"model_name must be a non-empty name without '/' or ':', got {model_name!r}")
+        if max_request_bytes < 1 or max_batch_size < 1:
+            raise ValueError(
+                f"max_request_bytes and max_batch_size must be >= 1, got {max_request_bytes}, {max_batch_size}"
+            )
+        self.model_base_path = str(model_base_path)
+        self.model_name = model_name
+        self.host = host
+        self.port = port
+        self.version = version
+        self.max_request_bytes = max_request_bytes
+        self.max_batch_size = max_batch_size
+        self._model: Optional[_Model] = None
+        self._httpd: Optional[_HTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(conn)
+
+    @property
+    def served_version(self) -> int:
+        """The version being served (after :meth:`start`)."""
+        if self._model is None:
+            raise RuntimeError("the server is not started")
+        return self._model.version
+
+    @property
+    def url(self) -> str:
+        """The base URL, e.g. ``http://127.0.0.1:40123`` (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not started: call start() or use it as a context manager")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> ModelServer:
+        """Load the model and start answering; returns once the version is AVAILABLE.
+
+        Raises:
+            FileNotFoundError: no servable SavedModel at the base path.
+        """
+        if self._httpd is not None:
+            return self
+        version, path = _resolve_model_dir(self.model_base_path, self.version)
+        self._model = _Model(self.model_name, version, path, self.max_batch_size)
+        self._httpd = _HTTPServer((self.host, self.port), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-server", daemon=True)
+        self._thread.start()
+        log.info("serving %s version %d from %s at %s", self.model_name, version, path, self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop answering, close open connections and free the port."""
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:  # idle keep-alive connections would otherwise linger
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the client
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the server from the command line until interrupted."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-base-path", required=True, help="version folders or a SavedModel folder")
+    parser.add_argument("--model-name", required=True, help="served as /v1/models/<name>")
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default loopback)")
+    parser.add_argument("--port", type=int, default=8501, help="REST port (TensorFlow Serving's is 8501)")
+    parser.add_argument("--version", type=int, default=None, help="serve this version, not the newest")
+    parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    server = ModelServer(
+        args.model_base_path,
+        args.model_name,
+        host=args.host,
+        port=args.port,
+        version=args.version,
+        max_request_bytes=args.max_request_bytes,
+        max_batch_size=args.max_batch_size,
+    )
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    server.start()
+    print(f"serving {args.model_name} version {server.served_version} at {server.url}", flush=True)
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is the normal way to stop
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
