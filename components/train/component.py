@@ -1,0 +1,56 @@
+"""KFP component: train a model on TFRecords with the accelerator the pod was given."""
+
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+from components.images import project_component
+
+
+@project_component
+def train_model(
+    dataset: Input[Dataset],
+    model: Output[Model],
+    metrics: Output[Metrics],
+    model_name: str = "mnist_cnn",
+    epochs: int = 3,
+    steps_per_epoch: int = 0,
+    batch_size_per_replica: int = 128,
+    learning_rate: float = 0.001,
+    accelerator: str = "auto",
+    config_yaml: str = "",
+):
+    """Trains ``model_name`` on the dataset and writes the model folder (SavedModel, .keras, card).
+
+    A retried task (a preempted TPU) resumes from the checkpoints under the model's URI.
+
+    Args:
+        dataset: the TFRecord dataset folder (``dataset.json`` + shards).
+        model: the model folder: saved_model/, model.keras, config.yaml, model_card.md,
+            checkpoints/, logs/ (TensorBoard), training.json.
+        metrics: final loss/accuracy (train and validation), images/s, steps.
+        model_name: a model builder of ``trainer.models`` (``mnist_cnn``, ``transfer_classifier``).
+        epochs: training epochs.
+        steps_per_epoch: steps per epoch; 0 means one pass over the training split.
+        batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
+        learning_rate: learning rate for a global batch of 128, scaled with the global batch.
+        accelerator: ``auto`` detects; ``tpu``, ``gpu``, ``cpu`` fail if not there.
+        config_yaml: further TrainConfig fields as YAML (e.g. ``precision: float32``); the
+            parameters above win over it. Empty for none.
+    """
+    import trainer  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow is imported)
+    from components.train.run import describe_model, train_config
+    from trainer.train import train
+
+    config = train_config(
+        config_yaml,
+        model=model_name,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch or None,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        accelerator=accelerator,
+    )
+    summary = train(dataset.path, model.path, config)
+    model.metadata.update(describe_model(summary, config))
+    for name in ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_sec", "steps"):
+        if summary.get(name) is not None:
+            metrics.log_metric(name, float(summary[name]))

@@ -1,0 +1,58 @@
+"""The train step's non-TensorFlow logic: the config from component parameters, model metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from trainer.config import ConfigError, TrainConfig
+
+
+def train_config(config_yaml: str = "", **fields: Any) -> TrainConfig:
+    """Builds the TrainConfig from optional YAML plus the component's explicit parameters.
+
+    Args:
+        config_yaml: YAML mapping of TrainConfig fields, or empty.
+        **fields: fields set by the component's parameters; they override the YAML.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: the YAML is not a mapping, names an unknown field, or a value is invalid.
+    """
+    data = yaml.safe_load(config_yaml) if config_yaml.strip() else {}
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"train config_yaml: expected a YAML mapping of TrainConfig fields, got {data!r}")
+    return TrainConfig.from_dict({**data, **fields})
+
+
+def describe_model(summary: Mapping[str, Any], config: TrainConfig) -> dict[str, Any]:
+    """The Model artifact's metadata: what it was trained on and how to call it."""
+    height, width, channels = summary["image_shape"]
+    return {
+        "framework": "tensorflow",
+        "model": summary["model"],
+        "accelerator": summary["accelerator"],
+        "strategy": summary["strategy"],
+        "replicas": summary["replicas"],
+        "precision": summary["precision"],
+        "config_hash": config.fingerprint(),
+        "dataset_fingerprint": summary["dataset_fingerprint"],
+        "class_names": list(summary["class_names"]),
+        "image_shape": [height, width, channels],
+        "input_signature": {
+            "serving_default": {"image_bytes": "tf.string [None] (encoded PNG/JPEG/GIF/BMP)"},
+            "serving_tensors": {"images": f"float32 [None, {height}, {width}, {channels}] in [0, 1]"},
+        },
+        "output_signature": {
+            "probabilities": f"float32 [None, {len(summary['class_names'])}]",
+            "classes": "int64 [None]",
+        },
+        "steps": summary["steps"],
+        "images_per_sec": summary["images_per_sec"],
+    }

@@ -1,0 +1,98 @@
+r"""``python -m trainer`` / ``ltp-train``: the same training as the pipeline step, outside KFP.
+
+This is what the plain TPU Job in ``manifests/tpu-job/`` runs. Importing ``trainer`` first sets
+``TF_ENABLE_ONEDNN_OPTS`` before TensorFlow loads (the package does it on import).
+
+Examples:
+    python -m trainer --dataset data/fashion-mnist --model-dir models/run1 --epochs 3
+    python -m trainer --dataset gs://bucket/ds --model-dir gs://bucket/models/run1 \
+        --config train.yaml --set batch_size_per_replica=128 --set accelerator=tpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import trainer  # noqa: F401  (environment for TensorFlow, before anything imports it)
+from trainer.config import Config, ConfigError, TrainConfig
+
+# Flags that map one-to-one onto TrainConfig fields.
+_FLAGS = {
+    "model": str,
+    "epochs": int,
+    "steps_per_epoch": int,
+    "batch_size_per_replica": int,
+    "learning_rate": float,
+    "accelerator": str,
+}
+
+
+def load_config(path: str | None, overrides: Sequence[str], flags: dict[str, Any]) -> TrainConfig:
+    """The TrainConfig from a YAML file (a TrainConfig or a whole Config), ``--set`` and flags.
+
+    Raises:
+        ConfigError: an unknown key, a malformed ``--set``, or an invalid value.
+    """
+    data: dict[str, Any] = {}
+    if path:
+        loaded = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a YAML mapping, got {type(loaded).__name__}")
+        # A whole-run Config file has a train: section; a TrainConfig file has the fields directly.
+        data = dict(Config.from_dict(loaded).train.to_dict()) if "train" in loaded else loaded
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected field=value, e.g. --set precision=float32")
+        data[key.strip()] = yaml.safe_load(value)
+    data.update({k: v for k, v in flags.items() if v is not None})
+    return TrainConfig.from_dict(data)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parses the command line, trains, prints the training summary as JSON.
+
+    Returns:
+        The exit status: 0 on success, 2 for a bad config or dataset, 1 for a failed training.
+    """
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", required=True, help="dataset folder or gs:// URI (with dataset.json)")
+    parser.add_argument("--model-dir", required=True, help="model folder or gs:// URI (resumes if it has checkpoints)")
+    parser.add_argument("--config", help="YAML: TrainConfig fields, or a whole Config with a train: section")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a field")
+    for name, kind in _FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=f"TrainConfig.{name}")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from trainer.tfrecords import DatasetError
+    from trainer.train import TrainingError, train
+
+    try:
+        config = load_config(args.config, args.set, {k: getattr(args, k) for k in _FLAGS})
+    except (ConfigError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        summary = train(args.dataset, args.model_dir, config)
+    except DatasetError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except TrainingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Model builders by name.
+
+``build_model(name, input_shape, num_classes, **kwargs)`` is the one entry point; the training,
+evaluation and benchmark code all go through it, so a model name in a config means the same
+network everywhere. Models take float32 images in [0, 1] shaped ``[batch, H, W, C]`` and return
+class probabilities (softmax), float32 even under a mixed-precision policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any
+
+import keras
+
+# keras.applications backbones the transfer-learning classifier accepts, with how each one wants
+# its [0, 1] input rescaled (scale, offset) and the smallest side it accepts.
+_BACKBONES: dict[str, tuple[str, float, float, int]] = {
+    # name: (keras.applications attribute, scale, offset, min side)
+    "mobilenet_v2": ("MobileNetV2", 2.0, -1.0, 32),
+    "mobilenet_v3_small": ("MobileNetV3Small", 255.0, 0.0, 32),
+    "efficientnet_b0": ("EfficientNetB0", 255.0, 0.0, 32),
+    "resnet50": ("ResNet50", 255.0, 0.0, 32),
+}
+
+
+class ModelError(ValueError):
+    """A model cannot be built as asked (unknown name, bad shape, missing weights)."""
+
+
+def mnist_cnn(input_shape: tuple[int, int, int], num_classes: int) -> keras.Model:
+    """The GPU-vs-TPU notebook's CNN, layer for layer.
+
+    Conv2D 64 k2 same relu, MaxPool 2, Dropout 0.3, Conv2D 32 k2 same relu, MaxPool 2,
+    Dropout 0.3, Flatten, Dense 256 relu, Dropout 0.5, Dense softmax.
+
+    Args:
+        input_shape: ``(height, width, channels)``; the notebook uses ``(28, 28, 1)``.
+        num_classes: output classes.
+
+    Returns:
+        An uncompiled ``keras.Model``.
+    """
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input(shape=input_shape, name="images"),
+            layers.Conv2D(64, kernel_size=2, padding="same", activation="relu"),
+            layers.MaxPooling2D(pool_size=2),
+            layers.Dropout(0.3),
+            layers.Conv2D(32, kernel_size=2, padding="same", activation="relu"),
+            layers.MaxPooling2D(pool_size=2),
+            layers.Dropout(0.3),
+            layers.Flatten(),
+            layers.Dense(256, activation="relu"),
+            layers.Dropout(0.5),
+            # float32 output keeps the softmax stable under mixed_bfloat16/mixed_float16 policies;
+            # under float32 it changes nothing.
+            layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities"),
+        ],
+        name="mnist_cnn",
+    )
+    return model
+
+
+def transfer_classifier(
+    input_shape: tuple[int, int, int],
+    num_classes: int,
+    backbone: str = "mobilenet_v2",
+    weights: str | None = None,
+    trainable_backbone: bool = False,
+    dropout: float = 0.2,
+) -> keras.Model:
+    """An image classifier on a ``keras.applications`` backbone (transfer learning).
+
+    Nothing is downloaded: ``weights`` is a local or ``gs://`` path to the backbone's weights
+    (a ``.weights.h5``/``.h5`` file saved from the same application with ``include_top=False``),
+    or ``None`` for random initialisation.
+
+    Grayscale input is repeated to three channels and images smaller than the backbone's minimum
+    are resized up inside the model, so the model still takes the dataset's images as they are.
+
+    Args:
+        input_shape: ``(height, width, channels)`` of the dataset's images, channels 1 or 3.
+        num_classes: output classes.
+        backbone: one of ``mobilenet_v2``, ``mobilenet_v3_small``, ``efficientnet_b0``, ``resnet50``.
+        weights: path to the backbone weights, or ``None``.
+        trainable_backbone: fine-tune the backbone too (else only the new head trains).
+        dropout: dropout before the classification layer.
+
+    Returns:
+        An uncompiled ``keras.Model``.
+
+    Raises:
+        ModelError: unknown backbone, unsupported channel count, or a weights path that does not exist.
+    """
+    if backbone not in _BACKBONES:
+        raise ModelError(f"backbone: unknown {backbone!r}; expected one of {', '.join(sorted(_BACKBONES))}")
+    height, width, channels = input_shape
+    if channels not in (1, 3):
+        raise ModelError(f"input_shape: the {backbone} backbone takes 1 or 3 channels, got {channels} in {input_shape}")
+    if weights is not None and not _exists(weights):
+        raise ModelError(
+            f"weights: {weights!r} does not exist; give a local or gs:// path to {backbone} weights "
+            "saved with include_top=False, or None to start from random weights (nothing is downloaded)"
+        )
+    attr, scale, offset, min_side = _BACKBONES[backbone]
+    side_h, side_w = max(height, min_side), max(width, min_side)
+
+    inputs = keras.Input(shape=input_shape, name="images")
+    x = inputs
+    if channels == 1:
+        x = keras.layers.Concatenate(axis=-1, name="to_rgb")([x, x, x])
+    if (side_h, side_w) != (height, width):
+        x = keras.layers.Resizing(side_h, side_w, name="upsize")(x)
+    x = keras.layers.Rescaling(scale, offset=offset, name="backbone_scale")(x)
+    base = getattr(keras.applications, attr)(
+        include_top=False, weights=None, input_shape=(side_h, side_w, 3), pooling="avg"
+    )
+    if weights is not None:
+        base.load_weights(weights)
+    base.trainable = trainable_backbone
+    x = base(x, training=trainable_backbone)
+    x = keras.layers.Dropout(dropout)(x)
+    outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
+    return keras.Model(inputs, outputs, name=f"transfer_{backbone}")
+
+
+def _exists(path: str) -> bool:
+    if path.startswith("gs://"):
+        import tensorflow as tf
+
+        return bool(tf.io.gfile.exists(path))
+    return os.path.exists(path)
+
+
+MODELS: dict[str, Callable[..., keras.Model]] = {
+    "mnist_cnn": mnist_cnn,
+    "transfer_classifier": transfer_classifier,
+}
+
+
+def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int, **kwargs: Any) -> keras.Model:
+    """Builds a model by name.
+
+    Args:
+        name: a key of ``MODELS`` (``mnist_cnn``, ``transfer_classifier``).
+        input_shape: ``(height, width, channels)`` of the images.
+        num_classes: output classes (at least 2).
+        **kwargs: passed to the builder (e.g. ``backbone=``, ``weights=`` for ``transfer_classifier``).
+
+    Returns:
+        An uncompiled ``keras.Model`` taking float32 images in [0, 1] and returning probabilities.
+
+    Raises:
+        ModelError: unknown name, a bad shape or class count, or arguments the builder does not take.
+    """
+    if name not in MODELS:
+        raise ModelError(f"model: unknown model {name!r}; expected one of {', '.join(sorted(MODELS))}")
+    shape = tuple(int(v) for v in input_shape)
+    if len(shape) != 3 or min(shape) < 1:
+        raise ModelError(f"input_shape: expected (height, width, channels) of positive sizes, got {input_shape}")
+    if int(num_classes) < 2:
+        raise ModelError(f"num_classes: a classifier needs at least 2 classes, got {num_classes}")
+    builder = MODELS[name]
+    accepted = list(inspect.signature(builder).parameters)[2:]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ModelError(
+            f"model {name!r}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(accepted) or 'none'}"
+        )
+    return builder(shape, int(num_classes), **kwargs)
