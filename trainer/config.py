@@ -183,6 +183,8 @@ class ConvertConfig(ConfigBase):
         resize_mode: how resize keeps the aspect ratio: ``crop`` or ``pad``.
         workers: worker processes; ``None`` uses every core.
         seed: salt of the split hash and of any sampling.
+        classes: the declared class names (manifest labels are names or indices into them);
+            ``None`` takes them from the source.
     """
 
     _section: ClassVar[str] = "convert."
@@ -199,8 +201,11 @@ class ConvertConfig(ConfigBase):
     resize_mode: typing.Literal["crop", "pad"] = "crop"
     workers: Optional[int] = None
     seed: int = 0
+    classes: Optional[tuple[str, ...]] = None
 
     def validate(self) -> None:
+        if self.classes is not None and (not self.classes or len(set(self.classes)) != len(self.classes)):
+            self._fail("classes", f"must be distinct names, at least one, or null; got {list(self.classes)}")
         if not self.source:
             self._fail("source", "is empty; give a path, a gs:// URI or 'fashion-mnist'")
         if not self.splits:

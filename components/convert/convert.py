@@ -1,0 +1,581 @@
+"""Conversion of a source into sharded TFRecords: plan, write shards in parallel, finalize.
+
+:func:`convert` does the whole job on one machine. The fan-out pipeline runs the same three parts on
+many pods: :func:`plan_ranges` once, :func:`write_shards` per range of shards, :func:`finalize` once
+every range succeeded. Every part rebuilds the same plan from the config (scanning is
+deterministic), and checks the plan key, so the parts agree without passing the item list around.
+
+Restart safety: a shard is written under a temporary name and published by a rename (or one
+upload), then a small marker under ``_convert/`` records its checksum; a re-run skips shards whose
+marker matches the plan. ``dataset.json`` is written last, and removed first when the plan changed.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.convert import sources, worker
+from components.convert.sources import ConvertError, Item, Source
+from components.convert.storage import Output
+from trainer.config import ConvertConfig
+from trainer.tfrecords import MANIFEST_NAME, REJECTED_NAME, SCHEMA_VERSION, shard_name
+
+CONVERTER_VERSION = 1  # bump when the bytes written for the same input change
+MARKERS = "_convert"
+CHUNK_BYTES = 4 << 20  # a worker's unit of work: small enough to keep memory bounded
+SHARD_RE = re.compile(r"^[\w.-]+-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
+
+
+@dataclass
+class ShardPlan:
+    """One shard to write: its file name, split and items (in record order)."""
+
+    index: int  # global index over all splits, what fan-out ranges refer to
+    split: str
+    file: str
+    items: list[Item]
+
+
+@dataclass
+class Plan:
+    """The deterministic layout of a conversion."""
+
+    key: str
+    source: Source
+    splits: dict[str, list[ShardPlan]]
+    shards: list[ShardPlan] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# Splits
+# --------------------------------------------------------------------------------------------
+
+
+def _unit(seed: int, key: str) -> float:
+    """A stable uniform number in [0, 1) for a key: the same input lands in the same split."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def _pick(u: float, names: list[str], cumulative: list[float]) -> str:
+    for name, edge in zip(names, cumulative, strict=True):
+        if u < edge:
+            return name
+    return names[-1]
+
+
+def assign_splits(
+    items: list[Item], shares: dict[str, float], seed: int = 0, stratify: bool = False
+) -> dict[str, list[Item]]:
+    """Assigns every item to a split; each split's items come back in a stable shuffled order.
+
+    Items whose source gives a split keep it. Items without one are hashed over ``shares``. When
+    the source gives some splits but not all the configured ones (Fashion-MNIST has train and
+    test files), the missing ones are carved out of ``train`` with their shares renormalised.
+
+    Args:
+        items: scanned items.
+        shares: split name -> share (adds up to 1).
+        seed: salt of the hash.
+        stratify: assign per class, so that every split keeps the class balance exactly.
+
+    Returns:
+        split name -> items, ordered by hash (classes mixed across shards).
+    """
+    given = {it.split for it in items if it.split is not None}
+    missing = [s for s in shares if s not in given]
+    carve = given and missing and "train" in given
+    units = {id(it): _unit(seed, it.key) for it in items}
+    groups: dict[tuple[str, ...], list[Item]] = collections.defaultdict(list)
+    out: dict[str, list[Item]] = collections.defaultdict(list)
+    for it in items:
+        if it.split is None:
+            groups[tuple(shares)].append(it)
+        elif carve and it.split == "train":
+            groups[("train", *missing)].append(it)
+        else:
+            out[it.split].append(it)
+    for names, members in groups.items():
+        names = [n for n in names if shares.get(n, 0) > 0] or list(names)
+        weights = [shares.get(n, 0.0) for n in names]
+        total = sum(weights) or 1.0
+        cumulative = list(_accumulate([w / total for w in weights]))
+        if not stratify:
+            for it in members:
+                out[_pick(units[id(it)], names, cumulative)].append(it)
+            continue
+        by_class: dict[int, list[Item]] = collections.defaultdict(list)
+        for it in members:
+            by_class[it.label].append(it)
+        for cls_items in by_class.values():
+            cls_items.sort(key=lambda it: units[id(it)])
+            n = len(cls_items)
+            for pos, it in enumerate(cls_items):  # exact proportions per class
+                out[_pick((pos + 0.5) / n, names, cumulative)].append(it)
+    for members in out.values():
+        members.sort(key=lambda it: (units[id(it)], it.key))
+    return dict(out)
+
+
+def _accumulate(values: list[float]) -> list[float]:
+    total, out = 0.0, []
+    for v in values:
+        total += v
+        out.append(total)
+    out[-1] = 1.0
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------------------------
+
+
+def _item_bytes(item: Item, config: ConvertConfig) -> int:
+    if config.resize is not None:  # re-encoded at the new size: a rough JPEG/PNG estimate
+        h, w = config.resize
+        return int(h * w * 3 * 0.3) + 200
+    return item.size + 200  # record overhead: keys, label, sha256...
+
+
+def shard_count(total_bytes: int, items: int, target_mb: float, power_of_two: bool) -> int:
+    """Shards for a split: toward ``target_mb`` each, optionally a power of two, never empty."""
+    if items == 0:
+        return 0
+    n = max(1, math.ceil(total_bytes / (target_mb * 1e6)))
+    if power_of_two:
+        n = 1 << (n - 1).bit_length()
+    return min(n, items)
+
+
+def open_config_source(config: ConvertConfig) -> Source:
+    """Scans the configured source (systemic problems raise ConvertError before any write)."""
+    classes = list(config.classes) if getattr(config, "classes", None) else None
+    return sources.open_source(config.source, config.source_format, classes)
+
+
+def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
+    """Lays out splits and shards deterministically from the config and the scanned source."""
+    source = source or open_config_source(config)
+    by_split = assign_splits(source.items, dict(config.splits), config.seed, config.stratify)
+    order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
+    settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
+    key = sources._hash([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
+    plan = Plan(key, source, {})
+    index = 0
+    for split in order + [s for s in config.splits if s not in by_split]:
+        items = by_split.get(split, [])
+        if config.limit_per_split is not None:
+            items = items[: config.limit_per_split]
+        total = sum(_item_bytes(it, config) for it in items)
+        n = shard_count(total, len(items), config.target_shard_mb, config.power_of_two_shards)
+        shards = []
+        for i in range(n):
+            lo, hi = len(items) * i // n, len(items) * (i + 1) // n
+            shards.append(ShardPlan(index, split, shard_name(split, i, n, config.compression), items[lo:hi]))
+            index += 1
+        plan.splits[split] = shards
+        plan.shards.extend(shards)
+    return plan
+
+
+def plan_ranges(config: ConvertConfig, output: str, parts: int) -> dict[str, Any]:
+    """Plans a fan-out: shard ranges for up to ``parts`` workers, and invalidates a stale dataset.
+
+    Returns:
+        ``{"plan_key", "num_shards", "ranges": [[start, stop], ...], "up_to_date"}``; an up-to-date
+        dataset gives no ranges.
+    """
+    plan = make_plan(config)
+    out = Output(output)
+    if _up_to_date(plan, out):
+        return {"plan_key": plan.key, "num_shards": len(plan.shards), "ranges": [], "up_to_date": True}
+    _invalidate(plan, out)
+    n = len(plan.shards)
+    parts = max(1, min(parts, n))
+    ranges = [[n * i // parts, n * (i + 1) // parts] for i in range(parts)]
+    return {"plan_key": plan.key, "num_shards": n, "ranges": ranges, "up_to_date": False}
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A progress line (done/total, images/s, ETA) every ``every_s`` seconds; a bar on a terminal."""
+
+    def __init__(self, total: int, every_s: float, log: Callable[[str], None]):
+        self.total, self.every_s, self.log = total, every_s, log
+        self.done = 0
+        self.start = self.last = time.monotonic()
+        self.tty = log is print and sys.stdout.isatty()
+
+    def line(self) -> str:
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        pct = 100.0 * self.done / max(self.total, 1)
+        bar = ""
+        if self.tty:
+            filled = int(pct / 5)
+            bar = "[" + "#" * filled + "." * (20 - filled) + "] "
+        eta_s = f"{eta:.0f}s" if math.isfinite(eta) else "?"
+        return f"convert: {bar}{self.done}/{self.total} images ({pct:.0f}%), {rate:.0f} img/s, ETA {eta_s}"
+
+    def add(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            if self.tty:
+                sys.stdout.write("\r" + self.line())
+                sys.stdout.flush()
+            else:
+                self.log(self.line())
+
+    def finish(self) -> None:
+        if self.tty:
+            sys.stdout.write("\r" + self.line() + "\n")
+        else:
+            self.log(self.line())
+
+
+def _marker_name(shard: ShardPlan) -> str:
+    return f"{MARKERS}/{shard.file}.json"
+
+
+def _valid_marker(plan: Plan, out: Output, shard: ShardPlan, sizes: dict[str, int]) -> dict | None:
+    marker = out.read_json(_marker_name(shard))
+    if marker and marker.get("plan_key") == plan.key and sizes.get(shard.file) == marker.get("bytes"):
+        return marker
+    return None
+
+
+def _chunks(shard: ShardPlan, config: ConvertConfig, cap: int) -> list[list[Item]]:
+    items = shard.items
+    if not items:
+        return [[]]
+    avg = max(1, sum(_item_bytes(it, config) for it in items) // len(items))
+    size = max(1, min(cap, CHUNK_BYTES // avg))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    # fork is the cheapest start, but forking a process that loaded TensorFlow (its threads hold
+    # locks) is unsafe: then use forkserver, whose server imports only this package's worker code.
+    if "tensorflow" in sys.modules or sys.platform != "linux":
+        ctx = multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
+        if sys.platform == "linux":
+            ctx.set_forkserver_preload(["components.convert.worker"])
+    else:
+        ctx = multiprocessing.get_context("fork")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker.init_worker)
+
+
+def write_shards(
+    config: ConvertConfig,
+    output: str,
+    start: int = 0,
+    stop: int | None = None,
+    *,
+    plan: Plan | None = None,
+    progress_every_s: float = 10.0,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Writes the shards with global indices ``[start, stop)`` of the plan, skipping finished ones.
+
+    Args:
+        config: the convert config (the same for every part of a fan-out).
+        output: the dataset folder, local or gs://.
+        start: first shard index.
+        stop: one past the last shard index; None for all.
+        plan: a plan already made from ``config`` (saves a scan).
+        progress_every_s: seconds between progress lines.
+        log: where progress lines go.
+
+    Returns:
+        ``{"written": n, "skipped": n, "images": n, "rejected": n, "seconds": s}``.
+    """
+    t0 = time.monotonic()
+    plan = plan or make_plan(config)
+    out = Output(output)
+    out.makedirs()
+    owned = plan.shards[start:stop]
+    sizes = out.sizes()
+    todo = [s for s in owned if _valid_marker(plan, out, s, sizes) is None]
+    if not todo:
+        return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
+    out.remove_temporaries([s.file for s in todo])
+    workers = config.workers or os.cpu_count() or 1
+    total_items = sum(len(s.items) for s in todo)
+    cap = max(16, math.ceil(total_items / (4 * workers)))  # enough chunks to keep every worker busy
+    opts = worker.Options(
+        spec=plan.source.spec(),
+        classes=plan.source.classes,
+        compression=config.compression,
+        resize=tuple(config.resize) if config.resize else None,
+        resize_mode=config.resize_mode,
+    )
+    tasks = [(shard, chunk) for shard in todo for chunk in _chunks(shard, config, cap)]
+    progress = Progress(total_items, progress_every_s, log)
+    log(
+        f"convert: writing {len(todo)} shards ({total_items} images) of {len(owned)} with {workers} workers"
+        + (f"; {len(owned) - len(todo)} already done" if len(owned) > len(todo) else "")
+    )
+    stats = {"images": 0, "rejected": 0}
+    try:
+        if workers == 1 or len(tasks) == 1:
+            results = (worker.encode_chunk(chunk, opts) for _, chunk in tasks)
+            _write_results(plan, out, tasks, results, progress, stats)
+        else:
+            if "tensorflow" not in sys.modules:
+                sources.loader(opts.spec)  # forked workers inherit the loaded arrays
+            with _pool(min(workers, len(tasks))) as pool:
+                _write_results(plan, out, tasks, _windowed(pool, tasks, opts, 2 * workers + 2), progress, stats)
+    finally:
+        out.close()
+    progress.finish()
+    return {
+        "written": len(todo),
+        "skipped": len(owned) - len(todo),
+        "images": stats["images"],
+        "rejected": stats["rejected"],
+        "seconds": time.monotonic() - t0,
+    }
+
+
+def _windowed(pool: ProcessPoolExecutor, tasks: list, opts: worker.Options, window: int):
+    """Results in task order with at most ``window`` chunks in flight: bounded memory."""
+    pending: collections.deque[Future] = collections.deque()
+    it = iter(tasks)
+    for _, chunk in it:
+        pending.append(pool.submit(worker.encode_chunk, chunk, opts))
+        if len(pending) >= window:
+            break
+    while pending:
+        result = pending.popleft().result()
+        nxt = next(it, None)
+        if nxt is not None:
+            pending.append(pool.submit(worker.encode_chunk, nxt[1], opts))
+        yield result
+
+
+def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Progress, stats: dict) -> None:
+    current: ShardPlan | None = None
+    f = None
+    tmp = ""
+    acc: dict[str, Any] = {}
+    remaining = collections.Counter(id(shard) for shard, _ in tasks)
+    to_publish: list[tuple[str, str, dict]] = []
+
+    def flush(force: bool) -> None:
+        if to_publish and (force or len(to_publish) >= 8 or not out.gcs):
+            out.publish([(t, n) for t, n, _ in to_publish])
+            for _, _, marker in to_publish:
+                out.write_text(f"{MARKERS}/{marker['file']}.json", json.dumps(marker))
+            to_publish.clear()
+
+    for (shard, _), res in zip(tasks, results, strict=False):
+        if shard is not current:
+            current, tmp = shard, out.temp_path(shard.file)
+            f = open(tmp, "wb")
+            acc = {
+                "sha": hashlib.sha256(),
+                "bytes": 0,
+                "count": 0,
+                "classes": collections.Counter(),
+                "rejected": [],
+                "converted": collections.Counter(),
+                "shapes": set(),
+            }
+        f.write(res.data)
+        acc["sha"].update(res.data)
+        acc["bytes"] += len(res.data)
+        acc["count"] += res.count
+        acc["classes"].update(res.class_counts)
+        acc["rejected"].extend(res.rejected)
+        acc["converted"].update(res.converted)
+        acc["shapes"].update(res.shapes)
+        stats["images"] += res.count
+        stats["rejected"] += len(res.rejected)
+        progress.add(res.count + len(res.rejected))
+        remaining[id(shard)] -= 1
+        if remaining[id(shard)] == 0:
+            f.close()
+            shapes = acc["shapes"]
+            marker = {
+                "plan_key": plan.key,
+                "file": shard.file,
+                "split": shard.split,
+                "count": acc["count"],
+                "bytes": acc["bytes"],
+                "sha256": acc["sha"].hexdigest(),
+                "class_counts": {str(k): v for k, v in acc["classes"].items()},
+                "rejected": acc["rejected"],
+                "converted": dict(acc["converted"]),
+                "shapes": "mixed" if "mixed" in shapes or len(shapes) > 1 else [list(s) for s in shapes],
+            }
+            to_publish.append((tmp, shard.file, marker))
+            flush(False)
+    flush(True)
+
+
+# --------------------------------------------------------------------------------------------
+# Finalizing
+# --------------------------------------------------------------------------------------------
+
+
+def _reason_kind(reason: str) -> str:
+    return reason.split(":", 1)[0]
+
+
+def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) -> dict[str, Any]:
+    """Checks every shard of the plan is written, then writes ``rejected.jsonl`` and ``dataset.json``.
+
+    Raises:
+        ConvertError: a shard of the plan is missing (a worker did not finish).
+    """
+    plan = plan or make_plan(config)
+    out = Output(output)
+    sizes = out.sizes()
+    markers, missing = {}, []
+    for shard in plan.shards:
+        marker = _valid_marker(plan, out, shard, sizes)
+        if marker is None:
+            missing.append(shard.file)
+        markers[shard.file] = marker
+    if missing:
+        raise ConvertError(
+            f"cannot finalize {output}: {len(missing)} shards are not written (e.g. {missing[:3]}); "
+            "run write_shards for them (or the whole conversion) first"
+        )
+    classes = plan.source.classes
+    splits: dict[str, Any] = {}
+    rejected: list[dict] = []
+    converted: collections.Counter = collections.Counter()
+    shapes: set = set()
+    mixed = False
+    for split, shards in plan.splits.items():
+        class_counts = collections.Counter()
+        entries = []
+        for shard in shards:
+            m = markers[shard.file]
+            entries.append({"file": shard.file, "count": m["count"], "bytes": m["bytes"], "sha256": m["sha256"]})
+            class_counts.update({int(k): v for k, v in m["class_counts"].items()})
+            rejected.extend(m["rejected"])
+            converted.update(m["converted"])
+            if m["shapes"] == "mixed":
+                mixed = True
+            else:
+                shapes.update(tuple(s) for s in m["shapes"])
+        splits[split] = {
+            "count": sum(e["count"] for e in entries),
+            "class_counts": {name: class_counts.get(i, 0) for i, name in enumerate(classes)},
+            "shards": entries,
+        }
+        if class_counts.get(-1):
+            splits[split]["unlabelled"] = class_counts[-1]
+    image = None
+    if not mixed and len(shapes) == 1:
+        h, w, c = next(iter(shapes))
+        image = {"height": h, "width": w, "channels": c}
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "source": {"uri": plan.source.uri, "format": plan.source.kind, "fingerprint": plan.source.fingerprint},
+        "classes": classes,
+        "image": image,
+        "compression": config.compression,
+        "splits": splits,
+        "rejected": len(rejected),
+        "rejected_reasons": dict(collections.Counter(_reason_kind(r["reason"]) for r in rejected)),
+        "converted": dict(converted),
+        "ignored": plan.source.ignored,
+        "plan_key": plan.key,
+        "config": config.to_dict(),
+    }
+    out.write_text(REJECTED_NAME, "".join(json.dumps(r) + "\n" for r in rejected))
+    planned = {s.file for s in plan.shards}
+    for name in sizes:  # shards of an earlier, different plan must not look like part of this one
+        if SHARD_RE.match(name) and name not in planned:
+            out.delete(name)
+    out.write_text(MANIFEST_NAME, json.dumps(manifest, indent=1))
+    out.delete_tree(MARKERS)
+    return manifest
+
+
+def _up_to_date(plan: Plan, out: Output) -> dict | None:
+    manifest = out.read_json(MANIFEST_NAME)
+    if not manifest or manifest.get("plan_key") != plan.key:
+        return None
+    sizes = out.sizes()
+    for info in manifest["splits"].values():
+        for s in info["shards"]:
+            if sizes.get(s["file"]) != s["bytes"]:
+                return None
+    return manifest
+
+
+def _invalidate(plan: Plan, out: Output) -> None:
+    """An existing dataset.json of another plan goes before any shard is overwritten."""
+    manifest = out.read_json(MANIFEST_NAME)
+    if manifest is not None and manifest.get("plan_key") != plan.key:
+        out.delete(MANIFEST_NAME)
+
+
+def convert(
+    config: ConvertConfig,
+    output: str,
+    *,
+    progress_every_s: float = 10.0,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Converts ``config.source`` into a dataset folder at ``output`` (local path or gs:// URI).
+
+    Scans the source (systemic problems fail here, before anything is written), assigns splits,
+    writes the shards with ``config.workers`` processes, and writes ``dataset.json`` last. A re-run
+    on unchanged input and config returns the existing manifest at once; a re-run after a kill
+    reuses the shards that were finished.
+
+    Args:
+        config: the convert section of the config.
+        output: the dataset folder.
+        progress_every_s: seconds between progress lines.
+        log: where progress lines go.
+
+    Returns:
+        The content of ``dataset.json``.
+
+    Raises:
+        ConvertError: the source is unusable (missing, empty, unknown format, bad manifest or labels).
+    """
+    t0 = time.monotonic()
+    plan = make_plan(config)
+    out = Output(output)
+    existing = _up_to_date(plan, out)
+    if existing is not None:
+        log(f"convert: {output} is up to date ({sum(s['count'] for s in existing['splits'].values())} images)")
+        return existing
+    _invalidate(plan, out)
+    stats = write_shards(config, output, plan=plan, progress_every_s=progress_every_s, log=log)
+    manifest = finalize(config, output, plan=plan)
+    seconds = time.monotonic() - t0
+    total = sum(s["count"] for s in manifest["splits"].values())
+    log(
+        f"convert: {total} images in {seconds:.1f}s ({total / max(seconds, 1e-9):.0f} img/s), "
+        f"{manifest['rejected']} rejected, {sum(manifest['converted'].values())} converted, "
+        f"{stats['skipped']} shards reused -> {output}"
+    )
+    return manifest

@@ -1,0 +1,714 @@
+"""Sources of images: scanning them into light items, and loading one item's pixels or bytes.
+
+A source is scanned once, in the parent process, into :class:`Item` records (a key, a label, maybe a
+split, and a reference to the bytes), never the images themselves. Worker processes rebuild a
+:class:`Loader` from :meth:`Source.spec` (plain data, cheap to pickle) and read the bytes of the
+items they were given, so memory stays bounded whatever the size of the source.
+
+Kinds: ``folder`` (one subfolder per class), ``csv``/``jsonl`` manifests, ``npz``, ``idx``
+(MNIST-style, optionally gzipped), ``coco`` (detection JSON), and the built-in ``fashion-mnist``
+and ``digits``. Local paths and gs:// URIs.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import os
+import posixpath
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from components.convert.imaging import EXTENSIONS
+from trainer.tfrecords import NO_LABEL
+
+KINDS = ("folder", "csv", "jsonl", "npz", "idx", "coco", "fashion-mnist", "digits")
+BUILTINS = ("fashion-mnist", "digits")
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_CLASSES = [
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+]
+EXPECTED = (
+    "an image folder (one subfolder per class), a .csv/.jsonl manifest, a .npz file, a folder of "
+    "IDX files, a COCO .json file, or a built-in name: fashion-mnist, digits"
+)
+
+
+class ConvertError(ValueError):
+    """A conversion cannot go on; the message says what is wrong, what was expected and the fix."""
+
+
+class SourceError(ConvertError):
+    """The source as a whole is unusable (systemic): nothing is written."""
+
+
+@dataclass
+class Item:
+    """One image to convert: metadata only; ``ref`` says where the bytes are."""
+
+    key: str
+    label: int
+    ref: Any  # a local path / gs:// URI, or (array name, index)
+    split: str | None = None
+    size: int = 0  # bytes, for shard planning (an estimate for array sources)
+    expected: str | None = None  # the format the file extension promises
+    extra: dict[str, Any] | None = None
+    boxes: dict[str, list] | None = None
+
+
+@dataclass
+class Source:
+    """A scanned source: its classes and items, plus what was skipped while scanning."""
+
+    kind: str
+    uri: str
+    classes: list[str]
+    items: list[Item]
+    fingerprint: str
+    ignored: dict[str, int] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # what a Loader needs
+
+    def spec(self) -> dict[str, Any]:
+        """Plain data from which a worker process rebuilds the loader."""
+        return {"kind": self.kind, "uri": self.uri, **self.options}
+
+
+# --------------------------------------------------------------------------------------------
+# Paths: local or gs://
+# --------------------------------------------------------------------------------------------
+
+
+def is_gcs(path: str) -> bool:
+    """Whether a path is a gs:// URI."""
+    return str(path).startswith("gs://")
+
+
+def _split_gcs(uri: str) -> tuple[str, str]:
+    bucket, _, name = uri[len("gs://") :].partition("/")
+    return bucket, name
+
+
+_CLIENT: Any = None
+
+
+def gcs() -> Any:
+    """One storage client per process (anonymous against a local emulator)."""
+    global _CLIENT
+    if _CLIENT is None:
+        from trainer.tfrecords import gcs_client
+
+        _CLIENT = gcs_client()
+    return _CLIENT
+
+
+def read_bytes(path: str) -> bytes:
+    """Reads a local file or a gs:// object."""
+    if is_gcs(path):
+        bucket, name = _split_gcs(path)
+        return gcs().bucket(bucket).blob(name).download_as_bytes()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _exists(path: str) -> bool:
+    if is_gcs(path):
+        bucket, name = _split_gcs(path)
+        if gcs().bucket(bucket).blob(name).exists():
+            return True
+        return any(True for _ in gcs().list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1))
+    return os.path.exists(path)
+
+
+def _isdir(path: str) -> bool:
+    if is_gcs(path):
+        bucket, name = _split_gcs(path)
+        return any(True for _ in gcs().list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1))
+    return os.path.isdir(path)
+
+
+def _hash(parts: list[Any]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _file_fingerprint(paths: list[str]) -> list[Any]:
+    """Path, size and mtime (local) or generation (GCS): changes when a file changes."""
+    out = []
+    for p in paths:
+        if is_gcs(p):
+            bucket, name = _split_gcs(p)
+            blob = gcs().bucket(bucket).get_blob(name)
+            out.append((p, blob.size, blob.generation) if blob else (p, None))
+        else:
+            st = os.stat(p)
+            out.append((p, st.st_size, st.st_mtime_ns))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Detecting and opening
+# --------------------------------------------------------------------------------------------
+
+
+def _is_idx_name(name: str) -> bool:
+    base = name[:-3] if name.endswith(".gz") else name
+    return base.endswith(("-idx1-ubyte", "-idx2-ubyte", "-idx3-ubyte", "-idx4-ubyte"))
+
+
+def detect(uri: str) -> str:
+    """The kind of a source from its name and, for folders, what is inside."""
+    if uri in BUILTINS:
+        return uri
+    if not _exists(uri):
+        raise SourceError(f"source not found: {uri}; expected {EXPECTED}")
+    lower = uri.lower().rstrip("/")
+    for suffix, kind in ((".csv", "csv"), (".jsonl", "jsonl"), (".npz", "npz"), (".json", "coco")):
+        if lower.endswith(suffix):
+            return kind
+    if _isdir(uri):
+        if not is_gcs(uri) and any(_is_idx_name(n) for n in os.listdir(uri)):
+            return "idx"
+        return "folder"
+    raise SourceError(f"unknown source format: {uri}; expected {EXPECTED}")
+
+
+def open_source(
+    uri: str,
+    kind: str | None = None,
+    classes: list[str] | None = None,
+) -> Source:
+    """Scans a source into items (no image bytes are read).
+
+    Args:
+        uri: a path, gs:// URI or built-in name.
+        kind: one of ``KINDS``; None detects it.
+        classes: the declared class names (manifests); labels outside them are an error.
+
+    Raises:
+        SourceError: missing path, no images, unknown format, bad manifest, bad labels.
+    """
+    uri = str(uri)
+    kind = kind or detect(uri)
+    if kind not in KINDS:
+        raise SourceError(f"unknown source format {kind!r}; expected one of {', '.join(KINDS)}")
+    if kind not in BUILTINS and not _exists(uri):
+        raise SourceError(f"source not found: {uri}; expected {EXPECTED}")
+    opener = {
+        "folder": _open_folder,
+        "csv": _open_manifest,
+        "jsonl": _open_manifest,
+        "npz": _open_npz,
+        "idx": _open_idx,
+        "coco": _open_coco,
+        "fashion-mnist": _open_fashion_mnist,
+        "digits": _open_digits,
+    }[kind]
+    source = opener(uri, kind, classes)
+    if not source.items:
+        raise SourceError(f"no images in {uri}: the {kind} source lists none; expected {EXPECTED}")
+    return source
+
+
+# --------------------------------------------------------------------------------------------
+# Image folders
+# --------------------------------------------------------------------------------------------
+
+
+def _walk_local(root: str) -> tuple[list[tuple[str, int]], Counter]:
+    """(relative posix path, size) of every visible file under root; hidden ones counted."""
+    files: list[tuple[str, int]] = []
+    skipped: Counter = Counter()
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(os.path.join(root, rel)) as it:
+            for entry in it:
+                if entry.name.startswith("."):
+                    skipped["hidden"] += 1
+                    continue
+                path = posixpath.join(rel, entry.name) if rel else entry.name
+                if entry.is_dir(follow_symlinks=True):
+                    stack.append(path)
+                elif entry.is_file(follow_symlinks=True):
+                    files.append((path, entry.stat().st_size))
+    files.sort()
+    return files, skipped
+
+
+def _walk_gcs(uri: str) -> tuple[list[tuple[str, int]], Counter, list[Any]]:
+    bucket, prefix = _split_gcs(uri)
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    files, skipped, fp = [], Counter(), []
+    for blob in gcs().list_blobs(bucket, prefix=prefix):
+        rel = blob.name[len(prefix) :]
+        if not rel or rel.endswith("/"):
+            continue
+        if any(part.startswith(".") for part in rel.split("/")):
+            skipped["hidden"] += 1
+            continue
+        files.append((rel, blob.size))
+        fp.append((rel, blob.size, blob.generation))
+    files.sort()
+    return files, skipped, sorted(fp)
+
+
+def _open_folder(uri: str, kind: str, classes: list[str] | None) -> Source:
+    root = uri.rstrip("/")
+    if is_gcs(uri):
+        files, skipped, fp = _walk_gcs(uri)
+    else:
+        files, skipped = _walk_local(root)
+        fp = None
+    if not files:
+        raise SourceError(
+            f"no images in {uri}: the folder is empty; expected one subfolder per class holding "
+            f"images (.jpg/.png/.gif/.bmp/.webp, any case) (e.g. {root}/cat/001.jpg)"
+        )
+    by_class: dict[str, list[tuple[str, int, str]]] = {}
+    other_ext: Counter = Counter()
+    for rel, size in files:
+        ext = posixpath.splitext(rel)[1].lower()
+        fmt = EXTENSIONS.get(ext)
+        if fmt is None:
+            skipped["not_image"] += 1
+            other_ext[ext or "(none)"] += 1
+            continue
+        if "/" not in rel:
+            skipped["outside_class_folder"] += 1
+            continue
+        by_class.setdefault(rel.split("/", 1)[0], []).append((rel, size, fmt))
+    if not by_class:
+        found = ", ".join(f"{n} {e}" for e, n in other_ext.most_common(5)) or "none"
+        loose = skipped.get("outside_class_folder", 0)
+        raise SourceError(
+            f"no images in {uri}: found {len(files)} files (extensions: {found}; {loose} images directly "
+            f"in the folder), none inside a class subfolder; expected {root}/<class>/<image> with "
+            f"extensions {', '.join(sorted(EXTENSIONS))}"
+        )
+    names = sorted(by_class)
+    if classes is not None:
+        unknown = sorted(set(names) - set(classes))
+        if unknown:
+            raise SourceError(
+                f"class folders {unknown} are not among the declared classes {list(classes)}; "
+                "rename the folders or add the classes"
+            )
+        names = list(classes)
+    items = []
+    for label, name in enumerate(names):
+        for rel, size, fmt in by_class.get(name, []):
+            items.append(Item(rel, label, f"{root}/{rel}", size=size, expected=fmt))
+    fingerprint = _hash(fp if fp is not None else [(rel, size) + _mtime(root, rel) for rel, size in files])
+    return Source(kind, uri, names, items, fingerprint, ignored=dict(skipped))
+
+
+def _mtime(root: str, rel: str) -> tuple[int]:
+    return (os.stat(os.path.join(root, rel)).st_mtime_ns,)
+
+
+# --------------------------------------------------------------------------------------------
+# CSV / JSONL manifests
+# --------------------------------------------------------------------------------------------
+
+
+def _read_rows(uri: str, kind: str) -> list[dict[str, Any]]:
+    text = read_bytes(uri).decode("utf-8-sig")
+    if kind == "csv":
+        reader = csv.DictReader(io.StringIO(text))
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if "path" not in header or "label" not in header:
+            raise SourceError(f"bad manifest header in {uri}: expected columns path,label[,split,...], got {header}")
+        reader.fieldnames = header
+        return [dict(r) for r in reader]
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SourceError(f"bad JSONL manifest {uri} line {n}: {err}") from None
+        if not isinstance(row, dict) or "path" not in row or "label" not in row:
+            raise SourceError(
+                f"bad JSONL manifest {uri} line {n}: expected an object with 'path' and 'label', got {line[:80]}"
+            )
+        rows.append(row)
+    return rows
+
+
+def _labels(values: list[Any], classes: list[str] | None, where: str) -> tuple[list[int], list[str]]:
+    """Label indices and class names from names or indices, checked against declared classes."""
+
+    def as_int(v: Any) -> int | None:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int):
+            return v
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            return int(v)
+        return None
+
+    ints = [as_int(v) for v in values]
+    names = [str(v).strip() for v in values]
+    if classes is None:
+        if all(i is not None for i in ints):
+            top = max(ints)
+            if min(ints) < 0:
+                raise SourceError(f"{where}: label indices must be >= 0, got {min(ints)}")
+            return ints, [str(i) for i in range(top + 1)]
+        classes = sorted(set(names))
+        index = {c: i for i, c in enumerate(classes)}
+        return [index[n] for n in names], classes
+    index = {c: i for i, c in enumerate(classes)}
+    out = []
+    for row, (i, name) in enumerate(zip(ints, names, strict=True), 1):
+        if name in index:
+            out.append(index[name])
+        elif i is not None and 0 <= i < len(classes):
+            out.append(i)
+        else:
+            raise SourceError(
+                f"{where} row {row}: label {name!r} is outside the declared classes {list(classes)} "
+                f"(give a class name or an index 0..{len(classes) - 1})"
+            )
+    return out, list(classes)
+
+
+def _resolve(base: str, path: str) -> str:
+    if is_gcs(path) or os.path.isabs(path):
+        return path
+    return posixpath.join(base, path) if is_gcs(base) else os.path.join(base, path)
+
+
+def _open_manifest(uri: str, kind: str, classes: list[str] | None) -> Source:
+    rows = _read_rows(uri, kind)
+    base = posixpath.dirname(uri) if is_gcs(uri) else os.path.dirname(os.path.abspath(uri))
+    if not rows:
+        raise SourceError(f"no images in {uri}: the manifest has no rows; expected path,label[,split] rows")
+    for n, row in enumerate(rows, 1):
+        if not str(row.get("path") or "").strip() or str(row.get("label", "")).strip() == "":
+            raise SourceError(f"{uri} row {n}: empty path or label: {row}")
+    labels, names = _labels([r["label"] for r in rows], classes, uri)
+    items, missing, fp = [], [], []
+    for row, label in zip(rows, labels, strict=True):
+        path = _resolve(base, str(row["path"]).strip())
+        size = 0
+        if not is_gcs(path):
+            try:
+                st = os.stat(path)
+                size = st.st_size
+                fp.append((path, st.st_size, st.st_mtime_ns))
+            except OSError:
+                missing.append(str(row["path"]))
+                continue
+        else:
+            fp.append((path,))
+        split = str(row.get("split") or "").strip() or None
+        extra = {k: v for k, v in row.items() if k not in ("path", "label", "split") and v not in (None, "")}
+        ext = posixpath.splitext(path)[1].lower()
+        items.append(Item(str(row["path"]).strip(), label, path, split, size, EXTENSIONS.get(ext), extra or None))
+    if missing:
+        raise SourceError(
+            f"{uri}: {len(missing)} rows point nowhere (e.g. {missing[:3]}); paths are relative to the "
+            "manifest's folder or absolute; fix or drop those rows"
+        )
+    fingerprint = _hash([read_bytes(uri), *fp])
+    return Source(kind, uri, names, items, fingerprint)
+
+
+# --------------------------------------------------------------------------------------------
+# COCO detection JSON
+# --------------------------------------------------------------------------------------------
+
+
+def _open_coco(uri: str, kind: str, classes: list[str] | None) -> Source:
+    try:
+        data = json.loads(read_bytes(uri))
+    except json.JSONDecodeError as err:
+        raise SourceError(f"{uri} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
+        raise SourceError(f"{uri}: expected COCO JSON with images, annotations and categories")
+    cats = sorted(data["categories"], key=lambda c: c["id"])
+    names = [c["name"] for c in cats]
+    index = {c["id"]: i for i, c in enumerate(cats)}
+    base = posixpath.dirname(uri) if is_gcs(uri) else os.path.dirname(os.path.abspath(uri))
+    by_image: dict[Any, list[dict]] = {}
+    for ann in data["annotations"]:
+        if ann.get("category_id") not in index:
+            raise SourceError(
+                f"{uri}: annotation {ann.get('id')} has category_id {ann.get('category_id')}, "
+                f"not among the categories {sorted(index)}"
+            )
+        by_image.setdefault(ann["image_id"], []).append(ann)
+    items, missing, fp = [], [], []
+    for img in data["images"]:
+        path = _resolve(base, img["file_name"])
+        if not is_gcs(path) and not os.path.exists(path):
+            alt = _resolve(base, posixpath.join("images", img["file_name"]))
+            if os.path.exists(alt):
+                path = alt
+            else:
+                missing.append(img["file_name"])
+                continue
+        w, h = float(img["width"]), float(img["height"])
+        boxes, labels, texts, crowd = [], [], [], []
+        for ann in by_image.get(img["id"], []):
+            x, y, bw, bh = (float(v) for v in ann["bbox"])
+            box = [y / h, x / w, (y + bh) / h, (x + bw) / w]
+            boxes.append([min(1.0, max(0.0, v)) for v in box])
+            labels.append(index[ann["category_id"]])
+            texts.append(names[index[ann["category_id"]]])
+            crowd.append(int(ann.get("iscrowd", 0)))
+        size = 0 if is_gcs(path) else os.path.getsize(path)
+        fp.append((path, size))
+        ext = posixpath.splitext(path)[1].lower()
+        items.append(
+            Item(
+                img["file_name"],
+                NO_LABEL,
+                path,
+                None,
+                size,
+                EXTENSIONS.get(ext),
+                boxes={"boxes": boxes, "labels": labels, "texts": texts, "is_crowd": crowd},
+            )
+        )
+    if missing:
+        raise SourceError(f"{uri}: {len(missing)} images point nowhere (e.g. {missing[:3]})")
+    return Source(kind, uri, names, items, _hash([read_bytes(uri), *fp]))
+
+
+# --------------------------------------------------------------------------------------------
+# Arrays: IDX, .npz, built-ins
+# --------------------------------------------------------------------------------------------
+
+
+def read_idx(path: str) -> np.ndarray:
+    """Reads an MNIST-style IDX file (optionally gzipped) into a NumPy array."""
+    raw = read_bytes(path)
+    if path.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise SourceError(f"{path} is not an IDX file: bad magic {raw[:4]!r}")
+    dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if raw[2] not in dtypes:
+        raise SourceError(f"{path}: unknown IDX data type 0x{raw[2]:02x}")
+    ndim = raw[3]
+    shape = struct.unpack_from(f">{ndim}I", raw, 4)
+    data = np.frombuffer(raw, dtype=dtypes[raw[2]], offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise SourceError(f"{path}: truncated IDX file, header says {shape}, holds {data.size} values")
+    return data.reshape(shape)
+
+
+def _idx_pairs(folder: str) -> dict[str, tuple[str, str]]:
+    """Split name -> (images file, labels file): ``train-images-idx3-ubyte.gz`` etc."""
+    names = sorted(os.listdir(folder))
+    pairs: dict[str, dict[str, str]] = {}
+    for n in names:
+        if not _is_idx_name(n):
+            continue
+        prefix, _, rest = n.partition("-")
+        role = "images" if "idx3" in n or "idx4" in n else "labels"
+        split = {"t10k": "test", "training": "train"}.get(prefix, prefix)
+        pairs.setdefault(split, {})[role] = os.path.join(folder, n)
+    out = {}
+    for split, d in pairs.items():
+        if set(d) != {"images", "labels"}:
+            raise SourceError(f"{folder}: IDX split {split!r} needs both an images and a labels file, got {d}")
+        out[split] = (d["images"], d["labels"])
+    if not out:
+        raise SourceError(f"no IDX files in {folder}: expected <split>-images-idx3-ubyte[.gz] pairs")
+    return out
+
+
+def _array_source(
+    kind: str,
+    uri: str,
+    labels: dict[str, np.ndarray],
+    images: dict[str, np.ndarray],
+    classes: list[str],
+    fingerprint: str,
+    given_splits: bool,
+    options: dict[str, Any],
+) -> Source:
+    items = []
+    for name, lab in labels.items():
+        imgs = images[name]
+        est = _png_size_estimate(imgs)
+        if len(lab) != len(imgs):
+            raise SourceError(f"{uri}: {name} has {len(imgs)} images but {len(lab)} labels")
+        bad = (lab < 0) | (lab >= len(classes))
+        if bad.any():
+            raise SourceError(
+                f"{uri}: {name} has labels outside the classes 0..{len(classes) - 1}: {sorted(set(lab[bad]))[:5]}"
+            )
+        split = name if given_splits else None
+        items.extend(Item(f"{kind}:{name}:{i}", int(lab[i]), (name, i), split, est) for i in range(len(lab)))
+    return Source(kind, uri, classes, items, fingerprint, options=options)
+
+
+def _png_size_estimate(images: np.ndarray) -> int:
+    from components.convert.imaging import encode_png
+
+    if len(images) == 0:
+        return 0
+    sample = images[:: max(1, len(images) // 32)][:32]
+    return int(np.mean([len(encode_png(_as_uint8(x))) for x in sample])) + 150  # + record overhead
+
+
+def _as_uint8(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.uint8:
+        return x
+    if np.issubdtype(x.dtype, np.floating):
+        scale = 255.0 if float(np.nanmax(x, initial=0)) <= 1.0 else 1.0
+        return np.clip(np.rint(x * scale), 0, 255).astype(np.uint8)
+    return np.clip(x, 0, 255).astype(np.uint8)
+
+
+def _load_idx(folder: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    images, labels = {}, {}
+    for split, (img, lab) in _idx_pairs(folder).items():
+        images[split] = read_idx(img)
+        labels[split] = read_idx(lab).astype(np.int64)
+    return images, labels
+
+
+def _open_idx(uri: str, kind: str, classes: list[str] | None, names: list[str] | None = None) -> Source:
+    images, labels = _load_idx(uri)
+    top = max(int(v.max()) for v in labels.values()) + 1
+    names = list(classes or names or [str(i) for i in range(top)])
+    files = sorted(p for pair in _idx_pairs(uri).values() for p in pair)
+    fp = _hash([(os.path.basename(p), os.path.getsize(p), _sha_file(p)) for p in files])
+    return _array_source(kind, uri, labels, images, names, fp, True, {})
+
+
+def _sha_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fashion_mnist_dir() -> str:
+    """The local Fashion-MNIST IDX folder; downloads it with Keras where it is missing (clusters)."""
+    if os.path.isdir(FASHION_MNIST_DIR) and any(_is_idx_name(n) for n in os.listdir(FASHION_MNIST_DIR)):
+        return FASHION_MNIST_DIR
+    import keras
+
+    keras.datasets.fashion_mnist.load_data()  # caches the same gzipped IDX files
+    return os.path.join(os.path.expanduser("~"), ".keras", "datasets", "fashion-mnist")
+
+
+def _open_fashion_mnist(uri: str, kind: str, classes: list[str] | None) -> Source:
+    folder = fashion_mnist_dir()
+    src = _open_idx(folder, "idx", None, FASHION_MNIST_CLASSES)
+    src.kind, src.uri, src.options = "fashion-mnist", "fashion-mnist", {"folder": folder}
+    for item in src.items:
+        item.key = item.key.replace("idx:", "fashion-mnist:", 1)
+    return src
+
+
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    # 0..16 intensities -> 0..255 so that the PNGs look like ordinary 8-bit images.
+    return np.rint(d.images * (255.0 / 16.0)).astype(np.uint8), d.target.astype(np.int64)
+
+
+def _open_digits(uri: str, kind: str, classes: list[str] | None) -> Source:
+    images, labels = _digits_arrays()
+    import sklearn
+
+    fp = _hash(["sklearn-digits", sklearn.__version__, hashlib.sha256(images.tobytes()).hexdigest()])
+    names = [str(i) for i in range(10)]
+    return _array_source(kind, "digits", {"all": labels}, {"all": images}, names, fp, False, {})
+
+
+_NPZ_PAIRS = (("images", "labels"), ("x", "y"), ("x_train", "y_train"), ("x_test", "y_test"))
+
+
+def _npz_arrays(uri: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[str] | None]:
+    with np.load(io.BytesIO(read_bytes(uri)), allow_pickle=False) as z:
+        keys = set(z.files)
+        images, labels = {}, {}
+        for xk, yk in _NPZ_PAIRS:
+            if xk in keys and yk in keys:
+                name = xk.split("_", 1)[1] if "_" in xk else "all"
+                images[name], labels[name] = z[xk], z[yk].astype(np.int64).reshape(-1)
+        names = [str(c) for c in z["classes"]] if "classes" in keys else None
+    if not images:
+        raise SourceError(
+            f"{uri}: expected arrays images+labels (or x+y, or x_train+y_train[+x_test+y_test]), got {sorted(keys)}"
+        )
+    for name, arr in images.items():
+        if arr.ndim not in (3, 4) or (arr.ndim == 4 and arr.shape[3] not in (1, 3, 4)):
+            raise SourceError(f"{uri}: {name} images must be [N, H, W] or [N, H, W, C<=4], got {arr.shape}")
+    return images, labels, names
+
+
+def _open_npz(uri: str, kind: str, classes: list[str] | None) -> Source:
+    images, labels, names = _npz_arrays(uri)
+    top = max(int(v.max(initial=0)) for v in labels.values()) + 1
+    names = list(classes or names or [str(i) for i in range(top)])
+    given = set(images) != {"all"}
+    return _array_source(kind, uri, labels, images, names, _hash([read_bytes(uri)]), given, {})
+
+
+# --------------------------------------------------------------------------------------------
+# Loading in worker processes
+# --------------------------------------------------------------------------------------------
+
+
+class Loader:
+    """Reads one item's content in a worker: ``("bytes", data)`` or ``("array", pixels)``."""
+
+    def __init__(self, spec: dict[str, Any]):
+        self.kind = spec["kind"]
+        self.images: dict[str, np.ndarray] = {}
+        if self.kind == "fashion-mnist":
+            self.images, _ = _load_idx(spec["folder"])
+        elif self.kind == "idx":
+            self.images, _ = _load_idx(spec["uri"])
+        elif self.kind == "digits":
+            self.images = {"all": _digits_arrays()[0]}
+        elif self.kind == "npz":
+            self.images = _npz_arrays(spec["uri"])[0]
+
+    def load(self, item: Item) -> tuple[str, Any]:
+        if self.images:
+            name, i = item.ref
+            return "array", _as_uint8(self.images[name][i])
+        return "bytes", read_bytes(item.ref)
+
+
+_LOADERS: dict[str, Loader] = {}
+
+
+def loader(spec: dict[str, Any]) -> Loader:
+    """The process's cached loader for a source spec (arrays are read once per process)."""
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _LOADERS:
+        _LOADERS[key] = Loader(spec)
+    return _LOADERS[key]

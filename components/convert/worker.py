@@ -1,0 +1,125 @@
+"""The per-chunk work of a conversion, run in worker processes: no TensorFlow, no shared state.
+
+A chunk is a run of consecutive items of one shard. The worker reads each item, checks or converts
+it, builds the record (:func:`trainer.tfrecords.encode_example`) and frames it by hand
+(byte-identical to ``tf.io.TFRecordWriter``); it returns the framed bytes, gzip-compressed as one
+member when asked (concatenated members are one valid gzip stream), plus the chunk's statistics.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from components.convert import imaging, sources
+from trainer.tfrecords import NO_LABEL, encode_example, frame_record
+
+
+@dataclass
+class Options:
+    """What every chunk needs besides its items (picklable)."""
+
+    spec: dict[str, Any]
+    classes: list[str]
+    compression: str | None = None
+    resize: tuple[int, int] | None = None
+    resize_mode: str = "crop"
+
+
+@dataclass
+class ChunkResult:
+    """Framed records of a chunk and what happened to its items."""
+
+    data: bytes = b""
+    count: int = 0
+    class_counts: Counter = field(default_factory=Counter)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    converted: Counter = field(default_factory=Counter)
+    shapes: set = field(default_factory=set)  # distinct (h, w, c), at most a few kept
+
+
+def _from_array(arr: np.ndarray, opts: Options) -> tuple[bytes, imaging.ImageInfo]:
+    if opts.resize is not None:
+        from PIL import Image
+
+        img = Image.fromarray(arr[:, :, 0] if arr.ndim == 3 and arr.shape[2] == 1 else arr)
+        return imaging.resize_image(img, opts.resize, opts.resize_mode, prefer_jpeg=False)
+    h, w = arr.shape[:2]
+    c = 1 if arr.ndim == 2 else arr.shape[2]
+    return imaging.encode_png(arr), imaging.ImageInfo("png", h, w, c)
+
+
+def _from_bytes(data: bytes, item: sources.Item, opts: Options, res: ChunkResult):
+    info = imaging.inspect(data, item.expected)
+    if opts.resize is not None:
+        return imaging.resize(data, info, opts.resize, opts.resize_mode)
+    if info.convert:
+        res.converted[info.convert] += 1
+        data, info = imaging.normalize(data, info)
+    return data, info
+
+
+def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
+    """Turns items into framed TFRecord bytes; bad files become rejections, not errors."""
+    load = sources.loader(opts.spec)
+    res = ChunkResult()
+    parts = []
+    classes = opts.classes
+    for item in items:
+        try:
+            kind, content = load.load(item)
+        except OSError as err:
+            res.rejected.append(_reject(item, f"unreadable: {err.strerror or err}"))
+            continue
+        try:
+            if kind == "array":
+                data, info = _from_array(content, opts)
+            else:
+                data, info = _from_bytes(content, item, opts, res)
+        except imaging.BadImage as err:
+            res.rejected.append(_reject(item, str(err)))
+            continue
+        if len(res.shapes) < 3:
+            res.shapes.add((info.height, info.width, info.channels))
+        elif (info.height, info.width, info.channels) not in res.shapes:
+            res.shapes.add("mixed")
+        boxes = item.boxes or {}
+        record = encode_example(
+            image=data,
+            image_format=info.format,
+            height=info.height,
+            width=info.width,
+            channels=info.channels,
+            label=item.label,
+            label_text=classes[item.label] if item.label != NO_LABEL else "",
+            source_key=item.key,
+            sha256=hashlib.sha256(data).hexdigest(),
+            boxes=boxes.get("boxes") if item.boxes is not None else None,
+            box_labels=boxes.get("labels"),
+            box_texts=boxes.get("texts"),
+            is_crowd=boxes.get("is_crowd"),
+            extra=item.extra,
+        )
+        parts.append(frame_record(record))
+        res.count += 1
+        res.class_counts[item.label] += 1
+    data = b"".join(parts)
+    if opts.compression == "GZIP":
+        data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime=0: same bytes every run
+    res.data = data
+    return res
+
+
+def _reject(item: sources.Item, reason: str) -> dict[str, Any]:
+    ref = item.ref if isinstance(item.ref, str) else list(item.ref)
+    return {"key": item.key, "path": ref, "split": item.split, "reason": reason}
+
+
+def init_worker() -> None:
+    """Forked workers must not share the parent's network connections."""
+    sources._CLIENT = None

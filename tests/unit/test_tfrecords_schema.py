@@ -1,0 +1,111 @@
+"""The record schema: hand-made protobuf and framing against TensorFlow's own."""
+
+import json
+
+import pytest
+
+from trainer import tfrecords
+
+
+def _example(**overrides):
+    args = dict(
+        image=b"\x89PNG fake\x00\x00",
+        image_format="png",
+        height=28,
+        width=27,
+        channels=1,
+        label=3,
+        label_text="Dress",
+        source_key="idx:train:7",
+        sha256="ab" * 32,
+    )
+    args.update(overrides)
+    return tfrecords.encode_example(**args)
+
+
+def test_importing_the_module_does_not_import_tensorflow():
+    import subprocess
+    import sys
+
+    code = "import sys, trainer.tfrecords; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_encode_example_is_a_valid_tf_example_with_every_field():
+    tf = pytest.importorskip("tensorflow")
+    blob = _example(
+        boxes=[[0.1, 0.2, 0.5, 0.6], [0.0, 0.0, 1.0, 1.0]],
+        box_labels=[1, 0],
+        box_texts=["cat", "dog"],
+        is_crowd=[0, 1],
+        extra={"photographer": "ann", "rating": 4, "score": 0.5},
+    )
+    ex = tf.train.Example.FromString(blob)
+    f = ex.features.feature
+    assert f["image/encoded"].bytes_list.value == [b"\x89PNG fake\x00\x00"]  # trailing zeros kept
+    assert f["image/height"].int64_list.value == [28]
+    assert f["image/class/text"].bytes_list.value == [b"Dress"]
+    assert list(f["image/object/bbox/xmin"].float_list.value) == pytest.approx([0.2, 0.0])
+    assert f["image/object/class/text"].bytes_list.value == [b"cat", b"dog"]
+    assert f["image/object/is_crowd"].int64_list.value == [0, 1]
+    assert f["extra/photographer"].bytes_list.value == [b"ann"]
+    assert f["extra/rating"].int64_list.value == [4]
+    # Same content as TensorFlow's own serialization of the parsed message.
+    assert tf.train.Example.FromString(ex.SerializeToString()) == ex
+
+
+def test_negative_label_round_trips():
+    tf = pytest.importorskip("tensorflow")
+    parsed = tfrecords.decode_example(tf.constant(_example(label=tfrecords.NO_LABEL, label_text="")))
+    assert int(parsed["image/class/label"]) == -1
+
+
+def test_decode_and_parse_batch_read_what_encode_wrote():
+    tf = pytest.importorskip("tensorflow")
+    one = tfrecords.decode_example(tf.constant(_example()))
+    assert one["image/width"].numpy() == 27
+    assert one["image/object/bbox/xmin"].shape == (0,)
+    batch = tfrecords.parse_batch(tf.constant([_example(), _example(boxes=[[0, 0, 1, 1]], label=5)]))
+    assert batch["image/class/label"].numpy().tolist() == [3, 5]
+    assert batch["image/object/bbox/ymax"].to_list() == [[], [1.0]]
+    assert tfrecords.FEATURE_SPEC["image/encoded"].dtype == tf.string
+
+
+def test_framing_is_byte_identical_to_tfrecordwriter(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    # Trailing and embedded zero bytes, the empty record, and a large one: the cases a fixed-width
+    # NumPy bytes array would corrupt.
+    records = [b"", b"\x00", b"abc\x00\x00", b"\x00" * 3 + b"x", bytes(range(256)) * 300, _example()]
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    ours = b"".join(tfrecords.frame_record(r) for r in records)
+    assert ours == open(path, "rb").read()
+    assert list(tfrecords.iter_records(ours)) == records
+
+
+def test_iter_records_detects_corruption():
+    data = bytearray(tfrecords.frame_record(b"hello world"))
+    data[14] ^= 0xFF
+    with pytest.raises(tfrecords.DatasetError, match="CRC"):
+        list(tfrecords.iter_records(bytes(data)))
+
+
+def test_load_manifest_errors_say_what_to_do(tmp_path):
+    with pytest.raises(tfrecords.DatasetError, match="has no dataset.json; run the convert step first"):
+        tfrecords.load_manifest(str(tmp_path))
+    (tmp_path / "dataset.json").write_text(json.dumps({"schema_version": 99, "classes": [], "splits": {}}))
+    with pytest.raises(tfrecords.DatasetError, match="schema_version 99"):
+        tfrecords.load_manifest(str(tmp_path))
+    manifest = {
+        "schema_version": 1,
+        "classes": ["a"],
+        "splits": {"train": {"count": 1, "shards": [{"file": "train-00000-of-00001.tfrecord"}]}},
+    }
+    (tmp_path / "dataset.json").write_text(json.dumps(manifest))
+    assert tfrecords.load_manifest(str(tmp_path))["classes"] == ["a"]
+    assert tfrecords.shard_paths(str(tmp_path), "train") == [f"{tmp_path}/train-00000-of-00001.tfrecord"]
+    with pytest.raises(tfrecords.DatasetError, match="split 'test' is not in"):
+        tfrecords.shard_paths(str(tmp_path), "test")

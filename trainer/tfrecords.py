@@ -1,0 +1,358 @@
+"""The TFRecord schema of this project: what one record holds, written and read in one place.
+
+One ``tf.train.Example`` per image (docs/CONTRACTS.md, "TFRecord schema"). The writing half
+(:func:`encode_example`, :func:`frame_record`) is pure Python so that the converter's worker
+processes never import TensorFlow (about 6 s per process); the reading half (:data:`FEATURE_SPEC`,
+:func:`decode_example`, :func:`parse_batch`, :func:`decode_image`) imports TensorFlow lazily, inside
+the functions, so importing this module stays cheap.
+
+A dataset folder holds ``<split>-<i:05d>-of-<n:05d>.tfrecord[.gz]`` shards and a ``dataset.json``
+manifest written last; :func:`load_manifest` reads and checks it, :func:`shard_paths` lists a split.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import google_crc32c
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "dataset.json"
+REJECTED_NAME = "rejected.jsonl"
+IMAGE_FORMATS = ("png", "jpeg", "gif", "bmp")
+
+# The features every record has, with their kind; FEATURE_SPEC turns this into TensorFlow specs.
+SCALAR_FEATURES: dict[str, str] = {
+    "image/encoded": "bytes",
+    "image/format": "bytes",
+    "image/height": "int64",
+    "image/width": "int64",
+    "image/channels": "int64",
+    "image/class/label": "int64",
+    "image/class/text": "bytes",
+    "image/source_key": "bytes",
+    "image/sha256": "bytes",
+}
+# Per-box lists; present (maybe empty) only in detection datasets.
+LIST_FEATURES: dict[str, str] = {
+    "image/object/bbox/xmin": "float",
+    "image/object/bbox/ymin": "float",
+    "image/object/bbox/xmax": "float",
+    "image/object/bbox/ymax": "float",
+    "image/object/class/label": "int64",
+    "image/object/class/text": "bytes",
+    "image/object/is_crowd": "int64",
+}
+# Images without an image-level class (detection sources) store this label and an empty text.
+NO_LABEL = -1
+
+
+class DatasetError(ValueError):
+    """A folder or manifest is not a usable dataset; the message says what is wrong and the fix."""
+
+
+# --------------------------------------------------------------------------------------------
+# Writing: hand-made protobuf wire format (no TensorFlow, no protobuf runtime needed).
+# --------------------------------------------------------------------------------------------
+
+
+def _varint(value: int) -> bytes:
+    if value < 0:  # int64 negatives are sent as their 64-bit two's complement (10 bytes)
+        value += 1 << 64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _len_field(field: int, payload: bytes) -> bytes:
+    # wire type 2 (length-delimited)
+    return _varint((field << 3) | 2) + _varint(len(payload)) + payload
+
+
+def _bytes_feature(values: Iterable[bytes]) -> bytes:
+    inner = b"".join(_len_field(1, v) for v in values)
+    return _len_field(1, inner)  # Feature.bytes_list = 1
+
+
+def _float_feature(values: Sequence[float]) -> bytes:
+    packed = struct.pack(f"<{len(values)}f", *values)
+    inner = _len_field(1, packed) if values else b""
+    return _len_field(2, inner)  # Feature.float_list = 2
+
+
+def _int64_feature(values: Iterable[int]) -> bytes:
+    packed = b"".join(_varint(int(v)) for v in values)
+    inner = _len_field(1, packed) if packed else b""
+    return _len_field(3, inner)  # Feature.int64_list = 3
+
+
+def _to_bytes(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+
+def _feature(value: Any) -> bytes:
+    """One ``tf.train.Feature`` from a Python value: bytes/str, int, float or a list of one kind."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if all(isinstance(v, (bytes, str)) for v in values):
+        return _bytes_feature([_to_bytes(v) for v in values])
+    if all(isinstance(v, (bool, int)) for v in values):
+        return _int64_feature(values)
+    if all(isinstance(v, (bool, int, float)) for v in values):
+        return _float_feature([float(v) for v in values])
+    raise TypeError(f"feature values must be bytes/str, int or float (one kind per list), got {value!r}")
+
+
+def encode_example(
+    *,
+    image: bytes,
+    image_format: str,
+    height: int,
+    width: int,
+    channels: int,
+    label: int,
+    label_text: str,
+    source_key: str,
+    sha256: str,
+    boxes: Sequence[Sequence[float]] | None = None,
+    box_labels: Sequence[int] | None = None,
+    box_texts: Sequence[str] | None = None,
+    is_crowd: Sequence[int] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> bytes:
+    """Serializes one image as a ``tf.train.Example`` in this project's schema.
+
+    Args:
+        image: the encoded image bytes as they go into the record.
+        image_format: ``png``, ``jpeg``, ``gif`` or ``bmp`` (what TensorFlow decodes).
+        height: decoded height in pixels.
+        width: decoded width in pixels.
+        channels: decoded channels (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA).
+        label: class index into ``dataset.json`` ``classes``; ``NO_LABEL`` for detection images.
+        label_text: class name ('' with ``NO_LABEL``).
+        source_key: where the image came from (relative path, ``idx:train:123``...).
+        sha256: hex sha256 of ``image``.
+        boxes: ``[ymin, xmin, ymax, xmax]`` per object, normalised to [0, 1] (detection sources).
+        box_labels: class index per box.
+        box_texts: class name per box.
+        is_crowd: COCO crowd flag per box.
+        extra: additional features kept from a manifest, stored under ``extra/<name>``.
+
+    Returns:
+        The serialized ``tf.train.Example`` (parse it with :func:`decode_example`).
+    """
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
+    features: list[tuple[str, bytes]] = [
+        ("image/encoded", _bytes_feature([image])),
+        ("image/format", _bytes_feature([image_format.encode()])),
+        ("image/height", _int64_feature([height])),
+        ("image/width", _int64_feature([width])),
+        ("image/channels", _int64_feature([channels])),
+        ("image/class/label", _int64_feature([label])),
+        ("image/class/text", _bytes_feature([_to_bytes(label_text)])),
+        ("image/source_key", _bytes_feature([_to_bytes(source_key)])),
+        ("image/sha256", _bytes_feature([_to_bytes(sha256)])),
+    ]
+    if boxes is not None:
+        boxes = [tuple(float(x) for x in b) for b in boxes]
+        n = len(boxes)
+        for name, seq in (("box_labels", box_labels), ("box_texts", box_texts), ("is_crowd", is_crowd)):
+            if seq is not None and len(seq) != n:
+                raise ValueError(f"{name} has {len(seq)} entries but there are {n} boxes")
+        features += [
+            ("image/object/bbox/ymin", _float_feature([b[0] for b in boxes])),
+            ("image/object/bbox/xmin", _float_feature([b[1] for b in boxes])),
+            ("image/object/bbox/ymax", _float_feature([b[2] for b in boxes])),
+            ("image/object/bbox/xmax", _float_feature([b[3] for b in boxes])),
+            ("image/object/class/label", _int64_feature(box_labels or [NO_LABEL] * n)),
+            ("image/object/class/text", _bytes_feature([_to_bytes(t) for t in (box_texts or [""] * n)])),
+            ("image/object/is_crowd", _int64_feature(is_crowd or [0] * n)),
+        ]
+    for name, value in (extra or {}).items():
+        features.append((f"extra/{name}", _feature(value)))
+    # Features.feature is a map<string, Feature>: each entry is a message {1: key, 2: value}.
+    body = b"".join(_len_field(1, _len_field(1, k.encode()) + _len_field(2, v)) for k, v in features)
+    return _len_field(1, body)  # Example.features = 1
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The CRC the TFRecord format stores: crc32c rotated right by 15 bits plus a constant."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame_record(record: bytes) -> bytes:
+    """Frames one record the way ``tf.io.TFRecordWriter`` does (byte-identical, uncompressed).
+
+    Layout: uint64 length, masked crc32c of the length, the data, masked crc32c of the data.
+    """
+    header = struct.pack("<Q", len(record))
+    return b"".join(
+        (header, struct.pack("<I", masked_crc32c(header)), record, struct.pack("<I", masked_crc32c(record)))
+    )
+
+
+def iter_records(data: bytes, check_crc: bool = True) -> Iterable[bytes]:
+    """Yields the records of an uncompressed TFRecord file's bytes, checking framing and CRCs."""
+    pos, end = 0, len(data)
+    while pos < end:
+        if end - pos < 12:
+            raise DatasetError(f"truncated TFRecord header at byte {pos} of {end}")
+        (length,) = struct.unpack_from("<Q", data, pos)
+        if check_crc and struct.unpack_from("<I", data, pos + 8)[0] != masked_crc32c(data[pos : pos + 8]):
+            raise DatasetError(f"corrupt TFRecord length CRC at byte {pos}")
+        start = pos + 12
+        stop = start + length
+        if stop + 4 > end:
+            raise DatasetError(f"truncated TFRecord at byte {pos}: needs {length} bytes of data")
+        record = data[start:stop]
+        if check_crc and struct.unpack_from("<I", data, stop)[0] != masked_crc32c(record):
+            raise DatasetError(f"corrupt TFRecord data CRC at byte {pos}")
+        yield record
+        pos = stop + 4
+
+
+def shard_name(split: str, index: int, count: int, compression: str | None = None) -> str:
+    """``<split>-<i:05d>-of-<n:05d>.tfrecord`` (``.gz`` added for GZIP)."""
+    name = f"{split}-{index:05d}-of-{count:05d}.tfrecord"
+    return name + ".gz" if compression == "GZIP" else name
+
+
+# --------------------------------------------------------------------------------------------
+# Reading: TensorFlow, imported lazily.
+# --------------------------------------------------------------------------------------------
+
+
+def feature_spec() -> dict[str, Any]:
+    """The ``tf.io`` parsing spec of a record: fixed scalars, ragged per-box lists."""
+    import tensorflow as tf
+
+    dtypes = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
+    spec: dict[str, Any] = {}
+    for name, kind in SCALAR_FEATURES.items():
+        default = NO_LABEL if name == "image/class/label" else ("" if kind == "bytes" else None)
+        spec[name] = tf.io.FixedLenFeature([], dtypes[kind], default_value=default)
+    for name, kind in LIST_FEATURES.items():
+        spec[name] = tf.io.RaggedFeature(dtypes[kind], row_splits_dtype=tf.int64)
+    return spec
+
+
+def __getattr__(name: str) -> Any:
+    # FEATURE_SPEC is built on first use so that importing this module does not import TensorFlow.
+    if name == "FEATURE_SPEC":
+        spec = feature_spec()
+        globals()["FEATURE_SPEC"] = spec
+        return spec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def decode_example(serialized: Any) -> dict[str, Any]:
+    """Parses one serialized record into tensors (box lists as 1-D tensors, maybe empty)."""
+    import tensorflow as tf
+
+    return tf.io.parse_single_example(serialized, feature_spec())
+
+
+def parse_batch(serialized_batch: Any) -> dict[str, Any]:
+    """Parses a batch (1-D string tensor) of records; box lists come back as ragged tensors."""
+    import tensorflow as tf
+
+    return tf.io.parse_example(serialized_batch, feature_spec())
+
+
+def decode_image(encoded: Any, channels: int = 0) -> Any:
+    """Decodes ``image/encoded`` (any stored format) to a uint8 ``[H, W, C]`` tensor."""
+    import tensorflow as tf
+
+    return tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+
+
+# --------------------------------------------------------------------------------------------
+# The manifest.
+# --------------------------------------------------------------------------------------------
+
+
+def _join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name
+
+
+def _read_text(path: str) -> str | None:
+    """Reads a local or gs:// file; None if it does not exist."""
+    if path.startswith("gs://"):
+        # google-cloud-storage honours the emulator, unlike TensorFlow's gs:// reader.
+        bucket, _, blob = path[len("gs://") :].partition("/")
+        b = gcs_client().bucket(bucket).blob(blob)
+        if not b.exists():
+            return None
+        return b.download_as_text()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def gcs_client() -> Any:
+    """A ``google.cloud.storage.Client``; anonymous against ``STORAGE_EMULATOR_HOST`` when set."""
+    import os
+
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project="local", credentials=AnonymousCredentials())
+    return storage.Client()
+
+
+def load_manifest(dataset_dir: str) -> dict[str, Any]:
+    """Reads and checks ``<dataset_dir>/dataset.json`` (a local folder or a gs:// URI).
+
+    Args:
+        dataset_dir: the dataset folder (a ``Dataset`` artifact's path or URI).
+
+    Returns:
+        The manifest as a dict (see docs/CONTRACTS.md), with ``dir`` added: the folder it was read from.
+
+    Raises:
+        DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
+    """
+    dataset_dir = str(dataset_dir)
+    path = _join(dataset_dir, MANIFEST_NAME)
+    text = _read_text(path)
+    if text is None:
+        raise DatasetError(f"not a dataset: {dataset_dir} has no {MANIFEST_NAME}; run the convert step first")
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DatasetError(f"{path} is not valid JSON ({err}); re-run the convert step") from None
+    if not isinstance(manifest, dict):
+        raise DatasetError(f"{path} must hold a JSON object, got {type(manifest).__name__}")
+    missing = [k for k in ("schema_version", "classes", "splits") if k not in manifest]
+    if missing:
+        raise DatasetError(f"{path} lacks {', '.join(missing)}; re-run the convert step")
+    if manifest["schema_version"] != SCHEMA_VERSION:
+        raise DatasetError(
+            f"{path} has schema_version {manifest['schema_version']}, this code reads {SCHEMA_VERSION}; "
+            "re-run the convert step with this version"
+        )
+    for split, info in manifest["splits"].items():
+        if not isinstance(info, dict) or "shards" not in info or "count" not in info:
+            raise DatasetError(f"{path}: split {split!r} needs 'count' and 'shards'")
+    manifest["dir"] = dataset_dir
+    return manifest
+
+
+def shard_paths(dataset_dir: str, split: str, manifest: Mapping[str, Any] | None = None) -> list[str]:
+    """The shard files of one split, in order, as paths/URIs under ``dataset_dir``."""
+    manifest = manifest or load_manifest(dataset_dir)
+    splits = manifest["splits"]
+    if split not in splits:
+        raise DatasetError(f"split {split!r} is not in {dataset_dir}; it has {sorted(splits)}")
+    return [_join(str(dataset_dir), s["file"]) for s in splits[split]["shards"]]
