@@ -171,11 +171,11 @@ def test_command_line(base_path):
             str(port),
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
-        line = proc.stdout.readline()
+        line = proc.stdout.readline()  # blocks until the server says it is up (or exits)
         assert f"serving clf version 2 at http://127.0.0.1:{port}" in line, line
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/clf", timeout=10) as r:
             assert json.load(r)["model_version_status"][0]["state"] == "AVAILABLE"

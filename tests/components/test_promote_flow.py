@@ -1,0 +1,108 @@
+import shutil
+
+import pytest
+
+from components.promote import stages
+from components.promote.promote import PromotionError, promote, render_report, rollback
+from components.promote.smoke import SmokeTestError, http_json, run_smoke_tests
+from tests.promote_models import export_tiny_model, write_digits_dataset
+from trainer.config import PromoteConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("promote")
+    good = root / "good"
+    export_tiny_model(str(good / "saved_model"), steps=150)
+    better = root / "better"
+    export_tiny_model(str(better / "saved_model"), steps=150, seed=3)
+    bad = root / "bad"
+    export_tiny_model(str(bad / "saved_model"), constant_class=7)
+    dataset = write_digits_dataset(root / "dataset", count=48)
+    return {"good": str(good), "better": str(better), "bad": str(bad), "dataset": dataset}
+
+
+def config(tmp_path, stage="demo", **kw):
+    return PromoteConfig(
+        stage=stage, stages_root=str(tmp_path / "stages"), model_name="clf", min_smoke_accuracy=0.7, **kw
+    )
+
+
+def serving_version(cfg):
+    from components.promote.server import ModelServer
+
+    with ModelServer(stages.model_base_path(cfg.stages_root, cfg.stage, "clf"), "clf") as srv:
+        return int(http_json("GET", f"{srv.url}/v1/models/clf")[1]["model_version_status"][0]["version"])
+
+
+def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
+    cfg = config(tmp_path, "prod")
+    result = promote(models["good"], models["dataset"], cfg, run_id="run-1")
+    assert result["version"] == 1 and not result["no_op"]
+    assert all(c["passed"] for c in result["checks"].values()) and set(result["checks"]) >= {"health", "prediction"}
+    current = stages.read_current(cfg.stages_root, "prod")
+    assert current["version"] == 1 and current["run"] == "run-1" and current["action"] == "promote"
+    assert 0.7 <= current["metrics"]["accuracy"] <= 1.0  # the evaluation gate's baseline
+    again = promote(models["good"], models["dataset"], cfg, run_id="run-2")
+    assert again["no_op"] and again["version"] == 1
+    assert len(stages.read_history(cfg.stages_root, "prod")) == 1
+    assert stages.list_versions(cfg.stages_root, "prod", "clf") == [1]
+    assert "serves version 1" in render_report(again)
+
+
+def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path, models):
+    cfg = config(tmp_path)
+    promote(models["good"], models["dataset"], cfg, run_id="run-1", metrics={"accuracy": 0.9})
+    with pytest.raises(PromotionError, match=r"prediction.*Rolled back: demo serves version 1 \(verified\)"):
+        promote(models["bad"], models["dataset"], cfg, run_id="run-2")
+    assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
+    assert serving_version(cfg) == 1
+    current = stages.read_current(cfg.stages_root, "demo")
+    assert current["action"] == "rollback" and current["version"] == 1 and current["failed_version"] == 2
+    assert current["metrics"] == {"accuracy": 0.9} and current["verified"] is True
+    # The next good model gets a fresh number: version numbers only grow.
+    assert promote(models["better"], models["dataset"], cfg, run_id="run-3", metrics={})["version"] == 3
+    back = rollback(cfg, run_id="run-4")
+    assert back["version"] == 1 and back["previous_version"] == 3 and back["checks"]["prediction"]["passed"]
+    assert serving_version(cfg) == 1
+    assert [e["action"] for e in stages.read_history(cfg.stages_root, "demo")] == [
+        "promote",
+        "rollback",
+        "promote",
+        "rollback",
+    ]
+    with pytest.raises(ValueError, match="needs an earlier version"):
+        rollback(cfg, run_id="run-5")
+
+
+def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
+    cfg = config(tmp_path, "staging")
+    with pytest.raises(PromotionError, match="serves nothing"):
+        promote(models["bad"], models["dataset"], cfg, run_id="run-1", metrics={})
+    assert stages.read_current(cfg.stages_root, "staging") is None
+    assert stages.list_versions(cfg.stages_root, "staging", "clf") == []
+    assert stages.read_history(cfg.stages_root, "staging")[-1]["version"] is None
+
+
+def test_smoke_tests_report_every_failed_check(models):
+    from components.promote.server import ModelServer
+    from tests.promote_models import digits, png_bytes
+
+    images, labels = digits()
+    examples = [(png_bytes(images[i]), int(labels[i])) for i in range(20)]
+    with ModelServer(models["bad"] + "/saved_model", "clf") as srv:
+        with pytest.raises(SmokeTestError) as err:
+            run_smoke_tests(srv.url, "clf", examples, min_accuracy=0.5)
+        assert "prediction:" in str(err.value) and err.value.result["checks"]["bad_requests"]["passed"]
+        with pytest.raises(SmokeTestError, match="health"):
+            run_smoke_tests(srv.url, "clf", examples, 0.0, expected_version=5, timeout_s=1)
+        assert run_smoke_tests(srv.url, "clf", examples, 0.0)["version"] == 1
+
+
+def test_missing_saved_model_is_explained(tmp_path, models):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        promote(str(tmp_path / "empty"), models["dataset"], config(tmp_path), run_id="r")
+    shutil.rmtree(tmp_path / "empty")
