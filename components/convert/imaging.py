@@ -247,8 +247,14 @@ def normalize(data: bytes, info: ImageInfo) -> tuple[bytes, ImageInfo]:
 
 
 def resize(data: bytes, info: ImageInfo, size: tuple[int, int], mode: str) -> tuple[bytes, ImageInfo]:
-    """Decodes, fits to ``size`` ([height, width]) by centre ``crop`` or ``pad``, re-encodes."""
-    return resize_image(_decode(data), size, mode, prefer_jpeg=info.format == "jpeg")
+    """Decodes, fits to ``size`` ([height, width]) by centre ``crop`` or ``pad``, re-encodes as RGB.
+
+    RGB whatever the source mode, so that every record of a resized dataset has one shape.
+    """
+    im = _decode(data)
+    if im.mode != "RGB":
+        im = im.convert("RGB")  # gray -> 3 equal channels; alpha dropped
+    return resize_image(im, size, mode, prefer_jpeg=info.format == "jpeg")
 
 
 def resize_image(im, size: tuple[int, int], mode: str, prefer_jpeg: bool) -> tuple[bytes, ImageInfo]:

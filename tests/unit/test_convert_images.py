@@ -1,0 +1,169 @@
+"""Image folders: every format and case of extension, bad files rejected with reasons, valid files
+that TensorFlow cannot decode as stored converted so that every record decodes."""
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from components.convert import convert, imaging
+from trainer.config import ConvertConfig
+from trainer.tfrecords import iter_records
+
+
+def _img(mode="RGB", size=(20, 16), seed=0):
+    rng = np.random.default_rng(seed)
+    if mode in ("L", "P"):
+        arr = rng.integers(0, 255, (size[1], size[0]), dtype=np.uint8)
+        im = Image.fromarray(arr, "L")
+        return im.convert("P") if mode == "P" else im
+    arr = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+    im = Image.fromarray(arr, "RGB")
+    return im if mode == "RGB" else im.convert(mode)
+
+
+def _save(im, fmt, **kw):
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def _png16():
+    arr = (np.arange(16 * 20, dtype=np.uint16).reshape(16, 20) * 200).astype(np.uint16)
+    return _save(Image.fromarray(arr), "PNG")
+
+
+def _animated_gif():
+    frames = [_img("RGB", seed=i).convert("P") for i in range(3)]
+    buf = io.BytesIO()
+    frames[0].save(buf, "GIF", save_all=True, append_images=frames[1:], duration=50)
+    return buf.getvalue()
+
+
+GOOD = {
+    "cat/a.jpg": lambda: _save(_img(), "JPEG"),
+    "cat/B.JPEG": lambda: _save(_img(seed=1), "JPEG"),
+    "cat/nested/deeper/c.Png": lambda: _save(_img(seed=2), "PNG"),
+    "cat/gray.png": lambda: _save(_img("L"), "PNG"),
+    "dog/still.gif": lambda: _save(_img("P"), "GIF"),
+    "dog/d.bmp": lambda: _save(_img(), "BMP"),
+}
+CONVERTED = {
+    "dog/cmyk.jpg": (lambda: _save(_img("CMYK"), "JPEG"), "CMYK JPEG"),
+    "dog/palette.png": (lambda: _save(_img("P"), "PNG"), "palette PNG"),
+    "dog/deep.png": (_png16, "16-bit PNG"),
+    "dog/photo.webp": (lambda: _save(_img(), "WEBP"), "WebP"),
+    "dog/anim.gif": (_animated_gif, "animated GIF"),
+    "dog/pal8.bmp": (lambda: _save(_img("P"), "BMP"), "8-bit BMP (compression 0)"),
+}
+BAD = {
+    "cat/truncated.jpg": (lambda: _save(_img(), "JPEG")[:300], "truncated JPEG"),
+    "cat/truncated.png": (lambda: _save(_img(), "PNG")[:-30], "truncated PNG"),
+    "cat/empty.jpg": (lambda: b"", "empty file"),
+    "cat/liar.jpg": (lambda: _save(_img(), "PNG"), "extension says jpeg but the content is png"),
+    "cat/text.png": (lambda: b"hello, not an image at all", "not an image"),
+}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("images")
+    files = {**GOOD, **{k: v[0] for k, v in CONVERTED.items()}, **{k: v[0] for k, v in BAD.items()}}
+    for rel, make in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(make())
+    (root / "cat" / ".DS_Store").write_bytes(b"junk")
+    (root / ".hidden").mkdir()
+    (root / ".hidden" / "x.jpg").write_bytes(_save(_img(), "JPEG"))
+    (root / "dog" / "notes.txt").write_text("not an image")
+    locked = root / "cat" / "locked.jpg"
+    locked.write_bytes(_save(_img(), "JPEG"))
+    locked.chmod(0)
+    return root
+
+
+@pytest.fixture(scope="module")
+def converted(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    manifest = convert(ConvertConfig(source=str(folder), splits={"train": 1.0}, workers=2), str(out))
+    return out, manifest
+
+
+def test_folder_counts_classes_ignored_and_rejections(converted):
+    out, manifest = converted
+    assert manifest["classes"] == ["cat", "dog"]
+    unreadable = 0 if os.geteuid() == 0 else 1  # root reads a chmod 0 file anyway
+    assert manifest["splits"]["train"]["count"] == len(GOOD) + len(CONVERTED) + 1 - unreadable
+    assert manifest["ignored"] == {"hidden": 2, "not_image": 1}
+    assert manifest["converted"] == {reason: 1 for _, reason in CONVERTED.values()}
+    rejected = [json.loads(line) for line in open(out / "rejected.jsonl")]
+    by_key = {r["key"]: r["reason"] for r in rejected}
+    for rel, (_, reason) in BAD.items():
+        assert reason in by_key[rel], (rel, by_key.get(rel))
+    assert manifest["rejected"] == len(BAD) + unreadable
+    assert manifest["image"] is None  # sizes and channels differ
+
+
+def test_every_record_decodes_with_tensorflow(converted):
+    tf = pytest.importorskip("tensorflow")
+    from trainer.tfrecords import decode_example
+
+    out, manifest = converted
+    shard = manifest["splits"]["train"]["shards"][0]["file"]
+    seen = set()
+    for record in iter_records((out / shard).read_bytes()):
+        ex = decode_example(tf.constant(record))
+        # expand_animations=False: TensorFlow returns every GIF, even a still one, as 4-D otherwise.
+        image = tf.io.decode_image(ex["image/encoded"], expand_animations=False)
+        assert image.shape.rank == 3, ex["image/source_key"]
+        assert image.shape[2] == ex["image/channels"] or ex["image/format"] == b"gif"
+        assert image.shape[0] == ex["image/height"] and image.shape[1] == ex["image/width"]
+        assert ex["image/format"].numpy().decode() in ("png", "jpeg", "gif", "bmp")
+        seen.add(ex["image/source_key"].numpy().decode())
+    assert set(CONVERTED) <= seen and set(GOOD) <= seen
+
+
+def test_verify_reads_everything_back(converted):
+    pytest.importorskip("tensorflow")
+    from components.convert import verify
+
+    out, manifest = converted
+    report = verify(str(out))
+    assert report["records"] == manifest["splits"]["train"]["count"]
+
+
+def test_verify_catches_a_modified_shard(converted, tmp_path):
+    pytest.importorskip("tensorflow")
+    import shutil
+
+    from components.convert import VerifyError, verify
+
+    out, manifest = converted
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = copy / manifest["splits"]["train"]["shards"][0]["file"]
+    data = bytearray(shard.read_bytes())
+    data[-10] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(VerifyError, match="sha256 differs"):
+        verify(str(copy))
+
+
+def test_inspect_reads_sizes_from_headers():
+    info = imaging.inspect(_save(_img(size=(33, 21)), "JPEG"), "jpeg")
+    assert (info.format, info.height, info.width, info.channels, info.convert) == ("jpeg", 21, 33, 3, None)
+    assert imaging.inspect(_save(_img("L", size=(5, 7)), "PNG")).channels == 1
+    assert imaging.inspect(_save(_img(size=(5, 7)), "BMP")).height == 7
+
+
+@pytest.mark.parametrize("mode", ["crop", "pad"])
+def test_resize_gives_the_requested_size(folder, tmp_path, mode):
+    manifest = convert(
+        ConvertConfig(source=str(folder), splits={"train": 1.0}, resize=(12, 10), resize_mode=mode, workers=1),
+        str(tmp_path),
+    )
+    assert manifest["image"] == {"height": 12, "width": 10, "channels": 3}

@@ -1,0 +1,183 @@
+"""Manifests, arrays, IDX and COCO sources; splits; shard sizing; compression; systemic errors."""
+
+import collections
+import gzip
+import io
+import json
+import struct
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from components.convert import ConvertError, convert, make_plan
+from components.convert.convert import Item, assign_splits, shard_count
+from trainer.config import ConfigError, ConvertConfig
+from trainer.tfrecords import iter_records
+
+
+def _png(seed=0, size=(6, 5)):
+    arr = np.random.default_rng(seed).integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def pictures(tmp_path):
+    for i in range(6):
+        (tmp_path / f"p{i}.png").write_bytes(_png(i))
+    return tmp_path
+
+
+def _all_records(out, manifest):
+    files = [sh["file"] for s in manifest["splits"].values() for sh in s["shards"]]
+    return [r for f in files for r in iter_records((out / f).read_bytes())]
+
+
+def test_csv_manifest_with_names_splits_and_extra_fields(pictures, tmp_path):
+    rows = ["path,label,split,photographer"]
+    rows += [f"p{i}.png,{'cat' if i % 2 else 'dog'},{'train' if i < 4 else 'test'},ann{i}" for i in range(6)]
+    (pictures / "m.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    manifest = convert(ConvertConfig(source=str(pictures / "m.csv"), workers=1), str(out))
+    assert manifest["classes"] == ["cat", "dog"]
+    # The source gives train and test; validation is carved out of train (possibly empty).
+    assert manifest["splits"]["test"]["count"] == 2
+    assert manifest["splits"]["train"]["count"] + manifest["splits"]["validation"]["count"] == 4
+    assert any(b"extra/photographer" in r and b"ann3" in r for r in _all_records(out, manifest))
+
+
+def test_jsonl_manifest_with_index_labels_and_declared_classes(pictures, tmp_path):
+    lines = [json.dumps({"path": str(pictures / f"p{i}.png"), "label": i % 3}) for i in range(6)]
+    (pictures / "m.jsonl").write_text("\n".join(lines))
+    config = ConvertConfig(source=str(pictures / "m.jsonl"), classes=("a", "b", "c"), splits={"train": 1.0})
+    manifest = convert(config.replace(workers=1), str(tmp_path / "out"))
+    assert manifest["splits"]["train"]["class_counts"] == {"a": 2, "b": 2, "c": 2}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("file,class\np0.png,cat\n", r"bad manifest header .*expected columns path,label.*got \['file', 'class'\]"),
+        ("path,label\np0.png,cat\nmissing.png,dog\n", r"1 rows point nowhere \(e.g. \['missing.png'\]\)"),
+        ("path,label\np0.png,7\n", None),
+    ],
+    ids=["header", "nowhere", "label-outside-classes"],
+)
+def test_manifest_errors(pictures, tmp_path, content, message):
+    (pictures / "m.csv").write_text(content)
+    config = ConvertConfig(source=str(pictures / "m.csv"))
+    if message is None:
+        config = config.replace(classes=("cat", "dog"))
+        message = r"label '7' is outside the declared classes \['cat', 'dog'\]"
+    with pytest.raises(ConvertError, match=message):
+        convert(config, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_format_and_bad_split_shares(tmp_path):
+    (tmp_path / "data.parquet").write_bytes(b"PAR1")
+    with pytest.raises(ConvertError, match="unknown source format"):
+        convert(ConvertConfig(source=str(tmp_path / "data.parquet")), str(tmp_path / "out"))
+    with pytest.raises(ConfigError, match="shares must add up to 1"):
+        ConvertConfig(splits={"train": 0.8, "test": 0.1})
+
+
+def test_npz_with_train_and_test_arrays_and_class_names(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(
+        tmp_path / "d.npz",
+        x_train=rng.random((20, 7, 5, 3)),  # floats in [0, 1], RGB
+        y_train=np.arange(20) % 2,
+        x_test=rng.integers(0, 255, (6, 7, 5, 3), dtype=np.uint8),
+        y_test=np.arange(6) % 2,
+        classes=np.array(["no", "yes"]),
+    )
+    manifest = convert(ConvertConfig(source=str(tmp_path / "d.npz"), workers=1), str(tmp_path / "out"))
+    assert manifest["classes"] == ["no", "yes"]
+    assert manifest["splits"]["test"]["count"] == 6
+    assert manifest["image"] == {"height": 7, "width": 5, "channels": 3}
+
+
+def _idx(path, arr):
+    code = {np.uint8: 0x08}[arr.dtype.type]
+    header = struct.pack(">BBBB", 0, 0, code, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
+    path.write_bytes(gzip.compress(header + arr.tobytes()))
+
+
+def test_generic_idx_folder(tmp_path):
+    src = tmp_path / "idx"
+    src.mkdir()
+    _idx(src / "train-images-idx3-ubyte.gz", np.full((12, 4, 4), 200, np.uint8))
+    _idx(src / "train-labels-idx1-ubyte.gz", (np.arange(12) % 3).astype(np.uint8))
+    config = ConvertConfig(source=str(src), splits={"train": 0.5, "test": 0.5}, workers=1)
+    manifest = convert(config, str(tmp_path / "o"))
+    assert manifest["source"]["format"] == "idx"
+    assert manifest["classes"] == ["0", "1", "2"]
+    assert sum(s["count"] for s in manifest["splits"].values()) == 12
+
+
+def test_coco_boxes_are_normalised(pictures, tmp_path):
+    coco = {
+        "images": [{"id": 1, "file_name": "p0.png", "width": 6, "height": 5}],
+        "annotations": [
+            {"id": 9, "image_id": 1, "category_id": 7, "bbox": [3, 1, 3, 4], "iscrowd": 1},
+        ],
+        "categories": [{"id": 7, "name": "person"}, {"id": 3, "name": "bike"}],
+    }
+    (pictures / "coco.json").write_text(json.dumps(coco))
+    out = tmp_path / "out"
+    manifest = convert(ConvertConfig(source=str(pictures / "coco.json"), splits={"train": 1.0}, workers=1), str(out))
+    assert manifest["classes"] == ["bike", "person"]
+    tf = pytest.importorskip("tensorflow")
+    from trainer.tfrecords import decode_example
+
+    ex = decode_example(tf.constant(_all_records(out, manifest)[0]))
+    assert ex["image/object/bbox/xmin"].numpy().tolist() == pytest.approx([0.5])
+    assert ex["image/object/bbox/ymax"].numpy().tolist() == pytest.approx([1.0])
+    assert ex["image/object/class/text"].numpy().tolist() == [b"person"]
+    assert ex["image/object/class/label"].numpy().tolist() == [1]
+    assert ex["image/object/is_crowd"].numpy().tolist() == [1]
+    assert int(ex["image/class/label"]) == -1
+
+
+def _items(n, classes=3):
+    return [Item(f"k{i}", i % classes, None) for i in range(n)]
+
+
+def test_hashed_splits_are_deterministic_and_near_the_shares():
+    shares = {"train": 0.8, "validation": 0.1, "test": 0.1}
+    a = assign_splits(_items(5000), shares, seed=1)
+    b = assign_splits(list(reversed(_items(5000))), shares, seed=1)
+    assert {s: [it.key for it in v] for s, v in a.items()} == {s: [it.key for it in v] for s, v in b.items()}
+    assert abs(len(a["train"]) - 4000) < 150
+    c = assign_splits(_items(5000), shares, seed=2)
+    assert [it.key for it in c["test"]] != [it.key for it in a["test"]]
+
+
+def test_stratified_splits_keep_the_class_balance_exactly():
+    out = assign_splits(_items(300, classes=3), {"train": 0.8, "test": 0.2}, stratify=True)
+    for split, n in (("train", 80), ("test", 20)):
+        assert collections.Counter(it.label for it in out[split]) == {0: n, 1: n, 2: n}
+
+
+def test_shard_count_targets_size_power_of_two_and_never_empty():
+    assert shard_count(250_000_000, 1000, 100.0, False) == 3
+    assert shard_count(250_000_000, 1000, 100.0, True) == 4
+    assert shard_count(10, 2, 0.000001, False) == 2
+    assert shard_count(0, 0, 100.0, False) == 0
+
+
+def test_many_shards_and_gzip(tmp_path):
+    config = ConvertConfig(
+        source="digits", limit_per_split=100, target_shard_mb=0.02, power_of_two_shards=True, compression="GZIP"
+    )
+    plan = make_plan(config)
+    assert len(plan.splits["train"]) == 4
+    manifest = convert(config.replace(workers=2), str(tmp_path))
+    files = [s["file"] for s in manifest["splits"]["train"]["shards"]]
+    assert files == [f"train-0000{i}-of-00004.tfrecord.gz" for i in range(4)]
+    assert sum(s["count"] for s in manifest["splits"]["train"]["shards"]) == 100
+    data = gzip.decompress((tmp_path / files[0]).read_bytes())
+    assert len(list(iter_records(data))) == manifest["splits"]["train"]["shards"][0]["count"]
