@@ -22,6 +22,18 @@ def _num(value: Optional[float], fmt: str = ",.2f") -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
+_INT_KEYS = ("cores", "num_images", "batch_size", "http_num_images", "http_batch_size")
+
+
+def _restore_ints(row: Mapping[str, Any]) -> dict[str, Any]:
+    # Rows collected over a ParallelFor come back with ints as floats (kfp's dsl.Collected).
+    out = dict(row)
+    for key in _INT_KEYS:
+        if isinstance(out.get(key), float) and out[key].is_integer():
+            out[key] = int(out[key])
+    return out
+
+
 def mark_best(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Copies the rows and sets ``fastest`` and ``cheapest`` on the best ones.
 
@@ -34,7 +46,7 @@ def mark_best(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     Returns:
         New dicts with boolean ``fastest`` and ``cheapest`` keys.
     """
-    out = [dict(r) for r in rows]
+    out = [_restore_ints(r) for r in rows]
     if not out:
         return out
     best_speed = max(r["images_per_sec"] for r in out)
@@ -265,7 +277,13 @@ def sweep_tables(sweeps: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[s
     """
     by_acc: dict[str, dict[int, dict]] = {}
     for sweep in sweeps:
-        by_acc[str(sweep["accelerator"])] = {int(r["batch_size"]): dict(r) for r in sweep["results"]}
+        results = {}
+        for r in sweep["results"]:
+            r = dict(r)
+            for key in ("batch_size", "steps_per_epoch", "examples_per_epoch"):
+                r[key] = int(r[key])  # dsl.Collected turns ints into floats
+            results[r["batch_size"]] = r
+        by_acc[str(sweep["accelerator"])] = results
     sizes = sorted({b for results in by_acc.values() for b in results})
     return sizes, list(by_acc), by_acc
 
