@@ -89,3 +89,46 @@ def rollback_stage_op(
         f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result["version"]})
     return int(result["version"])
+
+
+@project_component
+def promote_version_op(
+    report: Output[Markdown],
+    source_stage: str,
+    stage: str,
+    version: int = 0,
+    stages_root: str = "",
+    pipeline_root: str = "",
+    target: str = "local",
+    model_name: str = "classifier",
+    run_id: str = "",
+) -> int:
+    """Move the version a stage serves (having passed its checks) to the next stage, smoke-tested.
+
+    Args:
+        report: a Markdown summary of the promotion and its checks.
+        source_stage: demo or staging.
+        stage: the next stage (staging or prod).
+        version: the source stage's version; 0 means the one it serves now (a pipeline-level
+            parameter cannot be None). It must be the version the source stage serves.
+        stages_root: the stage store; "" means <pipeline_root>/stages.
+        pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
+        target: local or kubernetes.
+        model_name: the served model name.
+        run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER).
+
+    Returns:
+        The version ``stage`` serves now.
+    """
+    from components.promote.promote import promote_version, render_report
+    from components.promote.stages import resolve_stages_root
+    from trainer.config import PromoteConfig
+
+    config = PromoteConfig(
+        stage=stage, target=target, stages_root=resolve_stages_root(stages_root, pipeline_root), model_name=model_name
+    )
+    result = promote_version(config, source_stage, run_id=run_id or "unknown", version=version or None)
+    with open(report.path, "w") as f:
+        f.write(render_report(result))
+    report.metadata.update({"stage": stage, "version": result["version"], "source_version": result["source_version"]})
+    return int(result["version"])

@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 from components.promote import stages, storage
@@ -159,12 +159,86 @@ def promote(
     """
     if not isinstance(config, PromoteConfig):
         raise TypeError(f"config must be a PromoteConfig, got {type(config).__name__}")
-    root, stage, name = config.stages_root, config.stage, config.model_name
     saved_model = saved_model_dir_of(model_dir)
+    return _promote(
+        saved_model,
+        model_dir,
+        config,
+        run_id,
+        examples_fn=lambda: load_smoke_examples(dataset_dir, config.smoke_examples),
+        metrics_fn=lambda: (
+            _float_metrics(metrics) if metrics is not None else _evaluation_metrics(saved_model, dataset_dir)
+        ),
+    )
+
+
+def promote_version(
+    config: PromoteConfig, source_stage: str, run_id: str, version: Optional[int] = None
+) -> dict[str, Any]:
+    """Promote a version that passed one stage to the next stage (demo -> staging -> prod).
+
+    The version's files, its recorded metrics and the source stage's smoke images are reused, so
+    the promote pipeline needs neither the model artifact nor the dataset.
+
+    Args:
+        config: the target stage (``config.stage``), target, stages_root, model_name.
+        source_stage: the stage the version comes from; ``config.stage`` must be the one after it.
+        run_id: the run that promotes.
+        version: the source stage's version to promote; None takes the one it serves now. Either
+            way it must be the version the source stage serves now, having passed its checks.
+
+    Returns:
+        As :func:`promote`, plus ``source_stage`` and ``source_version``.
+
+    Raises:
+        ValueError: the stages are not consecutive, or the version is not what the source serves.
+        PromotionError: a check failed at the target stage; it was rolled back.
+    """
+    root, name = config.stages_root, config.model_name
+    if source_stage not in stages.STAGES or stages.STAGES.index(source_stage) + 1 >= len(stages.STAGES):
+        raise ValueError(f"source_stage must be demo or staging (a stage with a next one), got {source_stage!r}")
+    expected = stages.STAGES[stages.STAGES.index(source_stage) + 1]
+    if config.stage != expected:
+        raise ValueError(
+            f"a version moves one stage at a time: from {source_stage} only to {expected}, not to {config.stage}"
+        )
+    current = stages.read_current(root, source_stage)
+    if current is None or current.get("version") is None:
+        raise ValueError(f"{source_stage} serves no model yet: promote one there first")
+    version = current["version"] if version is None else version
+    passed = current.get("checks") and all(c.get("passed") for c in current["checks"].values())
+    if current["version"] != version or not passed:
+        raise ValueError(
+            f"{source_stage} serves version {current['version']} (checks passed: {bool(passed)}), not a passing "
+            f"version {version}: only the version a stage serves, having passed its checks, moves on to {expected}"
+        )
+    saved_model = stages.version_path(root, source_stage, name, version)
+    result = _promote(
+        saved_model,
+        current.get("model_uri") or saved_model,
+        config,
+        run_id,
+        examples_fn=lambda: _stored_smoke_examples(root, source_stage),
+        metrics_fn=lambda: _float_metrics(current.get("metrics")),
+        source={"source_stage": source_stage, "source_version": version},
+    )
+    return {**result, "source_stage": source_stage, "source_version": version}
+
+
+def _promote(
+    saved_model: str,
+    model_uri: str,
+    config: PromoteConfig,
+    run_id: str,
+    examples_fn: Callable[[], list[tuple[bytes, int]]],
+    metrics_fn: Callable[[], dict[str, float]],
+    source: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
+    root, stage, name = config.stages_root, config.stage, config.model_name
     sha = storage.tree_sha256(saved_model)
     current = stages.read_current(root, stage)
     in_service = stages.list_versions(root, stage, name)
-    base = {"action": "promote", "stage": stage, "model_uri": model_dir, "target": config.target}
+    base = {"action": "promote", "stage": stage, "model_uri": model_uri, "target": config.target}
     if current and current.get("sha256") == sha and current.get("version") in in_service[-1:]:
         log.info("%s already serves this model as version %s: nothing to do", stage, current["version"])
         return {
@@ -177,8 +251,8 @@ def promote(
             "metrics": current.get("metrics", {}),
         }
 
-    examples = load_smoke_examples(dataset_dir, config.smoke_examples)
-    recorded_metrics = _float_metrics(metrics) if metrics is not None else _evaluation_metrics(saved_model, dataset_dir)
+    examples = examples_fn()
+    recorded_metrics = metrics_fn()
     previous = in_service[-1] if in_service else None
     version = stages.publish(saved_model, root, stage, name)
     _save_smoke_examples(root, stage, examples)
@@ -191,7 +265,7 @@ def promote(
         back = _roll_back(config, version, run_id, reason, examples)
         served = f"version {back['version']} (verified)" if back["version"] is not None else "nothing"
         raise PromotionError(
-            f"promotion of {model_dir} to {stage} as version {version} failed: {reason}. Rolled back: {stage} "
+            f"promotion of {model_uri} to {stage} as version {version} failed: {reason}. Rolled back: {stage} "
             f"serves {served}. Fix the model (or the check settings in PromoteConfig) and promote again."
         ) from err
     entry = stages.record(
@@ -199,7 +273,7 @@ def promote(
         stage,
         "promote",
         version,
-        model_dir,
+        model_uri,
         run_id,
         checks=result["checks"],
         metrics=recorded_metrics,
@@ -208,6 +282,7 @@ def promote(
         previous_version=previous,
         accuracy=result["accuracy"],
         target=config.target,
+        **(source or {}),
     )
     return {
         **base,

@@ -1,0 +1,46 @@
+"""The ``promote`` pipeline: move the model version a stage serves on to the next stage.
+
+demo -> staging, or staging -> prod, with the same publish, rollout, smoke tests and rollback as
+the main pipeline's promote steps. Only the version the source stage serves (having passed its
+checks there) can move on, so prod never receives a model that did not pass staging.
+Compiled to ``dist/pipelines/promote.yaml``; no TensorFlow here.
+"""
+
+from kfp import dsl
+
+from components.promote.component import promote_version_op
+
+NAME = "promote"
+
+
+@dsl.pipeline(
+    name=NAME, description="Move the model version a stage serves to the next stage (demo -> staging -> prod)."
+)
+def pipeline(
+    source_stage: str = "staging",
+    target_stage: str = "prod",
+    version: int = 0,
+    stages_root: str = "",
+    serving_target: str = "local",
+    served_model_name: str = "classifier",
+):
+    """Promotes one version one stage further.
+
+    Args:
+        source_stage: demo or staging.
+        target_stage: the stage after it: staging or prod.
+        version: the source stage's version to move; 0 means the one it serves now.
+        stages_root: the stage store (folder or gs://); empty means <pipeline root>/stages.
+        serving_target: local (a loopback model server) or kubernetes (the stage's manifests).
+        served_model_name: the name models are served under (/v1/models/<name>).
+    """
+    promote_version_op(
+        source_stage=source_stage,
+        stage=target_stage,
+        version=version,
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        target=serving_target,
+        model_name=served_model_name,
+        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    ).set_display_name("Promote version").set_caching_options(False)  # it changes what a stage serves

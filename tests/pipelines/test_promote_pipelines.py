@@ -1,0 +1,78 @@
+"""The promote and rollback pipelines: compiled (no TensorFlow) and run whole under kfp.local."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from kfp import compiler
+
+
+@pytest.mark.parametrize("name", ["promote", "rollback"])
+def test_compiles_without_tensorflow_and_never_caches(tmp_path, name):
+    code = (
+        "import sys, importlib; from kfp import compiler; "
+        f"compiler.Compiler().compile(importlib.import_module('pipelines.{name}').pipeline, r'{tmp_path}/p.yaml'); "
+        "assert 'tensorflow' not in sys.modules, 'compiling imported TensorFlow'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    spec = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    assert spec["pipelineInfo"]["name"] == name
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["served_model_name"]["defaultValue"] == "classifier"
+    (task,) = spec["root"]["dag"]["tasks"].values()
+    assert task["cachingOptions"] == {}  # caching off: the step changes what a stage serves
+    args = task["inputs"]["parameters"]
+    assert args["pipeline_root"]["runtimeValue"]["constant"] == "{{$.pipeline_root}}"
+    assert args["run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_name}}"
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_promote_and_rollback_pipelines_run_locally(tmp_path):
+    from kfp import local
+
+    from components.promote import stages
+    from components.promote.promote import promote
+    from pipelines import promote as promote_pipeline
+    from pipelines import rollback as rollback_pipeline
+    from tests.promote_models import export_tiny_model, write_digits_dataset
+    from trainer.config import PromoteConfig
+
+    root = str(tmp_path / "stages")
+    dataset = write_digits_dataset(tmp_path / "dataset", count=32)
+    demo = PromoteConfig(stage="demo", stages_root=root, model_name="clf", min_smoke_accuracy=0.6)
+    for i, name in enumerate(["m1", "m2"]):
+        export_tiny_model(str(tmp_path / name / "saved_model"), steps=150, seed=i)
+        promote(str(tmp_path / name), dataset, demo, run_id=f"setup-{i}", metrics={"accuracy": 0.8 + i / 100})
+    assert stages.read_current(root, "demo")["version"] == 2
+
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"), raise_on_error=True)
+    promote_pipeline.pipeline(source_stage="demo", target_stage="staging", stages_root=root, served_model_name="clf")
+    staging = stages.read_current(root, "staging")
+    assert staging["version"] == 1 and staging["source_version"] == 2 and staging["metrics"] == {"accuracy": 0.81}
+    assert staging["checks"]["prediction"]["passed"] and staging["run"].startswith("promote-")
+
+    rollback_pipeline.pipeline(stage="demo", stages_root=root, served_model_name="clf")
+    current = stages.read_current(root, "demo")
+    assert current["action"] == "rollback" and current["version"] == 1 and current["verified"]
+    assert stages.list_versions(root, "demo", "clf") == [1]
+
+    # demo now serves version 1, which is not what was asked for: refused, and staging is unchanged.
+    with pytest.raises(RuntimeError):
+        promote_pipeline.pipeline(
+            source_stage="demo", target_stage="staging", version=2, stages_root=root, served_model_name="clf"
+        )
+    assert stages.read_current(root, "staging")["version"] == 1
+    # prod only from staging.
+    with pytest.raises(RuntimeError):
+        promote_pipeline.pipeline(source_stage="demo", target_stage="prod", stages_root=root, served_model_name="clf")
+    assert stages.read_current(root, "prod") is None
+
+
+def test_compile_module_lists_both():
+    from pipelines import compile as compile_module
+
+    assert compile_module.PIPELINES["promote"] == "pipelines.promote"
+    assert compile_module.PIPELINES["rollback"] == "pipelines.rollback"
+    assert compiler  # imported above: kfp is a dependency of the pipeline side
