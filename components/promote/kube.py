@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -348,7 +349,8 @@ def load_api_client() -> k8s_client.ApiClient:
         k8s_config.load_incluster_config(client_configuration=configuration)
     except k8s_config.ConfigException as in_cluster_error:
         try:
-            k8s_config.load_kube_config(client_configuration=configuration)
+            # The client reads KUBECONFIG when it is imported; read it now, as kubectl does.
+            k8s_config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
         except (k8s_config.ConfigException, OSError) as kubeconfig_error:
             raise KubeDeployError(
                 "no Kubernetes configuration: not in a pod "

@@ -183,7 +183,7 @@ class FakeKubeAPI:
         fake = cls(**kwargs)
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(fake))
         server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, name="fake-kube-api", daemon=True)
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="fake-kube-api", daemon=True)
         thread.start()
         fake.url = f"http://127.0.0.1:{server.server_address[1]}"
         try:
@@ -506,6 +506,8 @@ def _parse(raw: bytes) -> Any:
 def _handler_for(fake: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes: without this, delayed ACKs add ~40 ms each.
+        disable_nagle_algorithm = True
 
         def _serve(self) -> None:
             url = urlsplit(self.path)

@@ -1,0 +1,276 @@
+"""components.promote.kube against the FAKE Kubernetes API server (tests/integration/fake_kube_api.py).
+
+The real `kubernetes` client talks HTTP to the fake on 127.0.0.1; nothing here has run against a
+real cluster (docs/kubernetes.md says what that leaves untested).
+"""
+
+import time
+
+import kubernetes
+import pytest
+import yaml
+
+from components.promote import kube
+from tests.integration.fake_kube_api import FakeKubeAPI
+
+pytestmark = pytest.mark.integration
+
+ROOT = "gs://models-bucket/stages"
+FAST = {"poll_interval_s": 0.01}
+
+
+@pytest.fixture
+def fake():
+    with FakeKubeAPI.running() as server:
+        yield server
+
+
+@pytest.fixture
+def api(fake):
+    configuration = kubernetes.client.Configuration()
+    configuration.host = fake.url
+    with kubernetes.client.ApiClient(configuration) as client:
+        yield client
+
+
+def deploy(api, stage="demo", version=1, timeout_s=10.0, **kwargs):
+    return kube.deploy_stage(stage, ROOT, "classifier", version, timeout_s, api, **FAST, **kwargs)
+
+
+def served_version(fake, namespace="ltp-demo"):
+    dep = fake.get("deployments", namespace, "model-server")
+    return dep["spec"]["template"]["metadata"]["annotations"][kube.VERSION_ANNOTATION]
+
+
+def fail_version(version, reason="ImagePullBackOff"):
+    def pod_failure(deployment):
+        annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+        return reason if annotations.get(kube.VERSION_ANNOTATION) == str(version) else None
+
+    return pod_failure
+
+
+def test_deploy_applies_every_rendered_object_and_waits_for_the_rollout(fake, api):
+    fake.rollout_polls = 3
+    url = deploy(api, "prod", version=7)
+    assert url == "http://model-server.ltp-prod.svc.cluster.local:8501"
+
+    rendered = kube.render_stage("prod")
+    stored = {(o["kind"], o["metadata"]["namespace"]) for o in fake.objects()}
+    assert stored == {(o["kind"], "ltp-prod") for o in rendered}
+    dep = fake.get("deployments", "ltp-prod", "model-server")
+    status = dep["status"]
+    assert status["observedGeneration"] == dep["metadata"]["generation"]
+    assert status["availableReplicas"] == status["updatedReplicas"] == dep["spec"]["replicas"]
+    deployment_reads = [r for r in fake.requests if r[0] == "GET" and r[1].endswith("/deployments/model-server")]
+    assert len(deployment_reads) >= fake.rollout_polls + 1
+
+    # Every write was a server-side apply by our field manager, forcing conflicts.
+    writes = [r for r in fake.requests if r[0] != "GET"]
+    assert len(writes) == len(rendered)
+    for _, _, query, content_type in writes:
+        assert content_type == "application/apply-patch+yaml"
+        assert query["fieldManager"] == [kube.FIELD_MANAGER]
+        assert query["force"] == ["true"]
+
+    # The served model: version 7 at the stage's GCS path.
+    config_name = next(
+        v["configMap"]["name"] for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "model-config"
+    )
+    text = fake.get("configmaps", "ltp-prod", config_name)["data"]["models.config"]
+    assert 'base_path: "gs://models-bucket/stages/prod/models/classifier"' in text
+    assert "versions: 7" in text
+
+
+def test_redeploying_the_same_version_is_a_no_op(fake, api):
+    deploy(api, version=1)
+    before = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in fake.objects()}
+    generation = fake.get("deployments", "ltp-demo", "model-server")["metadata"]["generation"]
+    writes_before = sum(1 for r in fake.requests if r[0] == "PATCH")
+
+    started = time.monotonic()
+    deploy(api, version=1)
+    assert time.monotonic() - started < 5
+    after = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in fake.objects()}
+    assert after == before
+    assert fake.get("deployments", "ltp-demo", "model-server")["metadata"]["generation"] == generation
+    assert sum(1 for r in fake.requests if r[0] == "PATCH") == 2 * writes_before
+    results = kube.apply_objects(
+        api,
+        kube.configure_stage(
+            kube.render_stage("demo"),
+            stage="demo",
+            stages_root=ROOT,
+            model_name="classifier",
+            version=1,
+            change_cause="lean-tpu-pipelines: deploy classifier version 1",
+        ),
+    )
+    assert {r.outcome for r in results} == {"unchanged"}
+
+
+def test_a_rollout_that_never_completes_raises_rollout_timeout(fake, api):
+    fake.pod_failure = fail_version(1, "ImagePullBackOff")
+    started = time.monotonic()
+    with pytest.raises(kube.RolloutTimeout) as caught:
+        deploy(api, version=1, timeout_s=0.5)
+    elapsed = time.monotonic() - started
+    assert 0.5 <= caught.value.waited_s < 3 and elapsed < 5
+    message = str(caught.value)
+    assert "ltp-demo/model-server did not complete after" in message
+    assert "0 of 1 updated replicas are available" in message
+    assert "waiting: ImagePullBackOff" in message
+    assert "kubectl -n ltp-demo describe deployment/model-server" in message
+
+
+def test_progress_deadline_exceeded_fails_without_waiting_for_the_timeout(fake, api):
+    fake.deadline_exceeded = lambda deployment: True
+    started = time.monotonic()
+    with pytest.raises(kube.RolloutTimeout, match="the cluster gave up: ReplicaSet .* has timed out progressing"):
+        deploy(api, version=1, timeout_s=30)
+    assert time.monotonic() - started < 5
+
+
+def test_rollback_reapplies_the_previous_version(fake, api):
+    deploy(api, "staging", version=1)
+    good = fake.get("deployments", "ltp-staging", "model-server")
+
+    fake.pod_failure = fail_version(2, "CrashLoopBackOff")
+    with pytest.raises(kube.RolloutTimeout, match="CrashLoopBackOff"):
+        deploy(api, "staging", version=2, timeout_s=0.3)
+    assert served_version(fake, "ltp-staging") == "2"
+
+    url = kube.rollback_stage("staging", ROOT, "classifier", 1, 10, api, **FAST)
+    assert url == "http://model-server.ltp-staging.svc.cluster.local:8501"
+    rolled_back = fake.get("deployments", "ltp-staging", "model-server")
+    # The exact pod template of version 1 again: the controller can scale its ReplicaSet back up.
+    assert rolled_back["spec"]["template"] == good["spec"]["template"]
+    assert rolled_back["metadata"]["generation"] > good["metadata"]["generation"]
+    assert rolled_back["status"]["availableReplicas"] == 1
+    assert "roll back classifier to version 1" in rolled_back["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION]
+
+
+def test_prod_apply_leaves_the_hpa_replica_count_alone(fake, api):
+    deploy(api, "prod", version=1)
+    # The HPA scales through the scale subresource: an Update by the controller manager.
+    fake.update("deployments", "ltp-prod", "model-server", "kube-controller-manager", {"spec": {"replicas": 5}})
+    deploy(api, "prod", version=2)
+    dep = fake.get("deployments", "ltp-prod", "model-server")
+    assert dep["spec"]["replicas"] == 5
+    assert served_version(fake, "ltp-prod") == "2"
+
+
+def test_forced_apply_takes_back_a_hand_edit_and_unforced_reports_the_conflict(fake, api):
+    deploy(api, version=1)
+    dep = fake.get("deployments", "ltp-demo", "model-server")
+    edited = dep["spec"]["template"]["spec"]["containers"]
+    edited[0]["image"] = "tensorflow/serving:nightly"
+    fake.update(
+        "deployments",
+        "ltp-demo",
+        "model-server",
+        "kubectl-edit",
+        {"spec": {"template": {"spec": {"containers": edited}}}},
+    )
+
+    objs = kube.configure_stage(
+        kube.render_stage("demo"),
+        stage="demo",
+        stages_root=ROOT,
+        model_name="classifier",
+        version=1,
+        change_cause="lean-tpu-pipelines: deploy classifier version 1",
+    )
+    with pytest.raises(
+        kube.KubeDeployError, match=r'HTTP 409: Apply failed with 1 conflict\(s\): conflict with "kubectl-edit"'
+    ):
+        kube.apply_objects(api, objs, force=False)
+
+    deploy(api, version=1)
+    image = fake.get("deployments", "ltp-demo", "model-server")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.startswith("tensorflow/serving:2.")
+    assert "kubectl-edit" not in {
+        m for m, paths in fake.managers("deployments", "ltp-demo", "model-server").items() if paths
+    }
+
+
+def test_missing_namespace_and_missing_rights_say_how_to_fix_them(fake, api):
+    fake.namespaces.discard("ltp-demo")
+    with pytest.raises(
+        kube.KubeDeployError, match=r"HTTP 404: namespaces \"ltp-demo\" not found.*manifests/namespaces"
+    ):
+        deploy(api, version=1)
+    fake.namespaces.add("ltp-demo")
+    fake.deny.add("deployments")
+    with pytest.raises(
+        kube.KubeDeployError, match=r"Deployment ltp-demo/model-server failed with HTTP 403.*manifests/rbac"
+    ):
+        deploy(api, version=1)
+
+
+def test_without_api_client_the_kubeconfig_is_used(fake, tmp_path, monkeypatch):
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "tester", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
+        "current-context": "fake",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    url = kube.deploy_stage("demo", ROOT, "classifier", 4, 10, **FAST)
+    assert url.startswith("http://model-server.ltp-demo.svc")
+    assert served_version(fake) == "4"
+
+
+def test_no_configuration_at_all_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    with pytest.raises(kube.KubeDeployError, match="no Kubernetes configuration: not in a pod"):
+        kube.load_api_client()
+
+
+# ---- the fake itself keeps the API's semantics that kube.py relies on
+
+
+def test_fake_answers_404_409_and_requires_a_field_manager(fake, api):
+    core = kubernetes.client.CoreV1Api(api)
+    with pytest.raises(kubernetes.client.ApiException) as missing:
+        core.read_namespaced_config_map("nope", "ltp-demo")
+    assert missing.value.status == 404
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "1"}}
+    core.create_namespaced_config_map("ltp-demo", body)
+    with pytest.raises(kubernetes.client.ApiException) as exists:
+        core.create_namespaced_config_map("ltp-demo", body)
+    assert exists.value.status == 409 and "AlreadyExists" in exists.value.body
+    with pytest.raises(kubernetes.client.ApiException) as no_manager:
+        api.call_api(
+            "/api/v1/namespaces/ltp-demo/configmaps/x",
+            "PATCH",
+            header_params={"Content-Type": "application/apply-patch+yaml"},
+            body=body,
+            response_type="object",
+        )
+    assert no_manager.value.status == 422 and "fieldManager: Required value" in no_manager.value.body
+
+
+def test_fake_apply_removes_fields_the_manager_stopped_applying(fake, api):
+    path = "/api/v1/namespaces/ltp-demo/configmaps/y"
+
+    def apply(data):
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y"}, "data": data}
+        return api.call_api(
+            path,
+            "PATCH",
+            query_params=[("fieldManager", "m")],
+            header_params={"Content-Type": "application/apply-patch+yaml"},
+            body=body,
+            response_type="object",
+            _return_http_data_only=True,
+        )
+
+    apply({"a": "1", "b": "2"})
+    assert apply({"a": "1"})["data"] == {"a": "1"}

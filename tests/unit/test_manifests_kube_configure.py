@@ -1,0 +1,123 @@
+"""components.promote.kube without an API server: rendering a stage and pinning a model version."""
+
+import functools
+
+import pytest
+
+from components.promote import kube
+
+ROOT = "gs://models-bucket/stages"
+
+
+@functools.cache
+def rendered(stage):
+    return tuple(kube.render_stage(stage))
+
+
+def configure(stage="staging", version=3, model_name="classifier", root=ROOT, cause="test"):
+    return kube.configure_stage(
+        list(rendered(stage)),
+        stage=stage,
+        stages_root=root,
+        model_name=model_name,
+        version=version,
+        change_cause=cause,
+    )
+
+
+def by_kind(objs, kind):
+    (obj,) = [o for o in objs if o["kind"] == kind]
+    return obj
+
+
+def test_render_stage_uses_the_overlay():
+    objs = kube.render_stage("prod")
+    assert {o["metadata"]["namespace"] for o in objs} == {"ltp-prod"}
+    assert kube.available_stages() == ["demo", "prod", "staging"]
+
+
+def test_render_unknown_stage_names_the_stages_that_exist():
+    with pytest.raises(kube.KubeDeployError, match=r"no overlay for stage 'qa'.*\['demo', 'prod', 'staging'\]"):
+        kube.render_stage("qa")
+
+
+def test_model_config_pins_the_version_at_the_stage_path():
+    objs = configure(version=3)
+    config_map = by_kind(objs, "ConfigMap")
+    assert config_map["data"] == {
+        "models.config": (
+            "model_config_list {\n"
+            "  config {\n"
+            '    name: "classifier"\n'
+            '    base_path: "gs://models-bucket/stages/staging/models/classifier"\n'
+            '    model_platform: "tensorflow"\n'
+            "    model_version_policy {\n"
+            "      specific {\n"
+            "        versions: 3\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+            "}\n"
+        )
+    }
+    dep = by_kind(objs, "Deployment")
+    volume = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "model-config")
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert config_map["metadata"]["name"].startswith("model-server-config-")
+    assert dep["spec"]["template"]["metadata"]["annotations"][kube.VERSION_ANNOTATION] == "3"
+    assert dep["metadata"]["annotations"][kube.MODEL_PATH_ANNOTATION] == (
+        "gs://models-bucket/stages/staging/models/classifier"
+    )
+
+
+def test_same_version_same_template_other_version_new_template():
+    template = lambda objs: by_kind(objs, "Deployment")["spec"]["template"]  # noqa: E731
+    assert template(configure(version=3, cause="deploy")) == template(configure(version=3, cause="rollback"))
+    assert template(configure(version=3)) != template(configure(version=4))
+    names = {by_kind(configure(version=v), "ConfigMap")["metadata"]["name"] for v in (3, 4)}
+    assert len(names) == 2
+
+
+def test_input_objects_are_not_modified():
+    objs = list(rendered("demo"))
+    before = repr(objs)
+    configure("demo")
+    assert repr(objs) == before
+
+
+def test_probes_follow_the_model_name():
+    dep = by_kind(configure(model_name="fashion_cnn"), "Deployment")
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/v1/models/fashion_cnn"
+    assert 'name: "fashion_cnn"' in by_kind(configure(model_name="fashion_cnn"), "ConfigMap")["data"]["models.config"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"root": "stages"}, r"stages_root must be gs://"),
+        ({"root": "gs://"}, r"stages_root must be gs://"),
+        ({"version": -1}, r"version must be an int >= 0"),
+        ({"version": True}, r"version must be an int >= 0"),
+        ({"model_name": 'a"b'}, r"model_name must be non-empty without quotes"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_reason(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        configure(**kwargs)
+
+
+def test_a_rendered_deployment_without_the_model_config_volume_is_refused():
+    objs = [dict(o) for o in rendered("demo")]
+    dep = by_kind(objs, "Deployment")
+    dep["spec"] = {**dep["spec"], "template": {**dep["spec"]["template"]}}
+    dep["spec"]["template"]["spec"] = {**dep["spec"]["template"]["spec"], "volumes": []}
+    with pytest.raises(kube.KubeDeployError, match="no configMap volume named 'model-config'"):
+        kube.configure_stage(objs, stage="demo", stages_root=ROOT, model_name="classifier", version=1, change_cause="x")
+
+
+def test_unsupported_kinds_are_refused_before_any_request():
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ltp-demo"}}
+    with pytest.raises(kube.KubeDeployError, match="belong in manifests/namespaces"):
+        kube.apply_objects(None, [namespace])
