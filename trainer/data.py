@@ -138,12 +138,12 @@ def make_dataset(
     if training and len(files) > 1:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     # Parallel, non-deterministic interleave: a slow shard (GCS latency) does not stall the others.
+    parallel = {"num_parallel_calls": autotune, "deterministic": not training} if len(files) > 1 else {}
     ds = ds.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 << 20),
         cycle_length=min(len(files), 16),
         block_length=1,
-        num_parallel_calls=autotune if len(files) > 1 else None,
-        deterministic=not training,
+        **parallel,
     )
     if cache:
         ds = ds.cache()

@@ -202,6 +202,7 @@ def _callbacks():
             self._last: tuple[float, int] | None = None
 
         def on_train_begin(self, logs=None):
+            self._begin = (time.perf_counter(), int(self.model.optimizer.iterations))
             self._start = self._last = None
 
         def on_train_batch_end(self, batch, logs=None):
@@ -212,8 +213,14 @@ def _callbacks():
 
         def on_train_end(self, logs=None):
             if self._start and self._last and self._last[1] > self._start[1]:
-                self.images += (self._last[1] - self._start[1]) * self.global_batch
-                self.seconds += self._last[0] - self._start[0]
+                start = self._start
+            elif self._last:
+                # A single execution: no steady state to measure; count it with its tracing time.
+                start = self._begin
+            else:
+                return
+            self.images += (self._last[1] - start[1]) * self.global_batch
+            self.seconds += self._last[0] - start[0]
 
         @property
         def images_per_sec(self) -> float | None:

@@ -1,0 +1,101 @@
+"""tf.data input from a TFRecord dataset folder: shapes, values, order, and bad folders."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from tests.unit.train_datasets import make_images, write_dataset
+from trainer import data
+from trainer.tfrecords import DatasetError
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("ds"), {"train": 40, "validation": 10}, num_classes=4, shards=2)
+
+
+def _all(ds):
+    images, labels = [], []
+    for x, y in ds:
+        images.append(x.numpy())
+        labels.append(y.numpy())
+    return np.concatenate(images), np.concatenate(labels)
+
+
+def test_evaluation_pass_returns_every_image_scaled_and_labelled(dataset):
+    ds = data.make_dataset(str(dataset), "validation", batch_size=4, training=False)
+    images, labels = _all(ds)
+    assert images.dtype == np.float32 and images.shape == (10, 28, 28, 1)
+    assert labels.dtype == np.int32
+    # Compare with what was written: shards interleave examples i, i+2, ... of each of 2 shards.
+    expected_images, expected_labels = make_images(10, 4, seed=1)
+    order = [j for i in range(2) for j in range(i, 10, 2)]
+    written = {tuple(expected_images[j].ravel()): int(expected_labels[j]) for j in order}
+    pixels = np.rint(images * 255).astype(np.uint8)
+    got = {tuple(img.ravel()): int(lbl) for img, lbl in zip(pixels, labels, strict=True)}
+    assert got == written
+    assert 0.0 <= images.min() and images.max() <= 1.0
+
+
+def test_training_stream_repeats_with_fixed_batches(dataset):
+    ds = data.make_dataset(str(dataset), "train", batch_size=16, training=True, drop_remainder=True, seed=1)
+    batches = list(ds.take(5))  # 80 examples from a 40-example split: it repeats
+    assert all(tuple(x.shape) == (16, 28, 28, 1) for x, _ in batches)
+    assert ds.element_spec[0].shape.as_list() == [16, 28, 28, 1]
+
+
+def test_augment_keeps_shape_and_range(dataset):
+    ds = data.make_dataset(str(dataset), "train", batch_size=8, training=True, augment=True, seed=3)
+    x, _ = next(iter(ds))
+    assert tuple(x.shape) == (8, 28, 28, 1) and float(x.numpy().max()) <= 1.0
+
+
+def test_gzip_shards(tmp_path):
+    folder = write_dataset(tmp_path / "ds", {"train": 6}, shards=1)
+    manifest = json.loads((folder / "dataset.json").read_text())
+    shard = manifest["splits"]["train"]["shards"][0]
+    raw = (folder / shard["file"]).read_bytes()
+    (folder / shard["file"]).unlink()
+    shard["file"] += ".gz"
+    (folder / shard["file"]).write_bytes(gzip.compress(raw))
+    manifest["compression"] = "GZIP"
+    (folder / "dataset.json").write_text(json.dumps(manifest))
+    images, _ = _all(data.make_dataset(str(folder), "train", batch_size=4, training=False))
+    assert images.shape == (6, 28, 28, 1)
+
+
+def test_steps_per_epoch():
+    manifest = {"splits": {"train": {"count": 100, "shards": [{"file": "x"}]}}}
+    assert data.steps_per_epoch(manifest, "train", 32, drop_remainder=False) == 4
+    assert data.steps_per_epoch(manifest, "train", 32, drop_remainder=True) == 3
+    with pytest.raises(DatasetError, match="fewer than one global batch of 128"):
+        data.steps_per_epoch(manifest, "train", 128, drop_remainder=True)
+
+
+def test_folder_without_manifest(tmp_path):
+    with pytest.raises(DatasetError, match="has no dataset.json"):
+        data.make_dataset(str(tmp_path), "train", 8, training=True)
+
+
+def test_missing_and_empty_splits(tmp_path):
+    folder = write_dataset(tmp_path / "ds", {"train": 8, "validation": 0})
+    with pytest.raises(DatasetError, match="split 'test' is not in"):
+        data.make_dataset(str(folder), "test", 8, training=False)
+    with pytest.raises(DatasetError, match="split 'validation' of .* is empty"):
+        data.make_dataset(str(folder), "validation", 8, training=False)
+
+
+def test_images_of_mixed_sizes_need_a_resize(tmp_path):
+    folder = write_dataset(tmp_path / "ds", {"train": 4})
+    manifest = json.loads((folder / "dataset.json").read_text())
+    manifest["image"] = None
+    (folder / "dataset.json").write_text(json.dumps(manifest))
+    with pytest.raises(DatasetError, match="convert it again with resize"):
+        data.make_dataset(str(folder), "train", 2, training=True)
+
+
+def test_bad_batch_size(dataset):
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        data.make_dataset(str(dataset), "train", 0, training=True)
