@@ -51,6 +51,8 @@ MODEL_CONFIG_NAME = "model-server-config"
 MODEL_CONFIG_VOLUME = "model-config"
 MODEL_CONFIG_KEY = "models.config"
 HTTP_PORT_NAME = "http"
+# Stage and model names: they become paths and URL parts.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 VERSION_ANNOTATION = "lean-tpu-pipelines.dev/model-version"
 MODEL_PATH_ANNOTATION = "lean-tpu-pipelines.dev/model-base-path"
@@ -174,6 +176,8 @@ def render_stage(stage: str, manifests_dir: Optional[str | Path] = None) -> list
     Raises:
         KubeDeployError: the stage has no overlay, or kustomize failed (its message is included).
     """
+    if not _NAME.fullmatch(stage):
+        raise KubeDeployError(f"stage must be an overlay's folder name (letters, digits, '-'), got {stage!r}")
     root = Path(manifests_dir) if manifests_dir is not None else default_manifests_dir()
     overlay = root / "overlays" / stage
     if not (overlay / "kustomization.yaml").is_file():
@@ -219,11 +223,12 @@ def model_config_text(model_name: str, base_path: str, version: int) -> str:
     Raises:
         ValueError: a value would break the text proto, or the version is not an int >= 0.
     """
+    if not _NAME.fullmatch(model_name):
+        raise ValueError(f"model_name must be letters, digits, '-' and '_', got {model_name!r}")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"version must be an int >= 0 (a folder name under {base_path}), got {version!r}")
-    for field, value in (("model_name", model_name), ("base_path", base_path)):
-        if not value or _TEXT_PROTO_UNSAFE.search(value):
-            raise ValueError(f"{field} must be non-empty without quotes, backslashes or newlines, got {value!r}")
+    if _TEXT_PROTO_UNSAFE.search(base_path):
+        raise ValueError(f"base_path must have no quotes, backslashes or newlines, got {base_path!r}")
     return (
         "model_config_list {\n"
         "  config {\n"

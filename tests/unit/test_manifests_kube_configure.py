@@ -41,6 +41,11 @@ def test_render_unknown_stage_names_the_stages_that_exist():
         kube.render_stage("qa")
 
 
+def test_a_stage_must_be_a_plain_folder_name():
+    with pytest.raises(kube.KubeDeployError, match="stage must be an overlay's folder name"):
+        kube.render_stage("../base")
+
+
 def test_model_config_pins_the_version_at_the_stage_path():
     objs = configure(version=3)
     config_map = by_kind(objs, "ConfigMap")
@@ -100,7 +105,9 @@ def test_probes_follow_the_model_name():
         ({"root": "gs://"}, r"stages_root must be gs://"),
         ({"version": -1}, r"version must be an int >= 0"),
         ({"version": True}, r"version must be an int >= 0"),
-        ({"model_name": 'a"b'}, r"model_name must be non-empty without quotes"),
+        ({"model_name": 'a"b'}, r"model_name must be letters"),
+        ({"model_name": "a/b"}, r"model_name must be letters"),
+        ({"root": 'gs://b/"x'}, r"base_path must have no quotes"),
     ],
 )
 def test_bad_arguments_are_refused_with_the_reason(kwargs, message):
