@@ -441,7 +441,8 @@ def apply_objects(
             if err.status != 404:
                 raise _apply_error(err, kind, namespace, name) from err
             before = None
-        query = [("fieldManager", field_manager)]
+        # Strict: an unknown or duplicated field is an error, not silently dropped by the server.
+        query = [("fieldManager", field_manager), ("fieldValidation", "Strict")]
         if force:
             query.append(("force", "true"))
         try:

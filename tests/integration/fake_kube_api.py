@@ -130,6 +130,8 @@ class FakeKubeAPI:
         deadline_exceeded: returns True for a Deployment the controller should mark
             ``ProgressDeadlineExceeded``.
         deny: plurals whose writes answer 403 Forbidden.
+        read_error: given a plural and the number of this GET of one of its objects (1-based),
+            returns an HTTP status to answer instead (a transient 503, say), or None.
         requests: every request as (method, path, query dict, content type).
     """
 
@@ -139,6 +141,8 @@ class FakeKubeAPI:
         self.pod_failure: Callable[[dict[str, Any]], Optional[str]] = lambda deployment: None
         self.deadline_exceeded: Callable[[dict[str, Any]], bool] = lambda deployment: False
         self.deny: set[str] = set()
+        self.read_error: Callable[[str, int], Optional[int]] = lambda plural, nth_read: None
+        self._reads: dict[str, int] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
         self._store: dict[tuple[str, str, str], _Stored] = {}
         self._resource_version = 100
@@ -287,6 +291,10 @@ class FakeKubeAPI:
             if method == "GET" and name is None:
                 return 200, self._list(plural, namespace, query)
             if method == "GET":
+                self._reads[plural] = self._reads.get(plural, 0) + 1
+                injected = self.read_error(plural, self._reads[plural])
+                if injected is not None:
+                    raise ApiError(injected, "ServiceUnavailable", "injected by the test")
                 return 200, self._read(plural, namespace, name)
             if method == "POST" and name is None:
                 manager = query.get("fieldManager", ["unnamed-client"])[0]

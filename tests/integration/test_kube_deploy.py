@@ -72,6 +72,7 @@ def test_deploy_applies_every_rendered_object_and_waits_for_the_rollout(fake, ap
         assert content_type == "application/apply-patch+yaml"
         assert query["fieldManager"] == [kube.FIELD_MANAGER]
         assert query["force"] == ["true"]
+        assert query["fieldValidation"] == ["Strict"]
 
     # The served model: version 7 at the stage's GCS path.
     config_name = next(
@@ -121,6 +122,19 @@ def test_a_rollout_that_never_completes_raises_rollout_timeout(fake, api):
     assert "0 of 1 updated replicas are available" in message
     assert "waiting: ImagePullBackOff" in message
     assert "kubectl -n ltp-demo describe deployment/model-server" in message
+
+
+def test_transient_api_errors_while_waiting_are_retried(fake, api):
+    # Read 1 of the Deployment is apply's; reads 2 and 3 are the first two rollout polls.
+    fake.read_error = lambda plural, nth: 503 if plural == "deployments" and nth in (2, 3) else None
+    assert deploy(api, version=1).endswith(":8501")
+    assert fake.get("deployments", "ltp-demo", "model-server")["status"]["availableReplicas"] == 1
+
+
+def test_a_non_transient_read_error_is_not_retried(fake, api):
+    fake.read_error = lambda plural, nth: 401 if plural == "deployments" and nth == 2 else None
+    with pytest.raises(kube.KubeDeployError, match="reading Deployment ltp-demo/model-server failed with HTTP 401"):
+        deploy(api, version=1)
 
 
 def test_progress_deadline_exceeded_fails_without_waiting_for_the_timeout(fake, api):
