@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+import urllib3
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -430,9 +431,9 @@ def apply_objects(
             message carries the server's reason and the fix).
     """
     ordered = sorted(objects, key=lambda o: _APPLY_ORDER.get((o.get("apiVersion"), o.get("kind")), -1))
+    paths = [_object_path(obj) for obj in ordered]  # refuse a bad object before changing anything
     results = []
-    for obj in ordered:
-        prefix, plural, namespace, name = _object_path(obj)
+    for obj, (prefix, plural, namespace, name) in zip(ordered, paths, strict=True):
         path = f"{prefix}/namespaces/{namespace}/{plural}/{name}"
         kind = obj["kind"]
         try:
@@ -482,16 +483,26 @@ def _call(
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
-    return api_client.call_api(
-        path,
-        method,
-        query_params=query_params or [],
-        header_params=headers,
-        body=body,
-        response_type="object",
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _request_timeout=30,
+    try:
+        return api_client.call_api(
+            path,
+            method,
+            query_params=query_params or [],
+            header_params=headers,
+            body=body,
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _request_timeout=30,
+        )
+    except urllib3.exceptions.HTTPError as err:
+        raise _unreachable(api_client, err) from err
+
+
+def _unreachable(api_client: k8s_client.ApiClient, err: Exception) -> KubeDeployError:
+    return KubeDeployError(
+        f"cannot reach the Kubernetes API server at {api_client.configuration.host}: {err}. Check the "
+        "kubeconfig / in-cluster configuration and that the cluster is up."
     )
 
 
@@ -593,6 +604,10 @@ def wait_for_rollout(
                 ) from err
             progress, state = "waiting", f"API server answered HTTP {err.status}; retrying"
             log.warning("reading Deployment %s/%s: HTTP %s, retrying", namespace, name, err.status)
+        except urllib3.exceptions.HTTPError as err:
+            # An API server restarting (a control plane upgrade) is transient too.
+            progress, state = "waiting", f"{_unreachable(api_client, err)}; retrying"
+            log.warning("reading Deployment %s/%s: %s, retrying", namespace, name, err)
         if progress == "done":
             log.info("Deployment %s/%s rolled out: %s", namespace, name, state)
             return state

@@ -240,6 +240,15 @@ def test_without_api_client_the_kubeconfig_is_used(fake, tmp_path, monkeypatch):
     assert served_version(fake) == "4"
 
 
+def test_an_unreachable_api_server_is_a_clear_error():
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    configuration.retries = 0
+    with kubernetes.client.ApiClient(configuration) as client:
+        with pytest.raises(kube.KubeDeployError, match=r"cannot reach the Kubernetes API server at http://127.0.0.1:9"):
+            deploy(client, version=1)
+
+
 def test_no_configuration_at_all_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
