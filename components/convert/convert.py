@@ -195,16 +195,17 @@ def plan_ranges(config: ConvertConfig, output: str, parts: int) -> dict[str, Any
     """Plans a fan-out: shard ranges for up to ``parts`` workers, and invalidates a stale dataset.
 
     Returns:
-        ``{"plan_key", "num_shards", "ranges": [[start, stop], ...], "up_to_date"}``; an up-to-date
-        dataset gives no ranges.
+        ``{"plan_key", "num_shards", "ranges": [[start, stop], ...], "up_to_date"}``; on an
+        up-to-date dataset the workers and finalize return at once.
     """
     plan = make_plan(config)
     out = Output(output)
     if _up_to_date(plan, out):
-        return {"plan_key": plan.key, "num_shards": len(plan.shards), "ranges": [], "up_to_date": True}
+        n = len(plan.shards)
+        return {"plan_key": plan.key, "num_shards": n, "ranges": [[0, n]], "up_to_date": True}
     _invalidate(plan, out)
     n = len(plan.shards)
-    parts = max(1, min(parts, n))
+    parts = max(1, min(parts, n))  # at least one range: a ParallelFor over nothing helps no one
     ranges = [[n * i // parts, n * (i + 1) // parts] for i in range(parts)]
     return {"plan_key": plan.key, "num_shards": n, "ranges": ranges, "up_to_date": False}
 
@@ -314,6 +315,8 @@ def write_shards(
     out = Output(output)
     out.makedirs()
     owned = plan.shards[start:stop]
+    if _up_to_date(plan, out) is not None:  # finalized already (a re-run of a fan-out)
+        return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
     sizes = out.sizes()
     todo = [s for s in owned if _valid_marker(plan, out, s, sizes) is None]
     if not todo:
@@ -450,6 +453,9 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
     """
     plan = plan or make_plan(config)
     out = Output(output)
+    existing = _up_to_date(plan, out)
+    if existing is not None:
+        return existing
     sizes = out.sizes()
     markers, missing = {}, []
     for shard in plan.shards:
