@@ -2,6 +2,7 @@
 
 import functools
 
+import kubernetes_validate
 import pytest
 
 from components.promote import kube
@@ -73,6 +74,12 @@ def test_model_config_pins_the_version_at_the_stage_path():
     assert dep["metadata"]["annotations"][kube.MODEL_PATH_ANNOTATION] == (
         "gs://models-bucket/stages/staging/models/classifier"
     )
+
+
+@pytest.mark.parametrize("stage", ["demo", "staging", "prod"])
+def test_what_is_applied_is_still_valid_kubernetes(stage):
+    for obj in configure(stage, version=12, model_name="fashion_cnn"):
+        kubernetes_validate.validate(obj, "1.33.0", strict=True)
 
 
 def test_same_version_same_template_other_version_new_template():
