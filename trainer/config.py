@@ -309,10 +309,12 @@ class EvaluateConfig(ConfigBase):
         split: the dataset split to score.
         batch_size: examples per inference batch.
         top_k: also report top-k accuracy for this k.
-        value_thresholds: metric -> minimum value, e.g. ``{accuracy: 0.8}``. None configured means
-            no blessing (fail closed).
+        value_thresholds: metric -> minimum value, e.g. ``{accuracy: 0.8}`` (for ``loss``, lower is
+            better, a maximum). None configured means no blessing (fail closed).
         change_thresholds: metric -> minimum change against the baseline (the model prod serves),
-            e.g. ``{accuracy: -0.01}`` tolerates a drop of one point.
+            e.g. ``{accuracy: -0.01}`` tolerates a drop of one point (for ``loss``, the minimum
+            decrease). Metrics: accuracy, top_k_accuracy, loss, macro_precision, macro_recall,
+            macro_f1.
     """
 
     _section: ClassVar[str] = "evaluate."
@@ -328,6 +330,13 @@ class EvaluateConfig(ConfigBase):
             self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
         if self.top_k < 1:
             self._fail("top_k", f"must be >= 1, got {self.top_k}")
+        # The metric names live with the code that computes them (NumPy only, no TensorFlow).
+        from trainer.evaluate import SCALAR_METRICS
+
+        for name in ("value_thresholds", "change_thresholds"):
+            unknown = sorted(set(getattr(self, name)) - set(SCALAR_METRICS))
+            if unknown:
+                self._fail(name, f"unknown metric {unknown[0]!r}; known metrics: {', '.join(sorted(SCALAR_METRICS))}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,7 +348,9 @@ class BenchmarkConfig(ConfigBase):
         batch_size: images per request/batch.
         warmup_batches: batches run before timing starts (graph tracing, caches).
         accelerator: the label of the accelerator this runs on, a key of the price table.
-        price_table: path to a YAML price table ($/hour per accelerator); ``None`` uses the defaults.
+        price_table: path to a YAML price table ($/hour per accelerator, the format of
+            ``components/benchmark/prices.yaml``) whose entries replace or add to the defaults;
+            ``None`` uses the defaults.
         http: also time the served path (the local model server over REST).
     """
 
@@ -359,6 +370,8 @@ class BenchmarkConfig(ConfigBase):
             self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
         if self.warmup_batches < 0:
             self._fail("warmup_batches", f"must be >= 0, got {self.warmup_batches}")
+        if not self.accelerator:
+            self._fail("accelerator", "is empty; give the price table key of the hardware, e.g. cpu-8 or tpu-v3-8")
 
 
 STAGES = ("demo", "staging", "prod")

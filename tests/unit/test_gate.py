@@ -64,3 +64,12 @@ def test_unknown_metric_is_a_clear_error():
         decide(GOOD, {}, {"f2": 0.1}, None)
     with pytest.raises(ThresholdError, match="finite number"):
         validate_thresholds({"accuracy": "high"}, None)
+
+
+def test_evaluate_config_rejects_unknown_metrics_at_load():
+    from trainer.config import ConfigError, EvaluateConfig
+
+    with pytest.raises(ConfigError, match="evaluate.value_thresholds: unknown metric 'acuracy'"):
+        EvaluateConfig.from_yaml("value_thresholds: {acuracy: 0.8}\n")
+    cfg = EvaluateConfig.from_yaml("value_thresholds: {accuracy: 0.8}\nchange_thresholds: {loss: 0.0}\n")
+    assert dict(cfg.value_thresholds) == {"accuracy": 0.8}
