@@ -19,12 +19,18 @@ class RunError(Exception):
 
 
 def check_source(source: str) -> None:
-    """Fails fast, before any step runs, when ``source`` cannot be a dataset."""
+    """Fails fast, before any step runs, when ``source`` cannot be a dataset.
+
+    The convert step would fail the same way, but deep in a subprocess's log; scanning the source
+    here (file names only, no image is read) gives the user one line instead.
+    """
     from components.convert import sources
 
+    if source in sources.BUILTINS:
+        return
     try:
-        sources.check_source(source)
-    except (FileNotFoundError, ValueError) as err:
+        sources.open_source(source)
+    except sources.SourceError as err:
         raise RunError(str(err)) from None
 
 

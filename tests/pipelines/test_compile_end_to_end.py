@@ -19,15 +19,17 @@ def compiled(tmp_path_factory):
 
 
 def _tasks(pipeline_spec):
+    """Task name -> task, across nested condition branches; each task gets ``_inherited``: the
+    dependencies of the branches it sits in (KFP puts cross-branch edges on the branch task)."""
     out = {}
-    stack = [pipeline_spec["root"]["dag"]]
+    stack = [(pipeline_spec["root"]["dag"], set())]
     while stack:
-        dag = stack.pop()
+        dag, inherited = stack.pop()
         for name, task in dag["tasks"].items():
-            out[name] = task
+            out[name] = dict(task, _inherited=inherited)
             sub = pipeline_spec["components"][task["componentRef"]["name"]].get("dag")
             if sub:
-                stack.append(sub)
+                stack.append((sub, inherited | set(task.get("dependentTasks", []))))
     return out
 
 
@@ -106,7 +108,7 @@ def test_dag_edges_follow_the_flow(compiled):
 
     def upstream(display):
         task = by_display[display][1]
-        deps = set(task.get("dependentTasks", []))
+        deps = set(task.get("dependentTasks", [])) | task["_inherited"]
         for artifact in task.get("inputs", {}).get("artifacts", {}).values():
             producer = artifact.get("taskOutputArtifact", {}).get("producerTask")
             if producer:
