@@ -14,13 +14,15 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/lean-tpu-pipelines
+# Installed editable so the package finds manifests/ beside it (the kubernetes promotion target).
 COPY pyproject.toml README.md ./
 COPY trainer trainer
 COPY components components
 COPY pipelines pipelines
+COPY manifests manifests
 RUN case "$VARIANT" in \
-      cpu|gpu|tpu) pip install ".[$VARIANT]" ;; \
-      tpu-vm) pip install . "tensorflow-tpu==2.21.0" \
+      cpu|gpu|tpu) pip install -e ".[$VARIANT]" ;; \
+      tpu-vm) pip install -e . "tensorflow-tpu==2.21.0" \
                 -f https://storage.googleapis.com/libtpu-releases/index.html ;; \
       *) echo "unknown VARIANT=$VARIANT (cpu, gpu, tpu, tpu-vm)" >&2; exit 1 ;; \
     esac \
