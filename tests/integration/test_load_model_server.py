@@ -22,7 +22,7 @@ def test_eight_clients_without_errors(tmp_path):
     image = png_bytes(digits()[0][0])
     body = {"instances": [{"b64": base64.b64encode(image).decode()}] * 4}
     with ModelServer(str(tmp_path / "clf"), "clf") as server:
-        result = run_load(server.url, "clf", body, clients=8, duration_s=3.0)
+        result = run_load(server.url, "clf", body, clients=8, duration_s=2.0)
     print(
         f"\nload: 8 clients x {result['duration_s']:.1f} s: {result['requests']} requests, "
         f"{result['requests_per_s']:.0f} req/s, p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
