@@ -316,10 +316,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str) -> None:
         owner: ModelServer = self.server.owner
         try:
+            # The body is read first, whatever the path: an unread body would corrupt the next
+            # request on this keep-alive connection.
+            raw = self._read_raw() if method == "POST" else None
             match = _MODEL_PATH.match(self.path.split("?", 1)[0])
             if not match:
                 raise RequestError(HTTPStatus.NOT_FOUND, f"unknown path {self.path}; expected /v1/models/<name>...")
-            body = self._read_body() if method == "POST" else None
             model = owner._model
             if model is None or match["name"] != model.name:
                 raise RequestError(HTTPStatus.NOT_FOUND, f"Servable not found for request: Latest({match['name']})")
@@ -336,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif method == "GET" and rest == "/metadata":
                 self._send(HTTPStatus.OK, model.metadata())
             elif method == "POST" and rest == ":predict":
-                self._send(HTTPStatus.OK, model.predict(body))
+                self._send(HTTPStatus.OK, model.predict(_parse_json(raw)))
             elif rest in (":classify", ":regress"):
                 raise RequestError(HTTPStatus.BAD_REQUEST, f"{rest[1:]} is not supported; use :predict")
             else:
@@ -347,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request %s %s failed", method, self.path)
             self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"internal error: {type(err).__name__}: {err}"})
 
-    def _read_body(self) -> dict[str, Any]:
+    def _read_raw(self) -> bytes:
         length = self.headers.get("Content-Length")
         if length is None:
             self.close_connection = True
@@ -365,20 +367,25 @@ class _Handler(BaseHTTPRequestHandler):
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                 f"request body of {size} bytes exceeds the server's limit of {limit} bytes; send smaller batches",
             )
-        raw = self.rfile.read(size)
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise RequestError(HTTPStatus.BAD_REQUEST, f"JSON Parse error: {err}") from None
-        if not isinstance(body, dict):
-            raise RequestError(HTTPStatus.BAD_REQUEST, f"the request must be a JSON object, got {type(body).__name__}")
-        return body
+        return self.rfile.read(size)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._route("GET")
 
     def do_POST(self) -> None:  # noqa: N802
         self._route("POST")
+
+
+def _parse_json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RequestError(HTTPStatus.BAD_REQUEST, f"JSON Parse error: {err}") from None
+    except RecursionError:
+        raise RequestError(HTTPStatus.BAD_REQUEST, "JSON Parse error: nested too deeply") from None
+    if not isinstance(body, dict):
+        raise RequestError(HTTPStatus.BAD_REQUEST, f"the request must be a JSON object, got {type(body).__name__}")
+    return body
 
 
 class _HTTPServer(ThreadingHTTPServer):

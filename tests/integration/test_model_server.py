@@ -92,6 +92,7 @@ def test_row_columnar_and_tensor_requests_agree(server):
     [
         (b"{nope", 400, "JSON"),
         (b"[1, 2]", 400, "JSON object"),
+        (b"[" * 100_000, 400, "JSON"),
         ({"instances": [b64(b"x")], "inputs": [b64(b"x")]}, 400, "exactly one"),
         ({"instances": []}, 400, "empty"),
         ({"instances": [{"b64": "%%%"}]}, 400, "base64"),
@@ -185,3 +186,22 @@ def test_command_line(base_path):
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
     assert proc.returncode == 0
+
+
+def test_keep_alive_connection_survives_errors(server):
+    import http.client
+
+    host, port = server.url[len("http://") :].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    for path, body, status in [
+        ("/v1/models/other:predict", b'{"instances": []}', 404),  # body must still be consumed
+        ("/nowhere", b"{}", 404),
+        ("/v1/models/clf:predict", b"{bad", 400),
+        ("/v1/models/clf:predict", json.dumps({"instances": [b64(png_bytes(digits()[0][0]))]}).encode(), 200),
+    ]:
+        conn.request("POST", path, body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        assert response.status == status, answer
+        assert ("predictions" if status == 200 else "error") in answer
+    conn.close()
