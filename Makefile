@@ -10,8 +10,8 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
 # make run knobs: DATA is a folder of class subfolders, or a built-in name (fashion-mnist, digits).
 DATA ?= fashion-mnist
-LIMIT ?= 2000
-EPOCHS ?= 2
+LIMIT ?= 20000
+EPOCHS ?= 3
 STEPS ?= 0
 PROD ?= false
 OUT ?= local_outputs

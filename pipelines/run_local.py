@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``make run``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="fashion-mnist", help="image folder, manifest, or fashion-mnist/digits")
-    parser.add_argument("--limit", type=int, default=2000, help="images per split, 0 = all")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=20000, help="images per split, 0 = all")
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps-per-epoch", type=int, default=0, help="0 = one pass over the training split")
     parser.add_argument("--benchmark-images", type=int, default=3200)
     parser.add_argument("--model-name", default="classifier")
