@@ -59,7 +59,12 @@ class DatasetError(ValueError):
 # --------------------------------------------------------------------------------------------
 
 
+_ONE_BYTE = [bytes([i]) for i in range(128)]
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # the common case: short lengths, labels, tags
+        return _ONE_BYTE[value]
     if value < 0:  # int64 negatives are sent as their 64-bit two's complement (10 bytes)
         value += 1 << 64
     out = bytearray()
@@ -72,12 +77,12 @@ def _varint(value: int) -> bytes:
 
 def _len_field(field: int, payload: bytes) -> bytes:
     # wire type 2 (length-delimited)
-    return _varint((field << 3) | 2) + _varint(len(payload)) + payload
+    return b"".join((_ONE_BYTE[(field << 3) | 2], _varint(len(payload)), payload))
 
 
 def _bytes_feature(values: Iterable[bytes]) -> bytes:
-    inner = b"".join(_len_field(1, v) for v in values)
-    return _len_field(1, inner)  # Feature.bytes_list = 1
+    inner = b"".join([b"\x0a" + _varint(len(v)) + v for v in values])  # BytesList.value = 1
+    return b"\x0a" + _varint(len(inner)) + inner  # Feature.bytes_list = 1
 
 
 def _float_feature(values: Sequence[float]) -> bytes:
@@ -87,13 +92,32 @@ def _float_feature(values: Sequence[float]) -> bytes:
 
 
 def _int64_feature(values: Iterable[int]) -> bytes:
-    packed = b"".join(_varint(int(v)) for v in values)
-    inner = _len_field(1, packed) if packed else b""
-    return _len_field(3, inner)  # Feature.int64_list = 3
+    packed = b"".join([_varint(int(v)) for v in values])
+    inner = b"\x0a" + _varint(len(packed)) + packed if packed else b""  # Int64List.value = 1, packed
+    return b"\x1a" + _varint(len(inner)) + inner  # Feature.int64_list = 3
 
 
 def _to_bytes(value: str | bytes) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def _key(name: str) -> bytes:
+    """Field 1 (the key string) of a map entry, built once per name."""
+    key = _KEYS.get(name)
+    if key is None:
+        raw = name.encode()
+        key = _KEYS[name] = b"\x0a" + _varint(len(raw)) + raw
+    return key
+
+
+def _entry(name: str, feature: bytes) -> bytes:
+    """One entry of the map<string, Feature>: a message {1: key, 2: value}, itself field 1 of Features."""
+    key = _key(name)
+    body = b"".join((key, b"\x12", _varint(len(feature)), feature))
+    return b"".join((b"\x0a", _varint(len(body)), body))
 
 
 def _feature(value: Any) -> bytes:
@@ -108,7 +132,7 @@ def _feature(value: Any) -> bytes:
     raise TypeError(f"feature values must be bytes/str, int or float (one kind per list), got {value!r}")
 
 
-def encode_example(
+def encode_example_parts(
     *,
     image: bytes,
     image_format: str,
@@ -124,8 +148,11 @@ def encode_example(
     box_texts: Sequence[str] | None = None,
     is_crowd: Sequence[int] | None = None,
     extra: Mapping[str, Any] | None = None,
-) -> bytes:
-    """Serializes one image as a ``tf.train.Example`` in this project's schema.
+) -> tuple[bytes, bytes, bytes]:
+    """Serializes one image as a ``tf.train.Example`` in this project's schema, in three parts.
+
+    ``prefix + image + rest`` is the serialized message: the image bytes (the bulk of a record) are
+    not copied, so a writer can frame and write them as they are.
 
     Args:
         image: the encoded image bytes as they go into the record.
@@ -144,12 +171,11 @@ def encode_example(
         extra: additional features kept from a manifest, stored under ``extra/<name>``.
 
     Returns:
-        The serialized ``tf.train.Example`` (parse it with :func:`decode_example`).
+        ``(prefix, image, rest)``; joined, the serialized ``tf.train.Example``.
     """
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
     features: list[tuple[str, bytes]] = [
-        ("image/encoded", _bytes_feature([image])),
         ("image/format", _bytes_feature([image_format.encode()])),
         ("image/height", _int64_feature([height])),
         ("image/width", _int64_feature([width])),
@@ -177,14 +203,55 @@ def encode_example(
     for name, value in (extra or {}).items():
         features.append((f"extra/{name}", _feature(value)))
     # Features.feature is a map<string, Feature>: each entry is a message {1: key, 2: value}.
-    body = b"".join(_len_field(1, _len_field(1, k.encode()) + _len_field(2, v)) for k, v in features)
-    return _len_field(1, body)  # Example.features = 1
+    rest = b"".join([_entry(k, v) for k, v in features])
+    # image/encoded comes first; its enclosing lengths are computed rather than built by copying.
+    key = _key("image/encoded")
+    n = len(image)
+    bytes_list = 1 + len(_varint(n)) + n  # BytesList {1: image}
+    feature = 1 + len(_varint(bytes_list)) + bytes_list  # Feature {1: BytesList}
+    entry = len(key) + 1 + len(_varint(feature)) + feature  # map entry {1: key, 2: Feature}
+    total = 1 + len(_varint(entry)) + entry + len(rest)  # Features {1: entry, ...}
+    prefix = b"".join(
+        (
+            b"\x0a", _varint(total),  # Example.features
+            b"\x0a", _varint(entry), key,  # Features.feature entry, its key
+            b"\x12", _varint(feature),  # entry value: Feature
+            b"\x0a", _varint(bytes_list),  # Feature.bytes_list
+            b"\x0a", _varint(n),  # BytesList.value
+        )
+    )  # fmt: skip
+    return prefix, image, rest
+
+
+def encode_example(**fields: Any) -> bytes:
+    """Serializes one image as a ``tf.train.Example``; the arguments of :func:`encode_example_parts`.
+
+    Returns:
+        The serialized record (parse it with :func:`decode_example`).
+    """
+    return b"".join(encode_example_parts(**fields))
+
+
+def _mask(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes) -> int:
     """The CRC the TFRecord format stores: crc32c rotated right by 15 bits plus a constant."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return _mask(google_crc32c.value(data))
+
+
+def frame_parts(parts: Sequence[bytes], out: bytearray) -> None:
+    """Appends one record, given as consecutive parts, framed as by ``tf.io.TFRecordWriter``."""
+    header = struct.pack("<Q", sum(len(p) for p in parts))
+    crc = 0
+    for p in parts:
+        crc = google_crc32c.extend(crc, p)
+    out += header
+    out += struct.pack("<I", _mask(google_crc32c.value(header)))
+    for p in parts:
+        out += p
+    out += struct.pack("<I", _mask(crc))
 
 
 def frame_record(record: bytes) -> bytes:

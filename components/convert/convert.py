@@ -97,7 +97,8 @@ def assign_splits(
     given = {it.split for it in items if it.split is not None}
     missing = [s for s in shares if s not in given]
     carve = given and missing and "train" in given
-    units = {id(it): _unit(seed, it.key) for it in items}
+    for it in items:
+        it.order = _unit(seed, it.key)
     groups: dict[tuple[str, ...], list[Item]] = collections.defaultdict(list)
     out: dict[str, list[Item]] = collections.defaultdict(list)
     for it in items:
@@ -114,19 +115,23 @@ def assign_splits(
         cumulative = list(_accumulate([w / total for w in weights]))
         if not stratify:
             for it in members:
-                out[_pick(units[id(it)], names, cumulative)].append(it)
+                out[_pick(it.order, names, cumulative)].append(it)
             continue
         by_class: dict[int, list[Item]] = collections.defaultdict(list)
         for it in members:
             by_class[it.label].append(it)
         for cls_items in by_class.values():
-            cls_items.sort(key=lambda it: units[id(it)])
+            cls_items.sort(key=lambda it: it.order)
             n = len(cls_items)
             for pos, it in enumerate(cls_items):  # exact proportions per class
                 out[_pick((pos + 0.5) / n, names, cumulative)].append(it)
     for members in out.values():
-        members.sort(key=lambda it: (units[id(it)], it.key))
+        members.sort(key=_order)
     return dict(out)
+
+
+def _order(item: Item) -> tuple[float, str]:
+    return item.order, item.key
 
 
 def _accumulate(values: list[float]) -> list[float]:

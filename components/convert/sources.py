@@ -58,7 +58,7 @@ class SourceError(ConvertError):
     """The source as a whole is unusable (systemic): nothing is written."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """One image to convert: metadata only; ``ref`` says where the bytes are."""
 
@@ -70,6 +70,7 @@ class Item:
     expected: str | None = None  # the format the file extension promises
     extra: dict[str, Any] | None = None
     boxes: dict[str, list] | None = None
+    order: float = 0.0  # the split hash, set when splits are assigned
 
 
 @dataclass
@@ -585,7 +586,19 @@ def _as_uint8(x: np.ndarray) -> np.ndarray:
     return np.clip(x, 0, 255).astype(np.uint8)
 
 
+_IDX_CACHE: dict[tuple, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
+
+
 def _load_idx(folder: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    # Scanning and loading in the same process (and forked workers) decompress the files once.
+    key = tuple((p, os.stat(p).st_mtime_ns) for pair in _idx_pairs(folder).values() for p in pair)
+    if key not in _IDX_CACHE:
+        _IDX_CACHE.clear()
+        _IDX_CACHE[key] = _load_idx_files(folder)
+    return _IDX_CACHE[key]
+
+
+def _load_idx_files(folder: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     images, labels = {}, {}
     for split, (img, lab) in _idx_pairs(folder).items():
         images[split] = read_idx(img)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from components.convert import imaging, sources
-from trainer.tfrecords import NO_LABEL, encode_example, frame_record
+from trainer.tfrecords import NO_LABEL, encode_example_parts, frame_parts
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Options:
 class ChunkResult:
     """Framed records of a chunk and what happened to its items."""
 
-    data: bytes = b""
+    data: bytes | bytearray = b""
     count: int = 0
     class_counts: Counter = field(default_factory=Counter)
     rejected: list[dict[str, Any]] = field(default_factory=list)
@@ -68,7 +68,7 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
     """Turns items into framed TFRecord bytes; bad files become rejections, not errors."""
     load = sources.loader(opts.spec)
     res = ChunkResult()
-    parts = []
+    out = bytearray()
     classes = opts.classes
     for item in items:
         try:
@@ -89,7 +89,7 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
         elif (info.height, info.width, info.channels) not in res.shapes:
             res.shapes.add("mixed")
         boxes = item.boxes or {}
-        record = encode_example(
+        parts = encode_example_parts(
             image=data,
             image_format=info.format,
             height=info.height,
@@ -105,13 +105,13 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
             is_crowd=boxes.get("is_crowd"),
             extra=item.extra,
         )
-        parts.append(frame_record(record))
+        frame_parts(parts, out)
         res.count += 1
         res.class_counts[item.label] += 1
-    data = b"".join(parts)
     if opts.compression == "GZIP":
-        data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime=0: same bytes every run
-    res.data = data
+        res.data = gzip.compress(out, compresslevel=6, mtime=0)  # mtime=0: same bytes every run
+    else:
+        res.data = out  # a bytearray pickles without an extra copy
     return res
 
 
