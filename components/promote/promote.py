@@ -121,6 +121,14 @@ def _serve_and_check(
     )
 
 
+def _check_target(config: PromoteConfig) -> None:
+    if config.target == "kubernetes" and not storage.is_gcs(config.stages_root):
+        raise ValueError(
+            f"target kubernetes needs stages_root on GCS (gs://bucket/prefix) so that TensorFlow Serving "
+            f"in the cluster can load the model; got {config.stages_root!r}"
+        )
+
+
 def _float_metrics(metrics: Optional[dict[str, Any]]) -> dict[str, float]:
     return {k: float(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
@@ -235,6 +243,7 @@ def _promote(
     source: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     root, stage, name = config.stages_root, config.stage, config.model_name
+    _check_target(config)
     sha = storage.tree_sha256(saved_model)
     current = stages.read_current(root, stage)
     in_service = stages.list_versions(root, stage, name)
@@ -365,6 +374,7 @@ def rollback(config: PromoteConfig, run_id: str) -> dict[str, Any]:
         PromotionError: the earlier version fails its checks.
     """
     root, stage, name = config.stages_root, config.stage, config.model_name
+    _check_target(config)
     in_service = stages.list_versions(root, stage, name)
     if len(in_service) < 2:
         raise ValueError(

@@ -106,3 +106,56 @@ def test_missing_saved_model_is_explained(tmp_path, models):
     with pytest.raises(FileNotFoundError, match="not a model folder"):
         promote(str(tmp_path / "empty"), models["dataset"], config(tmp_path), run_id="r")
     shutil.rmtree(tmp_path / "empty")
+
+
+def test_kubernetes_target_needs_gcs(tmp_path, models):
+    cfg = config(tmp_path, target="kubernetes")
+    with pytest.raises(ValueError, match="gs://"):
+        promote(models["good"], models["dataset"], cfg, run_id="r")
+    assert stages.list_versions(cfg.stages_root, "demo", "clf") == []  # nothing published
+
+
+def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
+    """The kubernetes path's orchestration, with the cluster stood in for by local servers.
+
+    kube.py's own apply/rollout code is tested against the fake API server in
+    tests/integration/test_kube_deploy.py; here deploy_stage/rollback_stage serve the pinned
+    version on loopback (what TensorFlow Serving would) or time out.
+    """
+    from components.promote import kube
+    from components.promote import promote as promote_module
+    from components.promote.server import ModelServer
+
+    servers, calls = [], []
+
+    def serve(stage, stages_root, model_name, version, timeout_s):
+        srv = ModelServer(stages.model_base_path(stages_root, stage, model_name), model_name, version=version).start()
+        servers.append(srv)
+        return srv.url
+
+    def deploy(stage, stages_root, model_name, version, timeout_s):
+        calls.append(("deploy", version))
+        if version == 2:
+            raise kube.RolloutTimeout(
+                "rollout of version 2 timed out", namespace="ltp-demo", name="m", waited_s=timeout_s
+            )
+        return serve(stage, stages_root, model_name, version, timeout_s)
+
+    def roll_back(stage, stages_root, model_name, version, timeout_s):
+        calls.append(("rollback", version))
+        return serve(stage, stages_root, model_name, version, timeout_s)
+
+    monkeypatch.setattr(promote_module, "_check_target", lambda config: None)  # a local folder stands in for gs://
+    monkeypatch.setattr(kube, "deploy_stage", deploy)
+    monkeypatch.setattr(kube, "rollback_stage", roll_back)
+    cfg = config(tmp_path, target="kubernetes", rollout_timeout_s=5.0)
+    try:
+        assert promote(models["good"], models["dataset"], cfg, run_id="r1", metrics={})["version"] == 1
+        with pytest.raises(PromotionError, match="timed out.*serves version 1 \\(verified\\)"):
+            promote(models["better"], models["dataset"], cfg, run_id="r2", metrics={})
+    finally:
+        for srv in servers:
+            srv.stop()
+    assert calls == [("deploy", 1), ("deploy", 2), ("rollback", 1)]
+    current = stages.read_current(cfg.stages_root, "demo")
+    assert current["action"] == "rollback" and current["version"] == 1 and "RolloutTimeout" in current["reason"]
