@@ -26,14 +26,10 @@ SIGNATURE_TENSORS = "serving_tensors"
 
 def _check_args(class_names: Sequence[str], image_shape: Sequence[int]) -> tuple[int, int, int]:
     if len(image_shape) != 3 or any(int(d) < 1 for d in image_shape):
-        raise ValueError(
-            f"image_shape must be (height, width, channels) with positive sizes, got {tuple(image_shape)}"
-        )
+        raise ValueError(f"image_shape must be (height, width, channels) with positive sizes, got {tuple(image_shape)}")
     height, width, channels = (int(d) for d in image_shape)
     if channels not in (1, 3):
-        raise ValueError(
-            f"image_shape channels must be 1 (grayscale) or 3 (RGB) for image decoding, got {channels}"
-        )
+        raise ValueError(f"image_shape channels must be 1 (grayscale) or 3 (RGB) for image decoding, got {channels}")
     if not class_names:
         raise ValueError("class_names is empty: pass the dataset's classes in label-index order")
     for name in class_names:
@@ -75,9 +71,7 @@ def export_saved_model(
             f"given ({list(class_names)[:5]}...): pass the classes the model was trained on"
         )
     if tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
-        raise ValueError(
-            f"{export_dir} already holds a SavedModel; export into a new folder (or delete it first)"
-        )
+        raise ValueError(f"{export_dir} already holds a SavedModel; export into a new folder (or delete it first)")
 
     def _to_channels(image):
         # Images arrive with 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA) channels; alpha is
@@ -131,9 +125,7 @@ def export_saved_model(
             )
             return _outputs(images)
 
-        @tf.function(
-            input_signature=[tf.TensorSpec([None, height, width, channels], tf.float32, name="images")]
-        )
+        @tf.function(input_signature=[tf.TensorSpec([None, height, width, channels], tf.float32, name="images")])
         def serve_tensors(images):
             return _outputs(images)
 
