@@ -252,6 +252,8 @@ class TrainConfig(ConfigBase):
         train_split: the dataset split trained on.
         validation_split: the split evaluated after each epoch; ``None`` for no validation.
         checkpoint_every_seconds: also save a checkpoint when this much time passed since the last.
+        cache_max_mb: keep the decoded training images in host memory after the first pass when
+            they fit in this many MB (later epochs skip reading and decoding); 0 never caches.
     """
 
     _section: ClassVar[str] = "train."
@@ -275,6 +277,7 @@ class TrainConfig(ConfigBase):
     train_split: str = "train"
     validation_split: Optional[str] = "validation"
     checkpoint_every_seconds: Optional[float] = None
+    cache_max_mb: float = 1024.0
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -299,6 +302,8 @@ class TrainConfig(ConfigBase):
             self._fail("validation_split", f"must differ from train_split ({self.train_split!r}) or be null")
         if self.checkpoint_every_seconds is not None and self.checkpoint_every_seconds <= 0:
             self._fail("checkpoint_every_seconds", f"must be > 0 or null, got {self.checkpoint_every_seconds}")
+        if self.cache_max_mb < 0:
+            self._fail("cache_max_mb", f"must be >= 0 (0 never caches), got {self.cache_max_mb}")
 
 
 @dataclasses.dataclass(frozen=True)
