@@ -443,6 +443,9 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
                 steps_per_execution=spe,
                 jit_compile=jit,
             )
+            # Under mixed_float16 Keras wraps the optimizer in a LossScaleOptimizer: use the
+            # wrapper, whose step count includes the steps it skipped on overflow.
+            optimizer = model.optimizer
             optimizer.build(model.trainable_variables)
             checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     finally:
@@ -469,6 +472,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
 
     _gfile().makedirs(ckpt_dir)
     write_state()
+    cache = 0 < data.cached_size_mb(manifest, config.train_split) <= config.cache_max_mb
     train_ds = data.make_dataset(
         dataset_dir,
         config.train_split,
@@ -478,6 +482,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
         shuffle_buffer=config.shuffle_buffer,
         augment=config.augment,
         seed=config.seed,
+        cache=cache,
         manifest=manifest,
     )
     val_ds = None
@@ -551,6 +556,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
         "precision": precision,
         "steps_per_execution": spe,
         "jit_compile": bool(jit),
+        "input_cached": cache,
         "learning_rate": lr,
         "images_per_sec": meter.images_per_sec,
         "train_seconds": train_seconds,

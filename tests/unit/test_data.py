@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.train_datasets import make_images, write_dataset
 from trainer import data
-from trainer.tfrecords import DatasetError
+from trainer.tfrecords import DatasetError, load_manifest
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,16 @@ def test_evaluation_pass_returns_every_image_scaled_and_labelled(dataset):
     got = {tuple(img.ravel()): int(lbl) for img, lbl in zip(pixels, labels, strict=True)}
     assert got == written
     assert 0.0 <= images.min() and images.max() <= 1.0
+
+
+def test_cached_pass_gives_the_same_examples(dataset):
+    streamed = _all(data.make_dataset(str(dataset), "train", batch_size=8, training=False))
+    cached = data.make_dataset(str(dataset), "train", batch_size=8, training=False, cache=True, repeat=True)
+    images, labels = _all(cached.take(10))  # two passes of 40: the second comes from memory
+    for part in (slice(0, 40), slice(40, 80)):
+        np.testing.assert_array_equal(images[part], streamed[0])
+        np.testing.assert_array_equal(labels[part], streamed[1])
+    assert data.cached_size_mb(load_manifest(str(dataset)), "train") == 40 * 28 * 28 / 1e6
 
 
 def test_training_stream_repeats_with_fixed_batches(dataset):
