@@ -17,10 +17,11 @@ from pipelines import accelerators
 NAME = "end-to-end"
 
 
-def _promote(stage: str, trained, dataset, stages_root, serving_target, served_model_name):
+def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name):
     task = promote_model(
         model=trained,
         dataset=dataset,
+        evaluation=evaluation,
         stage=stage,
         stages_root=stages_root,
         pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
@@ -123,11 +124,17 @@ def pipeline(
         accelerator="cpu-8",
     ).set_display_name("Benchmark inference")
 
-    demo = _promote("demo", trained, dataset, stages_root, serving_target, served_model_name)
+    demo = _promote(
+        "demo", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+    )
     demo.after(evaluated, benchmarked)
     with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
-        staging = _promote("staging", trained, dataset, stages_root, serving_target, served_model_name)
+        staging = _promote(
+            "staging", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+        )
         staging.after(demo)
         with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
-            prod = _promote("prod", trained, dataset, stages_root, serving_target, served_model_name)
+            prod = _promote(
+                "prod", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+            )
             prod.after(staging)

@@ -1,6 +1,8 @@
 """KFP adapters of the promote step: promote a model to a stage, and roll a stage back."""
 
-from kfp.dsl import Dataset, Input, Markdown, Model, Output
+from typing import Optional
+
+from kfp.dsl import Dataset, Input, Markdown, Metrics, Model, Output
 
 from components.images import project_component
 
@@ -16,6 +18,7 @@ def promote_model(
     target: str = "local",
     model_name: str = "classifier",
     run_id: str = "",
+    evaluation: Optional[Input[Metrics]] = None,
 ) -> int:
     """Publish the model to a stage, serves it, smoke-tests it; rolls back and fails on any failure.
 
@@ -29,6 +32,8 @@ def promote_model(
         target: local (a loopback model server) or kubernetes (the stage's manifests).
         model_name: the name served under /v1/models/<name>.
         run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER); "" records "unknown".
+        evaluation: the evaluation step's metrics, recorded with the promotion (the gate's
+            baseline); without it the test split is scored again.
 
     Returns:
         The version the stage serves now.
@@ -43,7 +48,8 @@ def promote_model(
         stages_root=resolve_stages_root(stages_root, pipeline_root),
         model_name=model_name,
     )
-    result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=None)
+    metrics = dict(evaluation.metadata) if evaluation is not None else None
+    result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=metrics)
     with open(report.path, "w") as f:
         f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result["version"], "no_op": result["no_op"]})

@@ -89,10 +89,13 @@ def test_benchmark_timed_real_inference(local_run):
 def test_every_stage_serves_the_model_after_its_smoke_tests_passed(local_run):
     from components.promote import stages
 
-    run_dir, stages_root, _ = local_run
+    run_dir, stages_root, outputs = local_run
+    evaluated = _task(outputs, "evaluate-model")["metrics"]
     for stage in ("demo", "staging", "prod"):
         current = stages.read_current(str(stages_root), stage)
         assert current is not None, f"{stage} serves nothing"
+        # The evaluation's metrics travel with the model: prod's are the next run's gate baseline.
+        assert current["metrics"]["accuracy"] == pytest.approx(evaluated["accuracy"])
         assert current["version"] >= 1
         history = stages.read_history(str(stages_root), stage)
         assert history[-1]["version"] == current["version"]
