@@ -113,6 +113,21 @@ def _key(name: str) -> bytes:
     return key
 
 
+_SCALARS: dict[tuple[str, Any], bytes] = {}
+
+
+def _scalar_entry(name: str, value: int | str) -> bytes:
+    """A map entry holding one int64 or string, memoised (bounded) since such values repeat."""
+    entry = _SCALARS.get((name, value))
+    if entry is None:
+        feature = _int64_feature([value]) if isinstance(value, int) else _bytes_feature([_to_bytes(value)])
+        entry = _entry(name, feature)
+        if len(_SCALARS) > 100_000:
+            _SCALARS.clear()
+        _SCALARS[(name, value)] = entry
+    return entry
+
+
 def _entry(name: str, feature: bytes) -> bytes:
     """One entry of the map<string, Feature>: a message {1: key, 2: value}, itself field 1 of Features."""
     key = _key(name)
@@ -175,16 +190,18 @@ def encode_example_parts(
     """
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
-    features: list[tuple[str, bytes]] = [
-        ("image/format", _bytes_feature([image_format.encode()])),
-        ("image/height", _int64_feature([height])),
-        ("image/width", _int64_feature([width])),
-        ("image/channels", _int64_feature([channels])),
-        ("image/class/label", _int64_feature([label])),
-        ("image/class/text", _bytes_feature([_to_bytes(label_text)])),
-        ("image/source_key", _bytes_feature([_to_bytes(source_key)])),
-        ("image/sha256", _bytes_feature([_to_bytes(sha256)])),
+    # Entries that repeat across records (format, sizes, label) are built once and reused.
+    entries = [
+        _scalar_entry("image/format", image_format),
+        _scalar_entry("image/height", height),
+        _scalar_entry("image/width", width),
+        _scalar_entry("image/channels", channels),
+        _scalar_entry("image/class/label", label),
+        _scalar_entry("image/class/text", label_text),
+        _entry("image/source_key", _bytes_feature([_to_bytes(source_key)])),
+        _entry("image/sha256", _bytes_feature([_to_bytes(sha256)])),
     ]
+    features: list[tuple[str, bytes]] = []
     if boxes is not None:
         boxes = [tuple(float(x) for x in b) for b in boxes]
         n = len(boxes)
@@ -203,7 +220,8 @@ def encode_example_parts(
     for name, value in (extra or {}).items():
         features.append((f"extra/{name}", _feature(value)))
     # Features.feature is a map<string, Feature>: each entry is a message {1: key, 2: value}.
-    rest = b"".join([_entry(k, v) for k, v in features])
+    entries += [_entry(k, v) for k, v in features]
+    rest = b"".join(entries)
     # image/encoded comes first; its enclosing lengths are computed rather than built by copying.
     key = _key("image/encoded")
     n = len(image)
@@ -241,17 +259,19 @@ def masked_crc32c(data: bytes) -> int:
     return _mask(google_crc32c.value(data))
 
 
-def frame_parts(parts: Sequence[bytes], out: bytearray) -> None:
-    """Appends one record, given as consecutive parts, framed as by ``tf.io.TFRecordWriter``."""
+def frame_parts(parts: Sequence[bytes], out: list[bytes]) -> None:
+    """Appends one record, given as consecutive parts, framed as by ``tf.io.TFRecordWriter``.
+
+    The pieces go onto ``out``; ``b"".join(out)`` is the file content (one copy of each image).
+    """
     header = struct.pack("<Q", sum(len(p) for p in parts))
     crc = 0
     for p in parts:
         crc = google_crc32c.extend(crc, p)
-    out += header
-    out += struct.pack("<I", _mask(google_crc32c.value(header)))
-    for p in parts:
-        out += p
-    out += struct.pack("<I", _mask(crc))
+    out.append(header)
+    out.append(struct.pack("<I", _mask(google_crc32c.value(header))))
+    out.extend(parts)
+    out.append(struct.pack("<I", _mask(crc)))
 
 
 def frame_record(record: bytes) -> bytes:

@@ -19,7 +19,9 @@ import math
 import multiprocessing
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -280,14 +282,11 @@ def _chunks(shard: ShardPlan, config: ConvertConfig, cap: int) -> list[list[Item
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
-    # fork is the cheapest start, but forking a process that loaded TensorFlow (its threads hold
-    # locks) is unsafe: then use forkserver, whose server imports only this package's worker code.
-    if "tensorflow" in sys.modules or sys.platform != "linux":
-        ctx = multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
-        if sys.platform == "linux":
-            ctx.set_forkserver_preload(["components.convert.worker"])
-    else:
-        ctx = multiprocessing.get_context("fork")
+    # fork: workers start in milliseconds, inherit the loaded arrays, and need no importable
+    # __main__ (spawn/forkserver re-run the caller's script, which breaks unguarded scripts). The
+    # workers never call TensorFlow, so a TensorFlow loaded in the parent (its threads and locks
+    # do not survive fork) is not touched in them.
+    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker.init_worker)
 
 
@@ -349,12 +348,16 @@ def write_shards(
             results = (worker.encode_chunk(chunk, opts) for _, chunk in tasks)
             _write_results(plan, out, tasks, results, progress, stats)
         else:
-            if "tensorflow" not in sys.modules:
-                sources.loader(opts.spec)  # forked workers inherit the loaded arrays
+            sources.loader(opts.spec)  # forked workers inherit the loaded arrays
+            # Workers hand chunks over as files (page cache) rather than through pipes: a pipe
+            # moves 64 KB at a time and stalls the worker until the parent reads it.
+            opts.spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=None if out.gcs else out.uri)
             with _pool(min(workers, len(tasks))) as pool:
                 _write_results(plan, out, tasks, _windowed(pool, tasks, opts, 2 * workers + 2), progress, stats)
     finally:
         out.close()
+        if opts.spill_dir:
+            shutil.rmtree(opts.spill_dir, ignore_errors=True)
     progress.finish()
     return {
         "written": len(todo),
@@ -409,9 +412,11 @@ def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Prog
                 "converted": collections.Counter(),
                 "shapes": set(),
             }
-        f.write(res.data)
-        acc["sha"].update(res.data)
-        acc["bytes"] += len(res.data)
+        data = res.take()
+        f.write(data)
+        acc["sha"].update(data)
+        acc["bytes"] += len(data)
+        del data
         acc["count"] += res.count
         acc["classes"].update(res.class_counts)
         acc["rejected"].extend(res.rejected)
@@ -522,6 +527,7 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
     for name in sizes:  # shards of an earlier, different plan must not look like part of this one
         if SHARD_RE.match(name) and name not in planned:
             out.delete(name)
+    out.remove_spill_dirs()  # left by killed runs; every worker is done now
     out.write_text(MANIFEST_NAME, json.dumps(manifest, indent=1))
     out.delete_tree(MARKERS)
     return manifest

@@ -251,6 +251,8 @@ def _walk_local(root: str) -> tuple[list[tuple[str, int]], Counter]:
                     stack.append(path)
                 elif entry.is_file(follow_symlinks=True):
                     files.append((path, entry.stat().st_size))
+                elif entry.is_symlink():  # dangling: listed, so that it is rejected as unreadable
+                    files.append((path, 0))
     files.sort()
     return files, skipped
 
@@ -323,7 +325,10 @@ def _open_folder(uri: str, kind: str, classes: list[str] | None) -> Source:
 
 
 def _mtime(root: str, rel: str) -> tuple[int]:
-    return (os.stat(os.path.join(root, rel)).st_mtime_ns,)
+    try:
+        return (os.stat(os.path.join(root, rel)).st_mtime_ns,)
+    except FileNotFoundError:  # a dangling link
+        return (0,)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,18 +31,29 @@ class Options:
     compression: str | None = None
     resize: tuple[int, int] | None = None
     resize_mode: str = "crop"
+    spill_dir: str | None = None  # workers write chunk bytes here instead of returning them
 
 
 @dataclass
 class ChunkResult:
     """Framed records of a chunk and what happened to its items."""
 
-    data: bytes | bytearray = b""
+    data: bytes = b""
     count: int = 0
     class_counts: Counter = field(default_factory=Counter)
     rejected: list[dict[str, Any]] = field(default_factory=list)
     converted: Counter = field(default_factory=Counter)
     shapes: set = field(default_factory=set)  # distinct (h, w, c), at most a few kept
+    path: str | None = None  # the chunk's bytes, when spilled to a file
+
+    def take(self) -> bytes:
+        """The chunk's framed bytes (read and removed if spilled to a file)."""
+        if self.path is None:
+            return self.data
+        with open(self.path, "rb") as f:
+            data = f.read()
+        os.remove(self.path)
+        return data
 
 
 def _from_array(arr: np.ndarray, opts: Options) -> tuple[bytes, imaging.ImageInfo]:
@@ -68,7 +81,7 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
     """Turns items into framed TFRecord bytes; bad files become rejections, not errors."""
     load = sources.loader(opts.spec)
     res = ChunkResult()
-    out = bytearray()
+    out: list[bytes] = []
     classes = opts.classes
     for item in items:
         try:
@@ -108,10 +121,15 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
         frame_parts(parts, out)
         res.count += 1
         res.class_counts[item.label] += 1
+    data = b"".join(out)
     if opts.compression == "GZIP":
-        res.data = gzip.compress(out, compresslevel=6, mtime=0)  # mtime=0: same bytes every run
+        data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime=0: same bytes every run
+    if opts.spill_dir is None:
+        res.data = data
     else:
-        res.data = out  # a bytearray pickles without an extra copy
+        fd, res.path = tempfile.mkstemp(dir=opts.spill_dir, suffix=".chunk")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
     return res
 
 

@@ -71,3 +71,15 @@ def test_bad_image_folder_fails_in_one_line_and_writes_nothing(tmp_path, setup, 
         convert(ConvertConfig(source=str(source)), str(out))
     assert "\n" not in str(err.value)
     assert not out.exists()
+
+
+def test_progress_lines_say_done_total_rate_and_eta():
+    from components.convert.convert import Progress
+
+    lines = []
+    progress = Progress(total=200, every_s=0.0, log=lines.append)
+    progress.add(50)
+    progress.finish()
+    assert lines[0].startswith("convert: 50/200 images (25%), ")
+    assert "img/s, ETA " in lines[0]
+    assert lines[-1].startswith("convert: 50/200")

@@ -83,6 +83,7 @@ def folder(tmp_path_factory):
     locked = root / "cat" / "locked.jpg"
     locked.write_bytes(_save(_img(), "JPEG"))
     locked.chmod(0)
+    (root / "cat" / "gone.jpg").symlink_to(root / "nowhere.jpg")  # unreadable even for root
     return root
 
 
@@ -104,7 +105,9 @@ def test_folder_counts_classes_ignored_and_rejections(converted):
     by_key = {r["key"]: r["reason"] for r in rejected}
     for rel, (_, reason) in BAD.items():
         assert reason in by_key[rel], (rel, by_key.get(rel))
-    assert manifest["rejected"] == len(BAD) + unreadable
+    assert by_key["cat/gone.jpg"].startswith("unreadable: No such file")
+    assert manifest["rejected"] == len(BAD) + 1 + unreadable
+    assert manifest["rejected_reasons"]["truncated JPEG"] == 1
     assert manifest["image"] is None  # sizes and channels differ
 
 

@@ -83,10 +83,10 @@ def test_framing_is_byte_identical_to_tfrecordwriter(tmp_path):
             w.write(r)
     ours = b"".join(tfrecords.frame_record(r) for r in records)
     assert ours == open(path, "rb").read()
-    pieces = bytearray()
+    pieces = []
     for r in records:  # the writer's path: a record given as parts, framed without joining them
         tfrecords.frame_parts([r[:3], r[3:7], r[7:]], pieces)
-    assert bytes(pieces) == ours
+    assert b"".join(pieces) == ours
     assert list(tfrecords.iter_records(ours)) == records
 
 
