@@ -83,3 +83,13 @@ def test_progress_lines_say_done_total_rate_and_eta():
     assert lines[0].startswith("convert: 50/200 images (25%), ")
     assert "img/s, ETA " in lines[0]
     assert lines[-1].startswith("convert: 50/200")
+
+
+def test_command_line_converts_and_reports_bad_input_in_one_line(tmp_path, capsys):
+    from components.convert.__main__ import main
+
+    assert main(["digits", str(tmp_path / "d"), "--limit-per-split", "10", "--workers", "1"]) == 0
+    assert "train=10, validation=10, test=10" in capsys.readouterr().out
+    assert main([str(tmp_path / "missing"), str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: source not found:") and "\n" not in err
