@@ -412,11 +412,7 @@ def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Prog
                 "converted": collections.Counter(),
                 "shapes": set(),
             }
-        data = res.take()
-        f.write(data)
-        acc["sha"].update(data)
-        acc["bytes"] += len(data)
-        del data
+        acc["bytes"] += res.write_to(f, acc["sha"])
         acc["count"] += res.count
         acc["classes"].update(res.class_counts)
         acc["rejected"].extend(res.rejected)

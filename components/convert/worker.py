@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import mmap
 import os
 import tempfile
 from collections import Counter
@@ -38,7 +39,7 @@ class Options:
 class ChunkResult:
     """Framed records of a chunk and what happened to its items."""
 
-    data: bytes = b""
+    data: list[bytes] = field(default_factory=list)  # the framed records' pieces, in order
     count: int = 0
     class_counts: Counter = field(default_factory=Counter)
     rejected: list[dict[str, Any]] = field(default_factory=list)
@@ -46,14 +47,31 @@ class ChunkResult:
     shapes: set = field(default_factory=set)  # distinct (h, w, c), at most a few kept
     path: str | None = None  # the chunk's bytes, when spilled to a file
 
-    def take(self) -> bytes:
-        """The chunk's framed bytes (read and removed if spilled to a file)."""
+    def write_to(self, f: Any, sha: Any) -> int:
+        """Appends the chunk's framed bytes to the open shard ``f`` and to the hash; returns the size.
+
+        A spilled chunk is copied inside the kernel (``copy_file_range``) and hashed through a
+        memory map: its bytes never pass through Python objects.
+        """
         if self.path is None:
-            return self.data
-        with open(self.path, "rb") as f:
-            data = f.read()
+            for part in self.data:
+                sha.update(part)
+            f.writelines(self.data)
+            return sum(len(p) for p in self.data)
+        with open(self.path, "rb") as src:
+            size = os.fstat(src.fileno()).st_size
+            if size:
+                with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    sha.update(mm)
+                    f.flush()  # the buffered writer's bytes go first
+                    done = 0
+                    try:
+                        while done < size:
+                            done += os.copy_file_range(src.fileno(), f.fileno(), size - done, done)
+                    except OSError:  # not on this filesystem pair (FUSE, /dev/null, old kernels)
+                        f.write(mm[done:])
         os.remove(self.path)
-        return data
+        return size
 
 
 def _from_array(arr: np.ndarray, opts: Options) -> tuple[bytes, imaging.ImageInfo]:
@@ -121,15 +139,14 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
         frame_parts(parts, out)
         res.count += 1
         res.class_counts[item.label] += 1
-    data = b"".join(out)
     if opts.compression == "GZIP":
-        data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime=0: same bytes every run
+        out = [gzip.compress(b"".join(out), compresslevel=6, mtime=0)]  # mtime=0: same bytes every run
     if opts.spill_dir is None:
-        res.data = data
+        res.data = out
     else:
         fd, res.path = tempfile.mkstemp(dir=opts.spill_dir, suffix=".chunk")
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.writelines(out)
     return res
 
 
