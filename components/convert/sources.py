@@ -21,6 +21,7 @@ import os
 import posixpath
 import struct
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,10 +120,17 @@ def gcs() -> Any:
 
 
 def read_bytes(path: str) -> bytes:
-    """Reads a local file or a gs:// object."""
+    """Reads a local file or a gs:// object; a missing or forbidden object raises OSError."""
     if is_gcs(path):
+        from google.api_core import exceptions
+
         bucket, name = _split_gcs(path)
-        return gcs().bucket(bucket).blob(name).download_as_bytes()
+        try:
+            return gcs().bucket(bucket).blob(name).download_as_bytes()
+        except exceptions.NotFound:
+            raise FileNotFoundError(2, "No such object", path) from None
+        except exceptions.Forbidden as err:
+            raise PermissionError(13, f"Permission denied ({err.message})", path) from None
     with open(path, "rb") as f:
         return f.read()
 
@@ -719,6 +727,27 @@ class Loader:
             name, i = item.ref
             return "array", _as_uint8(self.images[name][i])
         return "bytes", read_bytes(item.ref)
+
+    def load_all(self, items: list[Item]) -> Iterator[tuple[str, Any] | OSError]:
+        """Loads items in order; gs:// objects are fetched by threads (each request waits on the network)."""
+        if self.images or not items or not is_gcs(str(items[0].ref)):
+            for item in items:
+                try:
+                    yield self.load(item)
+                except OSError as err:
+                    yield err
+            return
+
+        def fetch(item: Item) -> tuple[str, Any] | OSError:
+            try:
+                return self.load(item)
+            except OSError as err:
+                return err
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            yield from pool.map(fetch, items)
 
 
 _LOADERS: dict[str, Loader] = {}

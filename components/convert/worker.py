@@ -101,12 +101,11 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
     res = ChunkResult()
     out: list[bytes] = []
     classes = opts.classes
-    for item in items:
-        try:
-            kind, content = load.load(item)
-        except OSError as err:
-            res.rejected.append(_reject(item, f"unreadable: {err.strerror or err}"))
+    for item, loaded in zip(items, load.load_all(items), strict=True):
+        if isinstance(loaded, OSError):
+            res.rejected.append(_reject(item, f"unreadable: {loaded.strerror or loaded}"))
             continue
+        kind, content = loaded
         try:
             if kind == "array":
                 data, info = _from_array(content, opts)

@@ -92,7 +92,8 @@ def test_builtin_source_to_gcs_output_verifies_and_reruns_as_noop(emulator):
     assert "up to date" in lines[0]
 
 
-def test_image_folder_on_gcs_to_gcs(emulator):
+@pytest.fixture(scope="module")
+def photos(emulator):
     bucket = _bucket()
     for i in range(4):
         buf = io.BytesIO()
@@ -100,9 +101,23 @@ def test_image_folder_on_gcs_to_gcs(emulator):
         bucket.blob(f"photos/{'ab'[i % 2]}/{i}.PNG").upload_from_string(buf.getvalue())
     bucket.blob("photos/a/.hidden.png").upload_from_string(b"x")
     bucket.blob("photos/a/broken.jpg").upload_from_string(b"\xff\xd8\xff\xe0 truncated")
+    lines = [f"gs://data/photos/{'ab'[i % 2]}/{i}.PNG,{'ab'[i % 2]}" for i in range(4)]
+    bucket.blob("photos.csv").upload_from_string("path,label\n" + "\n".join(lines) + "\ngs://data/gone.png,a\n")
+    return bucket
+
+
+def test_image_folder_on_gcs_to_gcs(photos):
+    bucket = photos
     manifest = convert(ConvertConfig(source="gs://data/photos", splits={"train": 1.0}, workers=1), "gs://data/out")
     assert manifest["classes"] == ["a", "b"]
     assert manifest["splits"]["train"]["count"] == 4
     assert manifest["rejected"] == 1 and manifest["ignored"] == {"hidden": 1}
     rejected = bucket.blob("out/rejected.jsonl").download_as_text()
     assert "truncated JPEG" in json.loads(rejected.splitlines()[0])["reason"]
+
+
+def test_csv_manifest_on_gcs_with_a_row_pointing_nowhere(photos):
+    manifest = convert(ConvertConfig(source="gs://data/photos.csv", splits={"train": 1.0}, workers=1), "gs://data/m")
+    assert manifest["splits"]["train"]["count"] == 4
+    rejected = _bucket().blob("m/rejected.jsonl").download_as_text()
+    assert "unreadable: No such object" in rejected
