@@ -437,9 +437,14 @@ def load_manifest(dataset_dir: str) -> dict[str, Any]:
 
 
 def shard_paths(dataset_dir: str, split: str, manifest: Mapping[str, Any] | None = None) -> list[str]:
-    """The shard files of one split, in order, as paths/URIs under ``dataset_dir``."""
+    """The shard files of one split, in order, as paths/URIs.
+
+    They sit next to ``dataset.json``, or under the manifest's ``shards_dir`` when it has one (a
+    pipeline step whose output artifact only points at a dataset written elsewhere).
+    """
     manifest = manifest or load_manifest(dataset_dir)
     splits = manifest["splits"]
     if split not in splits:
         raise DatasetError(f"split {split!r} is not in {dataset_dir}; it has {sorted(splits)}")
-    return [_join(str(dataset_dir), s["file"]) for s in splits[split]["shards"]]
+    base = manifest.get("shards_dir") or str(dataset_dir)
+    return [_join(base, s["file"]) for s in splits[split]["shards"]]

@@ -87,8 +87,9 @@ def finalize_tfrecords(staged: Input[Dataset], dataset: Output[Dataset], metrics
     """Writes dataset.json once every shard exists; the output Dataset is the planned folder."""
     from components.convert.step import artifact_location, finalize_step
 
-    metadata, scores = finalize_step(artifact_location(staged), verify)
-    dataset.uri = staged.uri  # the dataset stays where the workers wrote it
+    metadata, scores = finalize_step(artifact_location(staged), verify, pointer=artifact_location(dataset))
+    dataset.uri = staged.uri  # the dataset stays where the workers wrote it (the pointer copy covers
+    # an orchestrator that keeps the original URI)
     dataset.metadata.update(metadata)
     for name, value in scores.items():
         metrics.log_metric(name, value)

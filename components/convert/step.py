@@ -48,8 +48,17 @@ def make_config(
 
 
 def artifact_location(artifact: Any) -> str:
-    """Where a Dataset artifact's files go: its gs:// URI (written with google-cloud-storage), else its path."""
-    return artifact.uri if str(artifact.uri).startswith("gs://") else artifact.path
+    """Where a Dataset artifact's files go: its gs:// URI (written with google-cloud-storage), else its path.
+
+    For a gs:// artifact the local path is still created (empty): the KFP launcher uploads that
+    folder after the step and fails on a missing one.
+    """
+    if str(artifact.uri).startswith("gs://"):
+        import os
+
+        os.makedirs(artifact.path, exist_ok=True)
+        return artifact.uri
+    return artifact.path
 
 
 def dataset_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -141,8 +150,23 @@ def shards_step(output: str, start: int, stop: int) -> dict[str, Any]:
     return write_shards(_fanout_config(output), output, int(start), int(stop))
 
 
-def finalize_step(output: str, verify: bool) -> tuple[dict[str, Any], dict[str, float]]:
-    """Fan-out end: writes dataset.json once every shard exists; verifies; summarises."""
+def finalize_step(output: str, verify: bool, pointer: str | None = None) -> tuple[dict[str, Any], dict[str, float]]:
+    """Fan-out end: writes dataset.json once every shard exists; verifies; summarises.
+
+    Args:
+        output: the planned dataset folder the workers wrote.
+        verify: read every shard back and check it.
+        pointer: another folder (the step's own output artifact) that gets a copy of dataset.json
+            whose ``shards_dir`` names ``output``, for orchestrators that ignore a changed artifact URI.
+    """
+    import json
+
+    from components.convert.storage import Output
+
     t0 = time.monotonic()
     manifest = finalize(_fanout_config(output), output)
+    if pointer is not None and pointer.rstrip("/") != output.rstrip("/"):
+        target = Output(pointer)
+        target.makedirs()
+        target.write_text("dataset.json", json.dumps({**manifest, "shards_dir": output}, indent=1))
     return summarize(manifest, output, verify, time.monotonic() - t0)

@@ -12,7 +12,7 @@ import tempfile
 from typing import Any
 
 from components.convert.sources import ConvertError, is_gcs, read_bytes
-from trainer.tfrecords import load_manifest
+from trainer.tfrecords import load_manifest, shard_paths
 
 
 class VerifyError(ConvertError):
@@ -60,8 +60,7 @@ def verify(dataset_dir: str, decode_per_split: int = 32, batch_size: int = 256) 
         for split, info in manifest["splits"].items():
             class_counts: collections.Counter = collections.Counter()
             decoded = 0
-            for shard in info["shards"]:
-                path = f"{str(dataset_dir).rstrip('/')}/{shard['file']}"
+            for shard, path in zip(info["shards"], shard_paths(dataset_dir, split, manifest), strict=True):
                 try:
                     data = read_bytes(path)
                 except (OSError, ValueError) as err:

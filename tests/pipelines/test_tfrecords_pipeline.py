@@ -51,3 +51,17 @@ def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path
     assert not os.path.exists(os.path.join(ds.path, "_convert"))
     single = convert(ConvertConfig(source="digits", limit_per_split=30, target_shard_mb=0.003), str(tmp_path / "one"))
     assert shards == {s["file"]: s["sha256"] for v in single["splits"].values() for s in v["shards"]}
+
+
+def test_a_pointer_manifest_leads_to_the_shards(tmp_path):
+    from components.convert.step import finalize_step, plan_step, shards_step
+    from trainer.config import ConvertConfig
+    from trainer.tfrecords import load_manifest, shard_paths
+
+    staged, pointer = str(tmp_path / "staged"), str(tmp_path / "pointer")
+    ranges = plan_step(ConvertConfig(source="digits", limit_per_split=10, workers=1), staged, parts=2)
+    for r in ranges:
+        shards_step(staged, r["start"], r["stop"])
+    finalize_step(staged, verify=False, pointer=pointer)
+    paths = shard_paths(pointer, "train", load_manifest(pointer))
+    assert paths == [f"{staged}/train-00000-of-00001.tfrecord"] and os.path.exists(paths[0])
