@@ -182,3 +182,14 @@ def test_the_trainer_reads_a_resized_folder_with_every_kind_of_image(folder, tmp
     images, labels = next(iter(make_dataset(str(tmp_path), "train", batch_size=64, training=False)))
     assert images.shape == (count, 16, 16, 3)
     assert sorted(set(labels.numpy().tolist())) == [0, 1]
+
+
+def test_a_written_shard_is_byte_identical_to_tfrecordwriter_output(converted, tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    out, manifest = converted
+    shard = (out / manifest["splits"]["train"]["shards"][0]["file"]).read_bytes()
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in iter_records(shard):
+            writer.write(record)
+    assert open(path, "rb").read() == shard
