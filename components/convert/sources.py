@@ -242,9 +242,14 @@ def open_source(
 # --------------------------------------------------------------------------------------------
 
 
-def _walk_local(root: str) -> tuple[list[tuple[str, int]], Counter]:
-    """(relative posix path, size) of every visible file under root; hidden ones counted."""
+def _walk_local(root: str) -> tuple[list[tuple[str, int]], Counter, list[Any]]:
+    """Lists the visible files under root; hidden ones are counted.
+
+    Returns:
+        (relative posix path, size) per file, the skipped counts, (path, size, mtime) per file.
+    """
     files: list[tuple[str, int]] = []
+    fp: list[Any] = []
     skipped: Counter = Counter()
     stack = [""]
     while stack:
@@ -258,11 +263,14 @@ def _walk_local(root: str) -> tuple[list[tuple[str, int]], Counter]:
                 if entry.is_dir(follow_symlinks=True):
                     stack.append(path)
                 elif entry.is_file(follow_symlinks=True):
-                    files.append((path, entry.stat().st_size))
+                    st = entry.stat()
+                    files.append((path, st.st_size))
+                    fp.append((path, st.st_size, st.st_mtime_ns))
                 elif entry.is_symlink():  # dangling: listed, so that it is rejected as unreadable
                     files.append((path, 0))
+                    fp.append((path, 0, 0))
     files.sort()
-    return files, skipped
+    return files, skipped, sorted(fp)
 
 
 def _walk_gcs(uri: str) -> tuple[list[tuple[str, int]], Counter, list[Any]]:
@@ -287,8 +295,7 @@ def _open_folder(uri: str, kind: str, classes: list[str] | None) -> Source:
     if is_gcs(uri):
         files, skipped, fp = _walk_gcs(uri)
     else:
-        files, skipped = _walk_local(root)
-        fp = None
+        files, skipped, fp = _walk_local(root)
     if not files:
         raise SourceError(
             f"no images in {uri}: the folder is empty; expected one subfolder per class holding "
@@ -328,15 +335,8 @@ def _open_folder(uri: str, kind: str, classes: list[str] | None) -> Source:
     for label, name in enumerate(names):
         for rel, size, fmt in by_class.get(name, []):
             items.append(Item(rel, label, f"{root}/{rel}", size=size, expected=fmt))
-    fingerprint = _hash(fp if fp is not None else [(rel, size) + _mtime(root, rel) for rel, size in files])
+    fingerprint = _hash(fp)
     return Source(kind, uri, names, items, fingerprint, ignored=dict(skipped))
-
-
-def _mtime(root: str, rel: str) -> tuple[int]:
-    try:
-        return (os.stat(os.path.join(root, rel)).st_mtime_ns,)
-    except FileNotFoundError:  # a dangling link
-        return (0,)
 
 
 # --------------------------------------------------------------------------------------------
