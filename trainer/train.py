@@ -78,6 +78,11 @@ def _write_text(path: str, text: str) -> None:
     gfile.rename(tmp, path, overwrite=True)
 
 
+def _step(optimizer: Any) -> int:
+    # .numpy() rather than int(): under MirroredStrategy/TPUStrategy the variable is distributed.
+    return int(optimizer.iterations.numpy())
+
+
 def check_writable(model_dir: str) -> None:
     """Creates ``model_dir`` and writes a probe file, so a bad URI fails before training, not after.
 
@@ -141,7 +146,7 @@ def _callbacks():
             if not logs or "loss" not in logs:
                 return
             loss = float(logs["loss"])
-            step = int(self.model.optimizer.iterations)
+            step = _step(self.model.optimizer)
             if not math.isfinite(loss):
                 raise TrainingDivergedError(
                     f"the training loss became {loss} at step {step} ({where}); nothing was exported. "
@@ -179,11 +184,11 @@ def _callbacks():
             log.debug("checkpoint at step %d", step)
 
         def on_train_begin(self, logs=None):
-            self.last_step = int(self.model.optimizer.iterations)
+            self.last_step = _step(self.model.optimizer)
             self.last_time = time.monotonic()
 
         def on_train_batch_end(self, batch, logs=None):
-            step = int(self.model.optimizer.iterations)
+            step = _step(self.model.optimizer)
             due = step - self.last_step >= self.every_steps
             if self.every_seconds is not None:
                 due = due or time.monotonic() - self.last_time >= self.every_seconds
@@ -191,40 +196,44 @@ def _callbacks():
                 self.save(step)
 
     class Throughput(keras.callbacks.Callback):
-        """Steady-state training images/s: from the first batch end (after tracing) to the last."""
+        """Training images/s the way the GPU-vs-TPU notebook counts: epoch time, first epoch excluded.
+
+        An epoch's time runs from its start to its last training step (validation excluded). The
+        first epoch of a process carries the tracing/compilation; it is left out when there are
+        later ones. With a single epoch, the time from its first step end (after tracing) to its
+        last is used, or the whole epoch if it ran a single execution.
+        """
 
         def __init__(self, global_batch: int) -> None:
             super().__init__()
             self.global_batch = global_batch
-            self.images = 0
-            self.seconds = 0.0
-            self._start: tuple[float, int] | None = None
-            self._last: tuple[float, int] | None = None
+            self.epochs: list[tuple[float, int]] = []  # (seconds, steps) per epoch
+            self.steady: tuple[float, int] | None = None  # first epoch after its first step end
 
-        def on_train_begin(self, logs=None):
-            self._begin = (time.perf_counter(), int(self.model.optimizer.iterations))
-            self._start = self._last = None
+        def _now(self) -> tuple[float, int]:
+            return time.perf_counter(), _step(self.model.optimizer)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._begin = self._now()
+            self._first = self._last = None
 
         def on_train_batch_end(self, batch, logs=None):
-            now = (time.perf_counter(), int(self.model.optimizer.iterations))
-            if self._start is None:
-                self._start = now
-            self._last = now
+            self._last = self._now()
+            if self._first is None:
+                self._first = self._last
 
-        def on_train_end(self, logs=None):
-            if self._start and self._last and self._last[1] > self._start[1]:
-                start = self._start
-            elif self._last:
-                # A single execution: no steady state to measure; count it with its tracing time.
-                start = self._begin
-            else:
+        def on_epoch_end(self, epoch, logs=None):
+            if self._last is None:
                 return
-            self.images += (self._last[1] - start[1]) * self.global_batch
-            self.seconds += self._last[0] - start[0]
+            if not self.epochs and self._last[1] > self._first[1]:
+                self.steady = (self._last[0] - self._first[0], self._last[1] - self._first[1])
+            self.epochs.append((self._last[0] - self._begin[0], self._last[1] - self._begin[1]))
 
         @property
         def images_per_sec(self) -> float | None:
-            return self.images / self.seconds if self.seconds > 0 else None
+            timed = self.epochs[1:] or ([self.steady] if self.steady else self.epochs)
+            seconds = sum(t for t, _ in timed)
+            return sum(n for _, n in timed) * self.global_batch / seconds if seconds > 0 else None
 
     class ScalarLogger(keras.callbacks.Callback):
         """TensorBoard scalars (losses, metrics, images/s) per epoch, under ``logs/train``.
@@ -320,13 +329,17 @@ def _dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(shards, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, Any]:
+def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None = None) -> dict[str, Any]:
     """Trains a model on a TFRecord dataset and writes the model folder.
 
     Args:
         dataset_dir: the dataset folder (local or gs://) with ``dataset.json``.
         model_dir: the model folder to write (local or gs://); also holds checkpoints for resume.
         config: the training settings.
+        checkpoint_dir: where checkpoints go; ``None`` for ``<model_dir>/checkpoints``. On a cluster
+            KFP hands a component a *local* path that it uploads only when the step ends, so the
+            component passes a folder under the artifact's gs:// URI here: checkpoints then
+            survive a preempted pod, and the retried one (same URI) resumes from them.
 
     Returns:
         The training summary written to ``training.json``: steps, epochs, global_batch_size,
@@ -375,7 +388,9 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
             f"(config {finished.get('config_fingerprint')} vs {fingerprint}, dataset "
             f"{finished.get('dataset_fingerprint')} vs {dataset_fp}); train into a new folder"
         )
-    ckpt_dir = _join(model_dir, "checkpoints")
+    ckpt_dir = checkpoint_dir or _join(model_dir, "checkpoints")
+    if checkpoint_dir is not None:
+        check_writable(checkpoint_dir)
     state = _read_json(_join(ckpt_dir, STATE_NAME))
     if state is not None and (state.get("config_fingerprint"), state.get("dataset_fingerprint")) != (
         fingerprint,
@@ -396,6 +411,11 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
     global_batch = resolve_global_batch(config, replicas)
     precision = config.precision or defaults.precision
     spe = config.steps_per_execution or defaults.steps_per_execution
+    if spe > 1 and isinstance(strategy, tf.distribute.MirroredStrategy):
+        # Keras 3 fails under MirroredStrategy with several steps per execution ("You must feed a
+        # value for placeholder tensor", keras-team/keras#19246, reproduced here with 2 replicas).
+        log.warning("steps_per_execution %d is not supported by Keras under MirroredStrategy; using 1", spe)
+        spe = 1
     jit = defaults.jit_compile if config.jit_compile is None else config.jit_compile
     drop_remainder = defaults.drop_remainder
     steps_per_epoch, spe = _align_steps(config, spe, manifest, global_batch, drop_remainder)
@@ -456,7 +476,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
     resumed_from = 0
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = int(optimizer.iterations)
+        resumed_from = _step(optimizer)
         log.info("resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, total_steps)
     # Keep only the epochs the restored weights have actually finished.
     history = [h for h in history if h["epoch"] * steps_per_epoch <= resumed_from]
@@ -532,7 +552,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig) -> dict[str, An
             shuffle=False,  # the tf.data pipeline shuffles
             verbose=2,
         )
-        step = int(optimizer.iterations)
+        step = _step(optimizer)
         saver.save(step)
         row = {"epoch": epoch + 1, "step": step}
         row.update({k: float(v[-1]) for k, v in fit.history.items()})

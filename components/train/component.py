@@ -37,7 +37,7 @@ def train_model(
             parameters above win over it. Empty for none.
     """
     import trainer  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow is imported)
-    from components.train.run import describe_model, train_config
+    from components.train.run import checkpoint_uri, describe_model, train_config
     from trainer.train import train
 
     config = train_config(
@@ -49,7 +49,7 @@ def train_model(
         learning_rate=learning_rate,
         accelerator=accelerator,
     )
-    summary = train(dataset.path, model.path, config)
+    summary = train(dataset.path, model.path, config, checkpoint_dir=checkpoint_uri(model.uri))
     model.metadata.update(describe_model(summary, config))
     for name in ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_sec", "steps"):
         if summary.get(name) is not None:

@@ -54,3 +54,12 @@ def test_config_from_parameters_and_yaml():
         train_config("bogus: 1")
     with pytest.raises(ConfigError, match="expected a YAML mapping"):
         train_config("- 1")
+
+
+def test_checkpoints_go_straight_to_a_remote_model_uri():
+    from components.train.run import checkpoint_uri
+
+    assert (
+        checkpoint_uri("gs://bucket/root/run/train-model/model") == "gs://bucket/root/run/train-model/model/checkpoints"
+    )
+    assert checkpoint_uri("/tmp/local_outputs/model") is None

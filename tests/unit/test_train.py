@@ -56,7 +56,16 @@ def test_model_folder_and_summary(trained):
     assert effective.precision == "float32" and effective.jit_compile is False and effective.steps_per_execution
     card = open(os.path.join(model_dir, "model_card.md")).read()
     assert "16 steps" in card and "validation" in card and "cpu" in card
-    assert any(name.startswith("events.out.tfevents") for name in os.listdir(os.path.join(model_dir, "logs", "train")))
+    events = [f for f in os.listdir(os.path.join(model_dir, "logs", "train")) if f.startswith("events.out.tfevents")]
+    assert len(events) == 1
+    import tensorflow as tf
+
+    tags = {
+        (value.tag, event.step)
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(model_dir, "logs", "train", events[0]))
+        for value in event.summary.value
+    }
+    assert {("epoch_loss", 1), ("epoch_loss", 2), ("epoch_val_accuracy", 2), ("images_per_sec", 2)} <= tags
 
 
 def test_saved_model_answers_bytes_like_the_keras_model(trained):
@@ -152,3 +161,10 @@ def test_nan_loss_stops_with_a_clear_error_and_exports_nothing(dataset, tmp_path
     with pytest.raises(TrainingDivergedError, match="the training loss became nan at step"):
         train(dataset, str(model_dir), CONFIG.replace(model="poisoned"))
     assert not (model_dir / "saved_model").exists() and not (model_dir / "training.json").exists()
+
+
+def test_separate_checkpoint_dir(dataset, tmp_path):
+    summary = train(dataset, str(tmp_path / "m"), CONFIG.replace(epochs=1), checkpoint_dir=str(tmp_path / "ck"))
+    assert summary["steps"] == 8
+    assert (tmp_path / "ck" / "checkpoint").exists() and (tmp_path / "ck" / "state.json").exists()
+    assert not (tmp_path / "m" / "checkpoints").exists()
