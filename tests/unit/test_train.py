@@ -168,3 +168,17 @@ def test_separate_checkpoint_dir(dataset, tmp_path):
     assert summary["steps"] == 8
     assert (tmp_path / "ck" / "checkpoint").exists() and (tmp_path / "ck" / "state.json").exists()
     assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_tpu_settings_run_on_this_cpu(dataset, tmp_path):
+    # The TPU defaults (bfloat16, XLA, several steps per execution) forced on the CPU: the same code
+    # path a TPU takes, minus the TPU; the export still serves float32 probabilities.
+    import tensorflow as tf
+
+    config = CONFIG.replace(epochs=1, precision="mixed_bfloat16", jit_compile=True, steps_per_execution=2)
+    summary = train(dataset, str(tmp_path / "m"), config)
+    assert (summary["precision"], summary["jit_compile"], summary["steps_per_execution"]) == ("mixed_bfloat16", True, 2)
+    assert summary["steps"] == 8
+    served = tf.saved_model.load(str(tmp_path / "m" / "saved_model"))
+    out = served.signatures["serving_tensors"](images=tf.zeros([2, 28, 28, 1]))
+    assert out["probabilities"].dtype == tf.float32 and tuple(out["probabilities"].shape) == (2, 4)
