@@ -18,7 +18,6 @@ import datetime as _dt
 import json
 import logging
 import math
-import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -651,8 +650,3 @@ def model_card(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def default_model_dir() -> str:
-    """A fresh local model folder name, for the CLI when none is given."""
-    return os.path.join("models", _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
