@@ -42,17 +42,12 @@ _CLIENT = None
 
 
 def _client():
-    """Return a storage client, anonymous against the emulator when STORAGE_EMULATOR_HOST is set."""
+    """Return the process's storage client (anonymous against STORAGE_EMULATOR_HOST when set)."""
     global _CLIENT
     if _CLIENT is None:
-        from google.cloud import storage
+        from trainer.tfrecords import gcs_client
 
-        if os.environ.get("STORAGE_EMULATOR_HOST"):
-            from google.auth.credentials import AnonymousCredentials
-
-            _CLIENT = storage.Client(project="local-emulator", credentials=AnonymousCredentials())
-        else:
-            _CLIENT = storage.Client()
+        _CLIENT = gcs_client()
     return _CLIENT
 
 

@@ -2,73 +2,23 @@
 
 import io
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from components.convert import convert, verify
+from tests.gcs_emulator import running_emulator
 from trainer.config import ConvertConfig
 from trainer.tfrecords import load_manifest
 
 pytestmark = pytest.mark.integration
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def emulator():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gcp_storage_emulator",
-            "start",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--in-memory",
-            "--default-bucket",
-            "data",
-            "-q",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("the GCS emulator did not start")
-            time.sleep(0.1)
-    old = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
-    import components.convert.sources as sources
-
-    sources._CLIENT = None  # a fresh client that sees the emulator
-    yield
-    sources._CLIENT = None
-    if old is None:
-        os.environ.pop("STORAGE_EMULATOR_HOST", None)
-    else:
-        os.environ["STORAGE_EMULATOR_HOST"] = old
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_emulator("data"):
+        yield
 
 
 def _bucket():

@@ -1,68 +1,19 @@
 """The stage store on gs:// against a real local GCS emulator (gcp-storage-emulator) on loopback."""
 
-import os
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
 from components.promote import stages, storage
+from tests.gcs_emulator import running_emulator
 
 pytestmark = pytest.mark.integration
 
 BUCKET = "serving"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def gcs():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gcp_storage_emulator",
-            "start",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--in-memory",
-            "--default-bucket",
-            BUCKET,
-            "-q",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("the GCS emulator did not start")
-            time.sleep(0.1)
-    old = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
-    storage.reset_client()
-    yield f"gs://{BUCKET}"
-    storage.reset_client()
-    if old is None:
-        os.environ.pop("STORAGE_EMULATOR_HOST", None)
-    else:
-        os.environ["STORAGE_EMULATOR_HOST"] = old
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_emulator(BUCKET):
+        yield f"gs://{BUCKET}"
 
 
 def fake_saved_model(path, payload):
