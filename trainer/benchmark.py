@@ -43,6 +43,9 @@ class TimingStats:
         spread: coefficient of variation of the per-batch latency (std / mean).
         warmup_batches: batches run before timing.
         warmup_s: their wall time (the first one includes tracing/compilation).
+        rounds: how often the timed batches were run; ``total_s`` is the median round's wall time
+            and the latency percentiles pool every round (one short round is at the mercy of a
+            noisy machine, the median of several is not).
     """
 
     num_images: int
@@ -54,6 +57,7 @@ class TimingStats:
     spread: float
     warmup_batches: int
     warmup_s: float
+    rounds: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
@@ -67,16 +71,18 @@ def summarize(
     total_s: Optional[float] = None,
     warmup_batches: int = 0,
     warmup_s: float = 0.0,
+    rounds: int = 1,
 ) -> TimingStats:
     """Turns per-batch latencies into throughput and percentiles.
 
     Args:
-        latencies_s: seconds per timed batch.
-        images: images in the timed batches.
+        latencies_s: seconds per timed batch, of every round.
+        images: images in the timed batches of one round.
         batch_size: images per batch.
-        total_s: wall time of the timed loop; None uses the sum of the latencies.
+        total_s: wall time of one round of the timed loop; None uses the latencies' sum per round.
         warmup_batches: batches run before timing.
         warmup_s: their wall time.
+        rounds: rounds the latencies cover.
 
     Returns:
         The statistics.
@@ -87,13 +93,13 @@ def summarize(
     lat = np.asarray(latencies_s, dtype=np.float64)
     if lat.size == 0:
         raise BenchmarkError("no batches were timed: num_images must be at least 1")
-    total = float(lat.sum()) if total_s is None else float(total_s)
+    total = float(lat.sum()) / rounds if total_s is None else float(total_s)
     ms = lat * 1000.0
     mean = float(ms.mean())
     return TimingStats(
         num_images=int(images),
         batch_size=int(batch_size),
-        num_batches=int(lat.size),
+        num_batches=int(lat.size) // rounds,
         total_s=total,
         images_per_sec=images / total if total > 0 else float("inf"),
         latency_ms={
@@ -108,6 +114,7 @@ def summarize(
         spread=float(ms.std() / mean) if mean > 0 else 0.0,
         warmup_batches=int(warmup_batches),
         warmup_s=float(warmup_s),
+        rounds=int(rounds),
     )
 
 
@@ -136,7 +143,9 @@ def cycle(items: Sequence[Any], count: int) -> list[Any]:
     return (list(items) * reps)[:count]
 
 
-def time_batches(run: Callable[[Any], Any], batches: Sequence[Any], sizes: Sequence[int], warmup: int) -> TimingStats:
+def time_batches(
+    run: Callable[[Any], Any], batches: Sequence[Any], sizes: Sequence[int], warmup: int, rounds: int = 1
+) -> TimingStats:
     """Times ``run`` on each batch after ``warmup`` untimed calls on the first batches.
 
     Args:
@@ -145,22 +154,27 @@ def time_batches(run: Callable[[Any], Any], batches: Sequence[Any], sizes: Seque
         batches: the prepared batches (tensors, request bodies): preparing is not timed.
         sizes: images in each batch.
         warmup: untimed calls first (cycling over the batches).
+        rounds: run the timed batches this many times and report the median round.
 
     Returns:
         The statistics.
     """
+    if rounds < 1:
+        raise BenchmarkError(f"rounds must be >= 1, got {rounds}")
     start = time.perf_counter()
     for i in range(warmup):
         run(batches[i % len(batches)])
     warmup_s = time.perf_counter() - start
     latencies = []
-    loop_start = time.perf_counter()
-    for batch in batches:
-        t0 = time.perf_counter()
-        run(batch)
-        latencies.append(time.perf_counter() - t0)
-    total = time.perf_counter() - loop_start
-    return summarize(latencies, sum(sizes), max(sizes), total, warmup, warmup_s)
+    round_s = []
+    for _ in range(rounds):
+        loop_start = time.perf_counter()
+        for batch in batches:
+            t0 = time.perf_counter()
+            run(batch)
+            latencies.append(time.perf_counter() - t0)
+        round_s.append(time.perf_counter() - loop_start)
+    return summarize(latencies, sum(sizes), max(sizes), float(np.median(round_s)), warmup, warmup_s, rounds)
 
 
 # --------------------------------------------------------------------------- inference
@@ -173,6 +187,7 @@ def benchmark_signature(
     num_images: int = 3200,
     batch_size: int = 64,
     warmup: int = 3,
+    rounds: int = 3,
 ) -> TimingStats:
     """Times a SavedModel signature (or any ``fn(**{input_name: batch})``) on batches of inputs.
 
@@ -183,6 +198,7 @@ def benchmark_signature(
         num_images: images to time (the inputs are cycled when there are fewer).
         batch_size: images per call.
         warmup: untimed calls first.
+        rounds: timed rounds over all batches; the median round is reported.
 
     Returns:
         The statistics.
@@ -200,11 +216,16 @@ def benchmark_signature(
         # .numpy() waits for the result: the call is timed to completion, not to dispatch.
         return fn(**{input_name: batch})["probabilities"].numpy()
 
-    return time_batches(run, batches, [b - a for a, b in plan], warmup)
+    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds)
 
 
 def benchmark_keras_predict(
-    model: Any, images: Sequence[np.ndarray], num_images: int = 3200, batch_size: int = 64, warmup: int = 3
+    model: Any,
+    images: Sequence[np.ndarray],
+    num_images: int = 3200,
+    batch_size: int = 64,
+    warmup: int = 3,
+    rounds: int = 3,
 ) -> TimingStats:
     """Times ``model.predict`` on the same batches as :func:`benchmark_signature` (tensors path)."""
     plan = plan_batches(len(images), num_images, batch_size)
@@ -214,7 +235,7 @@ def benchmark_keras_predict(
     def run(batch):
         return model.predict(batch, batch_size=len(batch), verbose=0)
 
-    return time_batches(run, batches, [b - a for a, b in plan], warmup)
+    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds)
 
 
 def rest_request_body(images: Sequence[bytes]) -> bytes:
@@ -236,6 +257,7 @@ def benchmark_http(
     num_images: int = 3200,
     batch_size: int = 64,
     warmup: int = 3,
+    rounds: int = 3,
 ) -> TimingStats:
     """Times the served path: REST ``:predict`` requests of ``batch_size`` encoded images.
 
@@ -248,6 +270,7 @@ def benchmark_http(
         num_images: images to time.
         batch_size: images per request.
         warmup: untimed requests first.
+        rounds: timed rounds over all requests; the median round is reported.
 
     Returns:
         The statistics.
@@ -262,7 +285,7 @@ def benchmark_http(
             raise BenchmarkError(f"the server at {predict_url} answered without 'predictions': {str(result)[:200]}")
         return result
 
-    return time_batches(run, bodies, [b - a for a, b in plan], warmup)
+    return time_batches(run, bodies, [b - a for a, b in plan], warmup, rounds)
 
 
 # --------------------------------------------------------------------------- training sweep

@@ -352,6 +352,8 @@ class BenchmarkConfig(ConfigBase):
         num_images: images timed, warm-up excluded.
         batch_size: images per request/batch.
         warmup_batches: batches run before timing starts (graph tracing, caches).
+        rounds: timed rounds over all images; the median round is reported (a short round alone is
+            at the mercy of a noisy machine).
         accelerator: the label of the accelerator this runs on, a key of the price table.
         price_table: path to a YAML price table ($/hour per accelerator, the format of
             ``components/benchmark/prices.yaml``) whose entries replace or add to the defaults;
@@ -364,6 +366,7 @@ class BenchmarkConfig(ConfigBase):
     num_images: int = 3200
     batch_size: int = 64
     warmup_batches: int = 3
+    rounds: int = 3
     accelerator: str = "cpu-8"
     price_table: Optional[str] = None
     http: bool = True
@@ -375,6 +378,8 @@ class BenchmarkConfig(ConfigBase):
             self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
         if self.warmup_batches < 0:
             self._fail("warmup_batches", f"must be >= 0, got {self.warmup_batches}")
+        if self.rounds < 1:
+            self._fail("rounds", f"must be >= 1, got {self.rounds}")
         if not self.accelerator:
             self._fail("accelerator", "is empty; give the price table key of the hardware, e.g. cpu-8 or tpu-v3-8")
 

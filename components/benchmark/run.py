@@ -50,7 +50,9 @@ def run_benchmark(
     _loaded, fn = load_serving_signature(saved_model, len(manifest["classes"]))
     # Distinct images beyond num_images add nothing: the benchmark cycles over what it reads.
     images, _, _ = read_encoded_split(dataset_dir, split, min(count, config.num_images))
-    stats = benchmark_signature(fn, images, "image_bytes", config.num_images, config.batch_size, config.warmup_batches)
+    stats = benchmark_signature(
+        fn, images, "image_bytes", config.num_images, config.batch_size, config.warmup_batches, config.rounds
+    )
     row: dict[str, Any] = {
         "accelerator": price.name,
         "label": price.label,
@@ -67,7 +69,9 @@ def run_benchmark(
 
         with ModelServer(saved_model, SERVED_NAME) as server:
             url = f"{server.url.rstrip('/')}/v1/models/{SERVED_NAME}:predict"
-            http = benchmark_http(url, images, config.num_images, config.batch_size, config.warmup_batches)
+            http = benchmark_http(
+                url, images, config.num_images, config.batch_size, config.warmup_batches, config.rounds
+            )
         row.update(_flat("http_", http))
         row["http_overhead"] = http.total_s / stats.total_s
         row["http"] = http.to_dict()

@@ -40,7 +40,8 @@ def test_stability_across_two_runs(loaded):
     b = benchmark_signature(fn, encoded, "image_bytes", NUM_IMAGES, BATCH, warmup=5)
     ratio = b.images_per_sec / a.images_per_sec
     print(
-        f"\nstability: run 1 {a.images_per_sec:,.0f} images/s (spread {a.spread:.1%}), "
+        f"\nstability (each run the median of {a.rounds} rounds): run 1 {a.images_per_sec:,.0f} images/s "
+        f"(spread {a.spread:.1%}), "
         f"run 2 {b.images_per_sec:,.0f} images/s (spread {b.spread:.1%}); ratio {ratio:.3f} "
         f"({'within' if abs(ratio - 1) <= 0.10 else 'OUTSIDE'} 10%)"
     )

@@ -75,6 +75,23 @@ def test_batches_cycle_and_warmup_is_not_timed():
     assert s.warmup_s >= 0.1 and s.latency_ms["max"] < 50
 
 
+def test_rounds_time_every_batch_again_and_report_the_median_round():
+    calls = []
+    delays = iter([0.0, 0.0, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # round 2 has one slow batch
+
+    def run(batch):
+        calls.append(batch)
+        time.sleep(next(delays))
+
+    s = time_batches(run, ["a", "b", "c"], [4, 4, 2], warmup=0, rounds=3)
+    assert calls == ["a", "b", "c"] * 3
+    assert s.rounds == 3 and s.num_batches == 3 and s.num_images == 10
+    # The slow round is not the median: the reported time is a fast round's.
+    assert s.total_s < 0.1 and s.latency_ms["max"] >= 200
+    with pytest.raises(BenchmarkError, match="rounds must be >= 1"):
+        time_batches(run, ["a"], [1], warmup=0, rounds=0)
+
+
 def test_case_study_table_marks_tpu_fastest_and_cheapest():
     rows = mark_best(_rows())
     assert [r["accelerator"] for r in rows if r["fastest"]] == ["tpu-v3-8"]
