@@ -65,6 +65,10 @@ _ONE_BYTE = [bytes([i]) for i in range(128)]
 def _varint(value: int) -> bytes:
     if 0 <= value < 0x80:  # the common case: short lengths, labels, tags
         return _ONE_BYTE[value]
+    if 0 < value < 0x4000:  # two bytes: lengths of small images and records
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 < value < 0x200000:  # three bytes: lengths up to 2 MB (most photos)
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     if value < 0:  # int64 negatives are sent as their 64-bit two's complement (10 bytes)
         value += 1 << 64
     out = bytearray()
