@@ -132,6 +132,32 @@ def _scalar_entry(name: str, value: int | str) -> bytes:
     return entry
 
 
+_COMMON: dict[tuple, bytes] = {}
+
+
+def _bytes_entry(name: str, value: bytes) -> bytes:
+    """``_entry(name, _bytes_feature([value]))`` in one join (two such entries in every record)."""
+    key = _key(name)
+    n = len(value)
+    bytes_list = 1 + len(_varint(n)) + n
+    feature = 1 + len(_varint(bytes_list)) + bytes_list
+    body = len(key) + 1 + len(_varint(feature)) + feature
+    return b"".join(
+        (
+            b"\x0a",
+            _varint(body),
+            key,
+            b"\x12",
+            _varint(feature),
+            b"\x0a",
+            _varint(bytes_list),
+            b"\x0a",
+            _varint(n),
+            value,
+        )
+    )
+
+
 def _entry(name: str, feature: bytes) -> bytes:
     """One entry of the map<string, Feature>: a message {1: key, 2: value}, itself field 1 of Features."""
     key = _key(name)
@@ -195,15 +221,24 @@ def encode_example_parts(
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
     # Entries that repeat across records (format, sizes, label) are built once and reused.
+    common = (image_format, height, width, channels, label, label_text)
+    head = _COMMON.get(common)
+    if head is None:
+        head = b"".join(
+            _scalar_entry(name, value)
+            for name, value in zip(
+                ("image/format", "image/height", "image/width", "image/channels", "image/class/label"),
+                common,
+                strict=False,
+            )
+        ) + _scalar_entry("image/class/text", label_text)
+        if len(_COMMON) > 10_000:
+            _COMMON.clear()
+        _COMMON[common] = head
     entries = [
-        _scalar_entry("image/format", image_format),
-        _scalar_entry("image/height", height),
-        _scalar_entry("image/width", width),
-        _scalar_entry("image/channels", channels),
-        _scalar_entry("image/class/label", label),
-        _scalar_entry("image/class/text", label_text),
-        _entry("image/source_key", _bytes_feature([_to_bytes(source_key)])),
-        _entry("image/sha256", _bytes_feature([_to_bytes(sha256)])),
+        head,
+        _bytes_entry("image/source_key", _to_bytes(source_key)),
+        _bytes_entry("image/sha256", _to_bytes(sha256)),
     ]
     features: list[tuple[str, bytes]] = []
     if boxes is not None:

@@ -298,15 +298,28 @@ def encode_png(array: np.ndarray, level: int = 1) -> bytes:
     if arr.ndim != 3 or arr.shape[2] not in (1, 2, 3, 4):
         raise ValueError(f"expected [H, W] or [H, W, C<=4] uint8 pixels, got shape {array.shape}")
     h, w, c = arr.shape
-    rows = np.zeros((h, 1 + w * c), dtype=np.uint8)  # column 0: filter type 0 (none)
+    head = _PNG_HEADS.get((h, w, c))
+    if head is None:
+        color = {1: 0, 2: 4, 3: 2, 4: 6}[c]
+        ihdr = struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0)
+        head = _PNG_HEADS[(h, w, c)] = b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr)
+    rows = np.empty((h, 1 + w * c), dtype=np.uint8)
+    rows[:, 0] = 0  # filter type 0 (none) at the start of every row
     rows[:, 1:] = arr.reshape(h, w * c)
-    color = {1: 0, 2: 4, 3: 2, 4: 6}[c]
-    ihdr = struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0)
+    idat = zlib.compress(rows.data, level)
+    # The CRC covers the chunk type and body: continued from the type's CRC, no concatenation.
     return b"".join(
         (
-            b"\x89PNG\r\n\x1a\n",
-            _chunk(b"IHDR", ihdr),
-            _chunk(b"IDAT", zlib.compress(rows.tobytes(), level)),
-            _chunk(b"IEND", b""),
+            head,
+            struct.pack(">I", len(idat)),
+            b"IDAT",
+            idat,
+            struct.pack(">I", zlib.crc32(idat, _IDAT_CRC)),
+            _IEND,
         )
     )
+
+
+_PNG_HEADS: dict[tuple[int, int, int], bytes] = {}
+_IDAT_CRC = zlib.crc32(b"IDAT")
+_IEND = _chunk(b"IEND", b"")
