@@ -290,12 +290,15 @@ def _serial_seconds(shards: list[ShardPlan], config: ConvertConfig) -> float:
     return sum(len(s.items) * per_item + sum(it.size for it in s.items) / 1e9 for s in shards)
 
 
+FORK = sys.platform == "linux"
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
-    # fork: workers start in milliseconds, inherit the loaded arrays, and need no importable
-    # __main__ (spawn/forkserver re-run the caller's script, which breaks unguarded scripts). The
-    # workers never call TensorFlow, so a TensorFlow loaded in the parent (its threads and locks
-    # do not survive fork) is not touched in them.
-    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    # fork: workers start in milliseconds, inherit the loaded arrays and the chunk list, and need
+    # no importable __main__ (spawn/forkserver re-run the caller's script, which breaks unguarded
+    # scripts). The workers never call TensorFlow, so a TensorFlow loaded in the parent (its threads
+    # and locks do not survive fork) is not touched in them.
+    ctx = multiprocessing.get_context("fork" if FORK else "spawn")
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker.init_worker)
 
 
@@ -364,9 +367,12 @@ def write_shards(
             # Workers hand chunks over as files (page cache) rather than through pipes: a pipe
             # moves 64 KB at a time and stalls the worker until the parent reads it.
             opts.spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=None if out.gcs else out.uri)
+            if FORK:  # set before the pool forks its workers (at the first submit)
+                worker.PLANNED = [chunk for _, chunk in tasks]
             with _pool(min(workers, len(tasks))) as pool:
                 _write_results(plan, out, tasks, _windowed(pool, tasks, opts, 2 * workers + 2), progress, stats)
     finally:
+        worker.PLANNED = []
         out.close()
         if opts.spill_dir:
             shutil.rmtree(opts.spill_dir, ignore_errors=True)
@@ -383,16 +389,21 @@ def write_shards(
 def _windowed(pool: ProcessPoolExecutor, tasks: list, opts: worker.Options, window: int):
     """Results in task order with at most ``window`` chunks in flight: bounded memory."""
     pending: collections.deque[Future] = collections.deque()
-    it = iter(tasks)
-    for _, chunk in it:
-        pending.append(pool.submit(worker.encode_chunk, chunk, opts))
-        if len(pending) >= window:
-            break
+
+    def submit(index: int) -> Future:
+        if FORK:  # the workers hold the chunks already: send the index only
+            return pool.submit(worker.encode_planned, index, opts)
+        return pool.submit(worker.encode_chunk, tasks[index][1], opts)
+
+    nxt = 0
+    while nxt < len(tasks) and len(pending) < window:
+        pending.append(submit(nxt))
+        nxt += 1
     while pending:
         result = pending.popleft().result()
-        nxt = next(it, None)
-        if nxt is not None:
-            pending.append(pool.submit(worker.encode_chunk, nxt[1], opts))
+        if nxt < len(tasks):
+            pending.append(submit(nxt))
+            nxt += 1
         yield result
 
 

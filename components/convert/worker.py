@@ -149,6 +149,17 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
     return res
 
 
+# The chunks of the running conversion, set by the parent before it forks its workers: they then
+# receive a chunk's index, not its items (pickling 60,000 items cost the parent 0.35 s and the
+# workers 0.6 s, a third of a Fashion-MNIST conversion on 2 cores).
+PLANNED: list[list[sources.Item]] = []
+
+
+def encode_planned(index: int, opts: Options) -> ChunkResult:
+    """:func:`encode_chunk` for chunk ``index`` of :data:`PLANNED`, inherited through fork."""
+    return encode_chunk(PLANNED[index], opts)
+
+
 def _reject(item: sources.Item, reason: str) -> dict[str, Any]:
     ref = item.ref if isinstance(item.ref, str) else list(item.ref)
     return {"key": item.key, "path": ref, "split": item.split, "reason": reason}
