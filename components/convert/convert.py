@@ -102,8 +102,9 @@ def assign_splits(
     given = {it.split for it in items if it.split is not None}
     missing = [s for s in shares if s not in given]
     carve = given and missing and "train" in given
-    for it in items:
-        it.order = _unit(seed, it.key)
+    prefix, sha256 = f"{seed}:", hashlib.sha256
+    for it in items:  # _unit(seed, it.key), inlined: it runs once per item of the source
+        it.order = int.from_bytes(sha256((prefix + it.key).encode()).digest()[:8], "big") / 2.0**64
     groups: dict[tuple[str, ...], list[Item]] = collections.defaultdict(list)
     out: dict[str, list[Item]] = collections.defaultdict(list)
     for it in items:

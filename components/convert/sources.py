@@ -577,7 +577,9 @@ def _array_source(
                 f"{uri}: {name} has labels outside the classes 0..{len(classes) - 1}: {sorted(set(lab[bad]))[:5]}"
             )
         split = name if given_splits else None
-        items.extend(Item(f"{kind}:{name}:{i}", int(lab[i]), (name, i), split, est) for i in range(len(lab)))
+        prefix = f"{kind}:{name}:"
+        # tolist(): Python ints at once (indexing a NumPy array per item costs more than the Item)
+        items.extend(Item(prefix + str(i), y, (name, i), split, est) for i, y in enumerate(lab.tolist()))
     return Source(kind, uri, classes, items, fingerprint, options=options)
 
 
