@@ -36,7 +36,7 @@ def make_image(label: int, rng: np.random.Generator) -> np.ndarray:
 
 def write_dataset(root: Path, counts: dict[str, int], seed: int = 0) -> Path:
     """Writes a dataset folder with one shard per split; a count of 0 writes an empty split."""
-    from trainer.tfrecords import SCHEMA_VERSION, encode_example, frame_record, shard_name
+    from trainer.tfrecords import SCHEMA_VERSION, encode_example, frame_record, shard_checksum, shard_name
 
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -65,9 +65,7 @@ def write_dataset(root: Path, counts: dict[str, int], seed: int = 0) -> Path:
             name = shard_name(split, 0, 1)
             blob = b"".join(frame_record(r) for r in records)
             (root / name).write_bytes(blob)
-            shards.append(
-                {"file": name, "count": count, "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
-            )
+            shards.append({"file": name, "count": count, "bytes": len(blob), "crc32c": shard_checksum(blob)})
         splits[split] = {"count": count, "class_counts": class_counts, "shards": shards}
     manifest = {
         "schema_version": SCHEMA_VERSION,

@@ -117,7 +117,7 @@ def write_digits_dataset(folder, count: int = 64, start: int = 1000) -> str:
                 "count": count,
                 "class_counts": {},
                 "shards": [
-                    {"file": name, "count": count, "bytes": len(shard), "sha256": hashlib.sha256(shard).hexdigest()}
+                    {"file": name, "count": count, "bytes": len(shard), "crc32c": tfrecords.shard_checksum(shard)}
                 ],
             }
         },

@@ -324,7 +324,10 @@ def _dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
         return str(fp)
     import hashlib
 
-    shards = {s: [sh.get("sha256") or sh.get("file") for sh in v["shards"]] for s, v in manifest["splits"].items()}
+    shards = {
+        s: [sh.get("crc32c") or sh.get("sha256") or sh.get("file") for sh in v["shards"]]
+        for s, v in manifest["splits"].items()
+    }
     return hashlib.sha256(json.dumps(shards, sort_keys=True).encode()).hexdigest()[:16]
 
 

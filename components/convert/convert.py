@@ -16,30 +16,27 @@ import collections
 import hashlib
 import json
 import math
-import multiprocessing
+import operator
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.convert import sources, worker
+from components.convert import pool, sources, worker
 from components.convert.sources import ConvertError, Item, Source
 from components.convert.storage import Output
 from trainer.config import ConvertConfig
-from trainer.tfrecords import MANIFEST_NAME, REJECTED_NAME, SCHEMA_VERSION, shard_name
+from trainer.tfrecords import MANIFEST_NAME, REJECTED_NAME, SCHEMA_VERSION, crc32c_b64, crc32c_combine, shard_name
 
-CONVERTER_VERSION = 2  # bump when the bytes written for the same input change
+CONVERTER_VERSION = 3  # bump when the bytes written for the same input change
 MARKERS = "_convert"
 CHUNK_BYTES = 4 << 20  # a worker's unit of work: small enough to keep memory bounded
 # Jobs estimated to take less than this in one process run in it when ``workers`` is not set:
-# starting a pool and passing chunks through spill files costs ~0.1 s that they cannot win back.
-IN_PROCESS_S = 0.25
+# starting a pool costs more than a second core wins back.
+IN_PROCESS_S = 0.05
 SHARD_RE = re.compile(r"^[\w.-]+-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
 
 
@@ -127,17 +124,16 @@ def assign_splits(
         for it in members:
             by_class[it.label].append(it)
         for cls_items in by_class.values():
-            cls_items.sort(key=lambda it: it.order)
+            cls_items.sort(key=_ORDER)
             n = len(cls_items)
             for pos, it in enumerate(cls_items):  # exact proportions per class
                 out[_pick((pos + 0.5) / n, names, cumulative)].append(it)
     for members in out.values():
-        members.sort(key=_order)
+        members.sort(key=_ORDER)
     return dict(out)
 
 
-def _order(item: Item) -> tuple[float, str]:
-    return item.order, item.key
+_ORDER = operator.attrgetter("order", "key")
 
 
 def _accumulate(values: list[float]) -> list[float]:
@@ -154,11 +150,15 @@ def _accumulate(values: list[float]) -> list[float]:
 # --------------------------------------------------------------------------------------------
 
 
-def _item_bytes(item: Item, config: ConvertConfig) -> int:
+def _items_bytes(items: list[Item], config: ConvertConfig) -> int:
+    """The records' estimated bytes."""
     if config.resize is not None:  # re-encoded at the new size: a rough JPEG/PNG estimate
         h, w = config.resize
-        return int(h * w * 3 * 0.3) + 200
-    return item.size + 200  # record overhead: keys, label, sha256...
+        return (int(h * w * 3 * 0.3) + 200) * len(items)
+    return sum(map(_SIZE, items)) + 200 * len(items)  # record overhead: keys, label, sha256...
+
+
+_SIZE = operator.attrgetter("size")
 
 
 def shard_count(total_bytes: int, items: int, target_mb: float, power_of_two: bool) -> int:
@@ -190,7 +190,7 @@ def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
         items = by_split.get(split, [])
         if config.limit_per_split is not None:
             items = items[: config.limit_per_split]
-        total = sum(_item_bytes(it, config) for it in items)
+        total = _items_bytes(items, config)
         n = shard_count(total, len(items), config.target_shard_mb, config.power_of_two_shards)
         shards = []
         for i in range(n):
@@ -214,6 +214,7 @@ def plan_ranges(config: ConvertConfig, output: str, parts: int) -> dict[str, Any
     if _up_to_date(plan, out):
         n = len(plan.shards)
         return {"plan_key": plan.key, "num_shards": n, "ranges": [[0, n]], "up_to_date": True}
+    sources.loader(plan.source.spec())  # a corrupt array file fails here, before any change
     _invalidate(plan, out)
     n = len(plan.shards)
     parts = max(1, min(parts, n))  # at least one range: a ParallelFor over nothing helps no one
@@ -280,7 +281,7 @@ def _chunks(shard: ShardPlan, config: ConvertConfig, cap: int) -> list[list[Item
     items = shard.items
     if not items:
         return [[]]
-    avg = max(1, sum(_item_bytes(it, config) for it in items) // len(items))
+    avg = max(1, _items_bytes(items, config) // len(items))
     size = max(1, min(cap, CHUNK_BYTES // avg))
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -288,19 +289,7 @@ def _chunks(shard: ShardPlan, config: ConvertConfig, cap: int) -> list[list[Item
 def _serial_seconds(shards: list[ShardPlan], config: ConvertConfig) -> float:
     """A rough estimate of the job's time in one process (measured on a 2-core VM, 2026)."""
     per_item = 3e-3 if config.resize is not None else 60e-6  # decode+resize / header check or PNG
-    return sum(len(s.items) * per_item + sum(it.size for it in s.items) / 1e9 for s in shards)
-
-
-FORK = sys.platform == "linux"
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    # fork: workers start in milliseconds, inherit the loaded arrays and the chunk list, and need
-    # no importable __main__ (spawn/forkserver re-run the caller's script, which breaks unguarded
-    # scripts). The workers never call TensorFlow, so a TensorFlow loaded in the parent (its threads
-    # and locks do not survive fork) is not touched in them.
-    ctx = multiprocessing.get_context("fork" if FORK else "spawn")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker.init_worker)
+    return sum(len(s.items) * per_item + sum(map(_SIZE, s.items)) / 1e9 for s in shards)
 
 
 def write_shards(
@@ -330,7 +319,6 @@ def write_shards(
     t0 = time.monotonic()
     plan = plan or make_plan(config)
     out = Output(output)
-    out.makedirs()
     owned = plan.shards[start:stop]
     if _up_to_date(plan, out) is not None:  # finalized already (a re-run of a fan-out)
         return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
@@ -338,13 +326,6 @@ def write_shards(
     todo = [s for s in owned if _valid_marker(plan, out, s, sizes) is None]
     if not todo:
         return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
-    out.remove_temporaries([s.file for s in todo])
-    total_items = sum(len(s.items) for s in todo)
-    workers = config.workers or os.cpu_count() or 1
-    if config.workers is None and _serial_seconds(todo, config) < IN_PROCESS_S:
-        workers = 1
-    # Many chunks: when the last ones run, the other workers have little left to wait for.
-    cap = max(16, math.ceil(total_items / (16 * workers)))
     opts = worker.Options(
         spec=plan.source.spec(),
         classes=plan.source.classes,
@@ -352,6 +333,15 @@ def write_shards(
         resize=tuple(config.resize) if config.resize else None,
         resize_mode=config.resize_mode,
     )
+    sources.loader(opts.spec)  # arrays are loaded (and checked) before anything is written
+    out.makedirs()
+    out.remove_temporaries([s.file for s in todo])
+    total_items = sum(len(s.items) for s in todo)
+    workers = config.workers or os.cpu_count() or 1
+    if config.workers is None and _serial_seconds(todo, config) < IN_PROCESS_S:
+        workers = 1
+    # Many chunks: when the last ones run, the other workers have little left to wait for.
+    cap = max(16, math.ceil(total_items / (16 * workers)))
     tasks = [(shard, chunk) for shard in todo for chunk in _chunks(shard, config, cap)]
     progress = Progress(total_items, progress_every_s, log)
     log(
@@ -359,24 +349,28 @@ def write_shards(
         + (f"; {len(owned) - len(todo)} already done" if len(owned) > len(todo) else "")
     )
     stats = {"images": 0, "rejected": 0}
+    temps = {shard.file: out.temp_path(shard.file) for shard in todo}
     try:
         if workers == 1 or len(tasks) == 1:
             results = (worker.encode_chunk(chunk, opts) for _, chunk in tasks)
-            _write_results(plan, out, tasks, results, progress, stats)
+            _write_results(plan, out, tasks, temps, results, progress, stats, in_place=False)
         else:
-            sources.loader(opts.spec)  # forked workers inherit the loaded arrays
-            # Workers hand chunks over as files (page cache) rather than through pipes: a pipe
-            # moves 64 KB at a time and stalls the worker until the parent reads it.
-            opts.spill_dir = tempfile.mkdtemp(prefix=".spill-", dir=None if out.gcs else out.uri)
-            if FORK:  # set before the pool forks its workers (at the first submit)
-                worker.PLANNED = [chunk for _, chunk in tasks]
-            with _pool(min(workers, len(tasks))) as pool:
-                _write_results(plan, out, tasks, _windowed(pool, tasks, opts, 2 * workers + 2), progress, stats)
+            firsts: dict[str, int] = {}
+            for i, (shard, _) in enumerate(tasks):
+                firsts.setdefault(shard.file, i)
+            results = pool.run(
+                [chunk for _, chunk in tasks],
+                [temps[shard.file] for shard, _ in tasks],
+                [firsts[shard.file] for shard, _ in tasks],
+                opts,
+                min(workers, len(tasks)),
+            )
+            _write_results(plan, out, tasks, temps, results, progress, stats, in_place=True)
     finally:
-        worker.PLANNED = []
+        for tmp in temps.values():  # unpublished leftovers of a failure
+            if os.path.exists(tmp):
+                os.remove(tmp)
         out.close()
-        if opts.spill_dir:
-            shutil.rmtree(opts.spill_dir, ignore_errors=True)
     progress.finish()
     return {
         "written": len(todo),
@@ -387,31 +381,22 @@ def write_shards(
     }
 
 
-def _windowed(pool: ProcessPoolExecutor, tasks: list, opts: worker.Options, window: int):
-    """Results in task order with at most ``window`` chunks in flight: bounded memory."""
-    pending: collections.deque[Future] = collections.deque()
+def _write_results(
+    plan: Plan,
+    out: Output,
+    tasks: list,
+    temps: dict[str, str],
+    results,
+    progress: Progress,
+    stats: dict,
+    in_place: bool,
+) -> None:
+    """Collects the chunks' results in order; publishes each shard when its last chunk is in.
 
-    def submit(index: int) -> Future:
-        if FORK:  # the workers hold the chunks already: send the index only
-            return pool.submit(worker.encode_planned, index, opts)
-        return pool.submit(worker.encode_chunk, tasks[index][1], opts)
-
-    nxt = 0
-    while nxt < len(tasks) and len(pending) < window:
-        pending.append(submit(nxt))
-        nxt += 1
-    while pending:
-        result = pending.popleft().result()
-        if nxt < len(tasks):
-            pending.append(submit(nxt))
-            nxt += 1
-        yield result
-
-
-def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Progress, stats: dict) -> None:
+    With ``in_place`` the workers wrote the bytes; otherwise they are written here.
+    """
     current: ShardPlan | None = None
     f = None
-    tmp = ""
     acc: dict[str, Any] = {}
     remaining = collections.Counter(id(shard) for shard, _ in tasks)
     to_publish: list[tuple[str, str, dict]] = []
@@ -425,10 +410,11 @@ def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Prog
 
     for (shard, _), res in zip(tasks, results, strict=False):
         if shard is not current:
-            current, tmp = shard, out.temp_path(shard.file)
-            f = open(tmp, "wb")
+            current = shard
+            if not in_place:
+                f = open(temps[shard.file], "wb")
             acc = {
-                "sha": hashlib.sha256(),
+                "crc": 0,
                 "bytes": 0,
                 "count": 0,
                 "classes": collections.Counter(),
@@ -436,7 +422,10 @@ def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Prog
                 "converted": collections.Counter(),
                 "shapes": set(),
             }
-        acc["bytes"] += res.write_to(f, acc["sha"])
+        if not in_place:
+            res.write_to(f)
+        acc["crc"] = crc32c_combine(acc["crc"], res.crc, res.size)
+        acc["bytes"] += res.size
         acc["count"] += res.count
         acc["classes"].update(res.class_counts)
         acc["rejected"].extend(res.rejected)
@@ -447,7 +436,9 @@ def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Prog
         progress.add(res.count + len(res.rejected))
         remaining[id(shard)] -= 1
         if remaining[id(shard)] == 0:
-            f.close()
+            if f is not None:
+                f.close()
+                f = None
             shapes = acc["shapes"]
             marker = {
                 "plan_key": plan.key,
@@ -455,14 +446,16 @@ def _write_results(plan: Plan, out: Output, tasks: list, results, progress: Prog
                 "split": shard.split,
                 "count": acc["count"],
                 "bytes": acc["bytes"],
-                "sha256": acc["sha"].hexdigest(),
+                "crc32c": crc32c_b64(acc["crc"]),
                 "class_counts": {str(k): v for k, v in acc["classes"].items()},
                 "rejected": acc["rejected"],
                 "converted": dict(acc["converted"]),
                 "shapes": "mixed" if "mixed" in shapes or len(shapes) > 1 else [list(s) for s in shapes],
             }
-            to_publish.append((tmp, shard.file, marker))
+            to_publish.append((temps[shard.file], shard.file, marker))
             flush(False)
+    if f is not None:
+        f.close()
     flush(True)
 
 
@@ -509,7 +502,7 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
         entries = []
         for shard in shards:
             m = markers[shard.file]
-            entries.append({"file": shard.file, "count": m["count"], "bytes": m["bytes"], "sha256": m["sha256"]})
+            entries.append({"file": shard.file, "count": m["count"], "bytes": m["bytes"], "crc32c": m["crc32c"]})
             class_counts.update({int(k): v for k, v in m["class_counts"].items()})
             rejected.extend(m["rejected"])
             converted.update(m["converted"])
@@ -547,7 +540,6 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
     for name in sizes:  # shards of an earlier, different plan must not look like part of this one
         if SHARD_RE.match(name) and name not in planned:
             out.delete(name)
-    out.remove_spill_dirs()  # left by killed runs; every worker is done now
     out.write_text(MANIFEST_NAME, json.dumps(manifest, indent=1))
     out.delete_tree(MARKERS)
     return manifest
@@ -605,6 +597,7 @@ def convert(
     if existing is not None:
         log(f"convert: {output} is up to date ({sum(s['count'] for s in existing['splits'].values())} images)")
         return existing
+    sources.loader(plan.source.spec())  # arrays read in the background: a corrupt file fails before any change
     _invalidate(plan, out)
     stats = write_shards(config, output, plan=plan, progress_every_s=progress_every_s, log=log)
     manifest = finalize(config, output, plan=plan)

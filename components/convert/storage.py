@@ -115,15 +115,6 @@ class Output:
                 if e.name.startswith(".") and ".tmp-" in e.name and e.name[: e.name.index(".tmp-") + 5] in wanted:
                     os.remove(e.path)
 
-    def remove_spill_dirs(self) -> None:
-        """Deletes the hidden chunk folders (``.spill-*``) that killed runs left behind."""
-        if self.gcs or not os.path.isdir(self.uri):
-            return
-        with os.scandir(self.uri) as it:
-            for e in it:
-                if e.name.startswith(".spill-") and e.is_dir():
-                    shutil.rmtree(e.path, ignore_errors=True)
-
     def temp_path(self, name: str) -> str:
         """Where a shard is written before it is published."""
         if self.gcs:

@@ -12,7 +12,7 @@ import tempfile
 from typing import Any
 
 from components.convert.sources import ConvertError, is_gcs, read_bytes
-from trainer.tfrecords import load_manifest, shard_paths
+from trainer.tfrecords import load_manifest, shard_checksum, shard_paths
 
 
 class VerifyError(ConvertError):
@@ -32,7 +32,7 @@ def _local_copy(path: str, data: bytes, tmpdir: str) -> str:
 def verify(dataset_dir: str, decode_per_split: int = 32, batch_size: int = 256) -> dict[str, Any]:
     """Reads every shard with tf.data and checks it against ``dataset.json``.
 
-    Checks each shard's size and sha256, its record count, every record's ``image/sha256``
+    Checks each shard's size and CRC-32C, its record count, every record's ``image/sha256``
     against its bytes, the labels and per-class counts, and decodes up to ``decode_per_split``
     images per split with ``tf.io.decode_image`` (their size must match the record's).
 
@@ -70,7 +70,9 @@ def verify(dataset_dir: str, decode_per_split: int = 32, batch_size: int = 256) 
                 totals["bytes"] += len(data)
                 if len(data) != shard["bytes"]:
                     problems.append(f"{shard['file']}: {len(data)} bytes, manifest says {shard['bytes']}")
-                if hashlib.sha256(data).hexdigest() != shard["sha256"]:
+                if "crc32c" in shard and shard_checksum(data) != shard["crc32c"]:
+                    problems.append(f"{shard['file']}: crc32c differs from the manifest")
+                elif "sha256" in shard and hashlib.sha256(data).hexdigest() != shard["sha256"]:  # older manifests
                     problems.append(f"{shard['file']}: sha256 differs from the manifest")
                 ds = tf.data.TFRecordDataset(_local_copy(path, data, tmpdir), compression_type=compression)
                 count = 0

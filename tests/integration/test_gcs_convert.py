@@ -36,6 +36,10 @@ def test_builtin_source_to_gcs_output_verifies_and_reruns_as_noop(emulator):
     assert sorted(f"datasets/digits/{f}" for f in files + ["dataset.json", "rejected.jsonl"]) == names
     loaded = load_manifest("gs://data/datasets/digits")
     assert loaded["plan_key"] == manifest["plan_key"]
+    for info in manifest["splits"].values():  # the manifest's checksums are the ones GCS computed on upload
+        for shard in info["shards"]:
+            blob = _bucket().get_blob(f"datasets/digits/{shard['file']}")
+            assert blob.crc32c == shard["crc32c"] and blob.size == shard["bytes"]
     assert verify("gs://data/datasets/digits")["records"] == 120
     lines = []
     convert(config, "gs://data/datasets/digits", log=lines.append)

@@ -46,11 +46,11 @@ def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path
     ds = run.output
     manifest = json.load(open(os.path.join(ds.path, "dataset.json")))
     assert ds.metadata["counts"] == {"train": 30, "validation": 30, "test": 30}
-    shards = {s["file"]: s["sha256"] for v in manifest["splits"].values() for s in v["shards"]}
+    shards = {s["file"]: s["crc32c"] for v in manifest["splits"].values() for s in v["shards"]}
     assert len(shards) >= 3
     assert not os.path.exists(os.path.join(ds.path, "_convert"))
     single = convert(ConvertConfig(source="digits", limit_per_split=30, target_shard_mb=0.003), str(tmp_path / "one"))
-    assert shards == {s["file"]: s["sha256"] for v in single["splits"].values() for s in v["shards"]}
+    assert shards == {s["file"]: s["crc32c"] for v in single["splits"].values() for s in v["shards"]}
 
 
 def test_a_pointer_manifest_leads_to_the_shards(tmp_path):

@@ -152,7 +152,7 @@ def test_verify_catches_a_modified_shard(converted, tmp_path):
     data = bytearray(shard.read_bytes())
     data[-10] ^= 0xFF
     shard.write_bytes(bytes(data))
-    with pytest.raises(VerifyError, match="sha256 differs"):
+    with pytest.raises(VerifyError, match="crc32c differs"):
         verify(str(copy))
 
 

@@ -15,15 +15,17 @@ CONFIG = dict(source="fashion-mnist", limit_per_split=1500, target_shard_mb=0.05
 
 
 def _shas(manifest):
-    return {s["file"]: s["sha256"] for v in manifest["splits"].values() for s in v["shards"]}
+    return {s["file"]: s["crc32c"] for v in manifest["splits"].values() for s in v["shards"]}
 
 
 @pytest.mark.slow
-def test_killed_conversion_resumes_to_the_same_dataset(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_killed_conversion_resumes_to_the_same_dataset(tmp_path, workers):
     out = tmp_path / "killed"
+    config = {**CONFIG, "workers": workers}
     code = (
         "from components.convert import convert; from trainer.config import ConvertConfig; "
-        f"convert(ConvertConfig(**{CONFIG!r}), {str(out)!r})"
+        f"convert(ConvertConfig(**{config!r}), {str(out)!r})"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=os.getcwd())
     deadline = time.monotonic() + 60
@@ -36,7 +38,7 @@ def test_killed_conversion_resumes_to_the_same_dataset(tmp_path):
     done_before = len(os.listdir(markers))
 
     lines = []
-    resumed = convert(ConvertConfig(**CONFIG), str(out), log=lines.append)
+    resumed = convert(ConvertConfig(**config), str(out), log=lines.append)
     assert any("already done" in line for line in lines), lines
     clean = convert(ConvertConfig(**CONFIG), str(tmp_path / "clean"))
     assert _shas(resumed) == _shas(clean)

@@ -181,3 +181,54 @@ def test_many_shards_and_gzip(tmp_path):
     assert sum(s["count"] for s in manifest["splits"]["train"]["shards"]) == 100
     data = gzip.decompress((tmp_path / files[0]).read_bytes())
     assert len(list(iter_records(data))) == manifest["splits"]["train"]["shards"][0]["count"]
+
+
+def test_idx_images_decode_in_the_background_to_the_same_array(tmp_path):
+    from components.convert.sources import IdxImages, read_idx
+
+    src = tmp_path / "idx"
+    src.mkdir()
+    images = np.random.default_rng(0).integers(0, 255, (70, 6, 5), dtype=np.uint8)
+    _idx(src / "train-images-idx3-ubyte.gz", images)
+    lazy = IdxImages.open(str(src / "train-images-idx3-ubyte.gz"))
+    assert len(lazy) == 70 and lazy.shape == (70, 6, 5)
+    assert np.array_equal(lazy.head, images[:32])  # what the shard sizes are estimated from
+    assert np.array_equal(lazy.array(), images)
+    assert np.array_equal(read_idx(str(src / "train-images-idx3-ubyte.gz")), images)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda raw: raw[: len(raw) // 2], "not a readable gzip file"),  # cut short while downloading
+        (lambda raw: gzip.compress(gzip.decompress(raw)[:-7]), "truncated IDX file"),  # fewer pixels than the header
+    ],
+)
+def test_corrupt_idx_images_fail_before_anything_changes(tmp_path, damage, message):
+    src = tmp_path / "idx"
+    src.mkdir()
+    _idx(src / "train-images-idx3-ubyte.gz", np.full((40, 4, 4), 9, np.uint8))
+    _idx(src / "train-labels-idx1-ubyte.gz", (np.arange(40) % 2).astype(np.uint8))
+    out = tmp_path / "out"
+    config = ConvertConfig(source=str(src), splits={"train": 1.0}, workers=1)
+    convert(config, str(out))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    image_file = src / "train-images-idx3-ubyte.gz"
+    image_file.write_bytes(damage(image_file.read_bytes()))
+    with pytest.raises(ConvertError, match=message):
+        convert(config, str(out))
+    # The earlier dataset is still whole: its manifest and shards are untouched.
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_png_batches_are_byte_identical_to_one_image_at_a_time():
+    from components.convert.imaging import encode_png, encode_png_batch
+
+    rng = np.random.default_rng(1)
+    for shape in [(9, 28, 28), (5, 7, 3, 1), (4, 6, 5, 2), (3, 5, 4, 3), (2, 3, 3, 4), (0, 4, 4)]:
+        batch = rng.integers(0, 255, shape, dtype=np.uint8)
+        assert encode_png_batch(batch) == [encode_png(x) for x in batch]
+    with pytest.raises(ValueError, match="uint8"):
+        encode_png_batch(np.zeros((2, 3, 3), np.float32))
+    with pytest.raises(ValueError, match="C<=4"):
+        encode_png_batch(np.zeros((2, 3, 3, 5), np.uint8))

@@ -113,3 +113,20 @@ def test_load_manifest_errors_say_what_to_do(tmp_path):
     assert tfrecords.shard_paths(str(tmp_path), "train") == [f"{tmp_path}/train-00000-of-00001.tfrecord"]
     with pytest.raises(tfrecords.DatasetError, match="split 'test' is not in"):
         tfrecords.shard_paths(str(tmp_path), "test")
+
+
+def test_crc32c_combine_gives_the_checksum_of_the_concatenation():
+    import os
+    import random
+
+    import google_crc32c
+
+    rng = random.Random(0)
+    for _ in range(100):
+        a = os.urandom(rng.randint(0, 3000))
+        b = os.urandom(rng.choice([0, 1, 7, rng.randint(0, 70000)]))
+        got = tfrecords.crc32c_combine(google_crc32c.value(a), google_crc32c.value(b), len(b))
+        assert got == google_crc32c.value(a + b)
+    # The manifest's form is Cloud Storage's: base64 of the big-endian CRC (gsutil hash -c).
+    assert tfrecords.shard_checksum(b"hello") == "mnG7TA=="
+    assert tfrecords.shard_checksum(bytearray(b"hello")) == "mnG7TA=="

@@ -77,7 +77,7 @@ def write_dataset(
                     "file": name,
                     "count": len(range(i, count, n)),
                     "bytes": len(blob),
-                    "sha256": hashlib.sha256(blob).hexdigest(),
+                    "crc32c": tfrecords.shard_checksum(blob),
                 }
             )
         counts = {c: int((labels == k).sum()) for k, c in enumerate(classes)}
