@@ -13,6 +13,7 @@ marker matches the plan. ``dataset.json`` is written last, and removed first whe
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import math
@@ -366,7 +367,8 @@ def write_shards(
                 opts,
                 min(workers, len(tasks)),
             )
-            _write_results(plan, out, tasks, temps, results, progress, stats, in_place=True)
+            with contextlib.closing(results):  # on any error the workers are stopped before the cleanup below
+                _write_results(plan, out, tasks, temps, results, progress, stats, in_place=True)
     finally:
         for tmp in temps.values():  # unpublished leftovers of a failure
             if os.path.exists(tmp):

@@ -72,3 +72,14 @@ def test_a_failing_worker_stops_the_conversion_and_a_rerun_completes_it(tmp_path
     clean = convert(config, str(tmp_path / "clean"))
     assert _files(out) == _files(tmp_path / "clean")
     assert resumed["splits"] == clean["splits"]
+
+
+def test_spawned_workers_where_fork_is_unavailable(tmp_path, monkeypatch):
+    # macOS and Windows start workers with spawn: the chunks travel pickled, the arrays are re-read.
+    monkeypatch.setattr(pool, "FORK", False)
+    config = ConvertConfig(source="fashion-mnist", limit_per_split=600, target_shard_mb=0.1)
+    spawned = convert(config.replace(workers=2), str(tmp_path / "spawned"))
+    monkeypatch.undo()
+    one = convert(config.replace(workers=1), str(tmp_path / "one"))
+    assert _files(tmp_path / "spawned") == _files(tmp_path / "one")
+    assert spawned["splits"] == one["splits"]
