@@ -13,9 +13,9 @@ chunks are taken in order, so the lowest unfinished chunk never waits. A worker 
 chunk failed (the others stop waiting for it) and reports the error; one that dies is noticed by its
 exit. Either way the parent stops the others and raises.
 
-Compared with a ``ProcessPoolExecutor`` fed one task per chunk, this halves the parent's CPU time
-(no per-task pickling, feeder and manager threads) and removes a copy of every byte (no results
-passed back and written by the parent).
+Compared with a ``ProcessPoolExecutor`` fed one task per chunk, this cuts the parent's CPU time to
+a third (no per-task pickling, feeder and manager threads: 0.035 s instead of 0.10-0.13 s for 2,000
+photos) and removes a copy of every byte (no results passed back and written by the parent).
 """
 
 from __future__ import annotations
