@@ -58,7 +58,7 @@ def task_outputs(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 def summarize(run_dir: Path, stages_root: Path, model_name: str) -> str:
     """A few lines for the person at the terminal: where things are and how they went."""
-    from components.promote import stages
+    from components.serving import stages
 
     outputs = task_outputs(run_dir)
 

@@ -24,7 +24,7 @@ def running_emulator(bucket: str):
     inside sees the emulator and none made outside does.
     """
     from components.convert import sources
-    from components.promote import storage
+    from trainer import storage
 
     port = _free_port()
     command = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port)]

@@ -65,7 +65,7 @@ def run_benchmark(
         "in_process": stats.to_dict(),
     }
     if config.http:
-        from components.promote.server import ModelServer
+        from components.serving.server import ModelServer
 
         with ModelServer(saved_model, SERVED_NAME) as server:
             url = f"{server.url.rstrip('/')}/v1/models/{SERVED_NAME}:predict"

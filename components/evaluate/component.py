@@ -44,7 +44,7 @@ def evaluate_model(
         True when every configured threshold passed; False otherwise or when none is configured.
     """
     from components.evaluate.run import run_evaluation, write_outputs
-    from components.promote.stages import resolve_stages_root
+    from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig
 
     config = EvaluateConfig(

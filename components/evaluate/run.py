@@ -43,7 +43,7 @@ def read_baseline(stages_root: Optional[str]) -> Optional[dict[str, Any]]:
     """
     if not stages_root:
         return None
-    from components.promote.stages import read_current
+    from components.serving.stages import read_current
 
     return read_current(stages_root, BASELINE_STAGE)
 

@@ -39,7 +39,7 @@ def promote_model(
         The version the stage serves now.
     """
     from components.promote.promote import promote, render_report
-    from components.promote.stages import resolve_stages_root
+    from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 
     config = PromoteConfig(
@@ -81,7 +81,7 @@ def rollback_stage_op(
         The version the stage serves after the rollback.
     """
     from components.promote.promote import render_report, rollback
-    from components.promote.stages import resolve_stages_root
+    from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 
     config = PromoteConfig(
@@ -127,7 +127,7 @@ def promote_version_op(
         The version ``stage`` serves now.
     """
     from components.promote.promote import promote_version, render_report
-    from components.promote.stages import resolve_stages_root
+    from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 
     config = PromoteConfig(

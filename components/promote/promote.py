@@ -7,7 +7,7 @@ raise -> else record the promotion. Re-running for the model the stage already s
 
 ``rollback``: take the stage's newest version out of service and verify the one before it.
 
-The Kubernetes side (``components.promote.kube``) is imported only for that target.
+The Kubernetes side (``components.serving.deploy``) is imported only for that target.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
-from components.promote import stages, storage
-from components.promote.smoke import run_smoke_tests
+from components.serving import stages
+from components.serving.checks import run_smoke_tests
+from trainer import storage
 from trainer.config import PromoteConfig
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def _stored_smoke_examples(stages_root: str, stage: str) -> list[tuple[bytes, in
 @contextlib.contextmanager
 def _local_server(stages_root: str, stage: str, model_name: str) -> Iterator[Any]:
     """Serve a stage's newest version on loopback (downloading it first if the stage is on GCS)."""
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
 
     base = stages.model_base_path(stages_root, stage, model_name)
     with contextlib.ExitStack() as stack:
@@ -107,7 +108,7 @@ def _serve_and_check(
             return run_smoke_tests(
                 server.url, config.model_name, examples, config.min_smoke_accuracy, expected_version=version
             )
-    from components.promote import kube  # the Kubernetes client, only for this target
+    from components.serving import deploy as kube  # the Kubernetes client, only for this target
 
     args = (config.stage, config.stages_root, config.model_name, version, config.rollout_timeout_s)
     url = kube.rollback_stage(*args) if rollback else kube.deploy_stage(*args)

@@ -61,7 +61,7 @@ def test_saved_model_vs_keras_predict(loaded):
 
 
 def test_http_overhead_vs_in_process(loaded):
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
     from trainer.benchmark import benchmark_http, benchmark_signature
 
     assets, saved, encoded, _, _ = loaded

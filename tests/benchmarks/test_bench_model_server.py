@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from components.promote.load import percentile, run_load
+from components.serving.load import percentile, run_load
 from tests.promote_models import digits, export_tiny_model, png_bytes
 
 pytestmark = pytest.mark.benchmark
@@ -23,7 +23,7 @@ DURATION_S = 20.0
 def test_bench_model_server_load(tmp_path):
     import tensorflow as tf
 
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
 
     export_tiny_model(str(tmp_path / "clf" / "1"), steps=5)
     image = png_bytes(digits()[0][0])

@@ -3,8 +3,8 @@
 import pytest
 from kfp import dsl
 
-from components.promote import stages
 from components.promote.component import promote_model
+from components.serving import stages
 from tests.promote_models import export_tiny_model, write_digits_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -2,9 +2,9 @@ import shutil
 
 import pytest
 
-from components.promote import stages
 from components.promote.promote import PromotionError, promote, render_report, rollback
-from components.promote.smoke import SmokeTestError, http_json, run_smoke_tests
+from components.serving import stages
+from components.serving.checks import SmokeTestError, http_json, run_smoke_tests
 from tests.promote_models import export_tiny_model, write_digits_dataset
 from trainer.config import PromoteConfig
 
@@ -31,7 +31,7 @@ def config(tmp_path, stage="demo", **kw):
 
 
 def serving_version(cfg):
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
 
     with ModelServer(stages.model_base_path(cfg.stages_root, cfg.stage, "clf"), "clf") as srv:
         return int(http_json("GET", f"{srv.url}/v1/models/clf")[1]["model_version_status"][0]["version"])
@@ -87,7 +87,7 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
 
 
 def test_smoke_tests_report_every_failed_check(models):
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
     from tests.promote_models import digits, png_bytes
 
     images, labels = digits()
@@ -122,9 +122,9 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
     tests/integration/test_kube_deploy.py; here deploy_stage/rollback_stage serve the pinned
     version on loopback (what TensorFlow Serving would) or time out.
     """
-    from components.promote import kube
     from components.promote import promote as promote_module
-    from components.promote.server import ModelServer
+    from components.serving import deploy as kube
+    from components.serving.server import ModelServer
 
     servers, calls = [], []
 

@@ -1,6 +1,6 @@
 """A FAKE Kubernetes API server for tests: a small http.server on 127.0.0.1.
 
-It implements only the endpoints ``components/promote/kube.py`` calls, with the API's semantics
+It implements only the endpoints ``components/serving/deploy.py`` calls, with the API's semantics
 as far as they matter there:
 
 - namespaced objects under ``/api/v1/namespaces/<ns>/<plural>[/<name>]`` and

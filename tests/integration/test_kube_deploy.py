@@ -1,4 +1,4 @@
-"""components.promote.kube against the FAKE Kubernetes API server (tests/integration/fake_kube_api.py).
+"""components.serving.deploy against the FAKE Kubernetes API server (tests/integration/fake_kube_api.py).
 
 The real `kubernetes` client talks HTTP to the fake on 127.0.0.1; nothing here has run against a
 real cluster (docs/kubernetes.md says what that leaves untested).
@@ -10,7 +10,8 @@ import kubernetes
 import pytest
 import yaml
 
-from components.promote import kube
+from components import kube as kubeapi
+from components.serving import deploy as kube
 from tests.integration.fake_kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.integration
@@ -96,7 +97,7 @@ def test_redeploying_the_same_version_is_a_no_op(fake, api):
     assert after == before
     assert fake.get("deployments", "ltp-demo", "model-server")["metadata"]["generation"] == generation
     assert sum(1 for r in fake.requests if r[0] == "PATCH") == 2 * writes_before
-    results = kube.apply_objects(
+    results = kubeapi.apply_objects(
         api,
         kube.configure_stage(
             kube.render_stage("demo"),
@@ -198,7 +199,7 @@ def test_forced_apply_takes_back_a_hand_edit_and_unforced_reports_the_conflict(f
     with pytest.raises(
         kube.KubeDeployError, match=r'HTTP 409: Apply failed with 1 conflict\(s\): conflict with "kubectl-edit"'
     ):
-        kube.apply_objects(api, objs, force=False)
+        kubeapi.apply_objects(api, objs, force=False)
 
     deploy(api, version=1)
     image = fake.get("deployments", "ltp-demo", "model-server")["spec"]["template"]["spec"]["containers"][0]["image"]
@@ -253,7 +254,7 @@ def test_no_configuration_at_all_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     with pytest.raises(kube.KubeDeployError, match="no Kubernetes configuration: not in a pod"):
-        kube.load_api_client()
+        kubeapi.load_api_client()
 
 
 # ---- the fake itself keeps the API's semantics that kube.py relies on

@@ -4,7 +4,7 @@ import base64
 
 import pytest
 
-from components.promote.load import percentile, run_load
+from components.serving.load import percentile, run_load
 from tests.promote_models import digits, export_tiny_model, png_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -16,7 +16,7 @@ def test_percentile():
 
 
 def test_eight_clients_without_errors(tmp_path):
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
 
     export_tiny_model(str(tmp_path / "clf" / "1"), steps=5)
     image = png_bytes(digits()[0][0])

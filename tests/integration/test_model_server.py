@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from components.promote.smoke import http_json
+from components.serving.checks import http_json
 from tests.promote_models import digits, export_tiny_model, png_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -26,7 +26,7 @@ def base_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(base_path):
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
 
     with ModelServer(str(base_path), "clf", max_batch_size=8, max_request_bytes=200_000) as srv:
         yield srv
@@ -72,7 +72,9 @@ def test_row_columnar_and_tensor_requests_agree(server):
     status, rows = http_json("POST", url, {"instances": [b64(png_bytes(im)) for im in images[:3]]})
     assert status == 200 and len(rows["predictions"]) == 3
     status, named = http_json("POST", url, {"instances": [{"image_bytes": b64(png_bytes(images[0]))}]})
-    assert status == 200 and named["predictions"][0] == rows["predictions"][0]
+    # Same answer; the last float digits may differ with the batch size (oneDNN picks kernels by shape).
+    assert status == 200 and named["predictions"][0]["classes"] == rows["predictions"][0]["classes"]
+    assert named["predictions"][0]["probabilities"] == pytest.approx(rows["predictions"][0]["probabilities"], abs=1e-6)
     status, cols = http_json("POST", url, {"inputs": {"image_bytes": [b64(png_bytes(im)) for im in images[:3]]}})
     assert status == 200 and cols["outputs"]["classes"] == [p["classes"] for p in rows["predictions"]]
     tensors = (images[:3, :, :, None] / 255.0).tolist()
@@ -144,7 +146,7 @@ def test_concurrent_requests(server):
 
 
 def test_plain_saved_model_folder_and_pinned_version(base_path):
-    from components.promote.server import ModelServer
+    from components.serving.server import ModelServer
 
     with ModelServer(str(base_path / "1"), "plain") as srv:
         assert srv.served_version == 1
@@ -163,7 +165,7 @@ def test_command_line(base_path):
         [
             sys.executable,
             "-m",
-            "components.promote.server",
+            "components.serving.server",
             "--model-base-path",
             str(base_path),
             "--model-name",

@@ -2,8 +2,9 @@
 
 import pytest
 
-from components.promote import stages, storage
+from components.serving import stages
 from tests.gcs_emulator import running_emulator
+from trainer import storage
 
 pytestmark = pytest.mark.integration
 

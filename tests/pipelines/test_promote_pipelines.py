@@ -32,8 +32,8 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path, name):
 def test_promote_and_rollback_pipelines_run_locally(tmp_path):
     from kfp import local
 
-    from components.promote import stages
     from components.promote.promote import promote
+    from components.serving import stages
     from pipelines import promote as promote_pipeline
     from pipelines import rollback as rollback_pipeline
     from tests.promote_models import export_tiny_model, write_digits_dataset

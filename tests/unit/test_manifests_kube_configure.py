@@ -1,11 +1,12 @@
-"""components.promote.kube without an API server: rendering a stage and pinning a model version."""
+"""components.serving.deploy without an API server: rendering a stage and pinning a model version."""
 
 import functools
 
 import kubernetes_validate
 import pytest
 
-from components.promote import kube
+from components import kube as kubeapi
+from components.serving import deploy as kube
 
 ROOT = "gs://models-bucket/stages"
 
@@ -134,4 +135,4 @@ def test_a_rendered_deployment_without_the_model_config_volume_is_refused():
 def test_unsupported_kinds_are_refused_before_any_request():
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ltp-demo"}}
     with pytest.raises(kube.KubeDeployError, match="belong in manifests/namespaces"):
-        kube.apply_objects(None, [namespace])
+        kubeapi.apply_objects(None, [namespace])

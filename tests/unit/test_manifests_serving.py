@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.promote import kube
+from components import kube as kubeapi
+from components.serving import deploy as kube
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -75,7 +76,7 @@ def test_validation_would_catch_a_bad_object():
 def test_one_namespace_per_stage_and_only_kinds_kube_py_applies(name):
     objs = stage(name)
     assert {o["metadata"]["namespace"] for o in objs} == {f"ltp-{name}"}
-    supported = {kind for _, kind in kube._RESOURCES}
+    supported = {kind for _, kind in kubeapi._RESOURCES}
     assert {o["kind"] for o in objs} <= supported
     assert all(o["metadata"]["labels"]["lean-tpu-pipelines.dev/stage"] == name for o in objs)
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from components.promote import stages
+from components.serving import stages
 
 
 def fake_saved_model(path, payload=b"graph"):
@@ -34,7 +34,7 @@ def test_publish_numbers_versions_and_is_idempotent(tmp_path):
 
 
 def test_saved_model_pb_is_copied_last(tmp_path, monkeypatch):
-    from components.promote import storage
+    from trainer import storage
 
     order = []
     real = storage.copy_file

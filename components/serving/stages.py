@@ -19,7 +19,7 @@ import datetime as _dt
 import json
 from typing import Any, Optional
 
-from components.promote import storage
+from trainer import storage
 
 STAGES = ("demo", "staging", "prod")
 ACTIONS = ("promote", "rollback")

@@ -17,7 +17,7 @@ TensorFlow is imported when the server starts, not when this module is imported.
 
 Command line::
 
-    python -m components.promote.server --model-base-path stages/demo/models/classifier \
+    python -m components.serving.server --model-base-path stages/demo/models/classifier \
         --model-name classifier --port 8501
 """
 

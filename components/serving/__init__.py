@@ -1,0 +1,10 @@
+"""Serving services shared by several steps (promote, evaluate, benchmark, monitor).
+
+- ``stages``: the stage registry (model versions, ``current.json``, ``history.jsonl``).
+- ``server``: the local TensorFlow-Serving-compatible model server.
+- ``checks``: the serving checks run after a deploy (each runnable alone).
+- ``load``: a short, bounded load test.
+- ``deploy``: a stage on Kubernetes (render, pin the version, apply, wait, roll back).
+
+This package is not a step: it has no ``component.py``, and any step may import it.
+"""
