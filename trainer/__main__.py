@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainingError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=1))
+    print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=1))
     return 0
 
 

@@ -207,14 +207,15 @@ def benchmark_signature(
 
     plan = plan_batches(len(inputs), num_images, batch_size)
     items = cycle(inputs, num_images)
-    if input_name == "image_bytes":
+    if isinstance(items[0], bytes):
         batches = [tf.constant(items[a:b], dtype=tf.string) for a, b in plan]
     else:
         batches = [tf.constant(np.stack(items[a:b]), dtype=tf.float32) for a, b in plan]
 
     def run(batch):
-        # .numpy() waits for the result: the call is timed to completion, not to dispatch.
-        return fn(**{input_name: batch})["probabilities"].numpy()
+        # .numpy() waits for the results: the call is timed to completion, not to dispatch. Every
+        # output is fetched, whatever the task returns.
+        return [out.numpy() for out in fn(**{input_name: batch}).values()]
 
     return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds)
 

@@ -318,8 +318,8 @@ class EvaluateConfig(ConfigBase):
             better, a maximum). None configured means no blessing (fail closed).
         change_thresholds: metric -> minimum change against the baseline (the model prod serves),
             e.g. ``{accuracy: -0.01}`` tolerates a drop of one point (for ``loss``, the minimum
-            decrease). Metrics: accuracy, top_k_accuracy, loss, macro_precision, macro_recall,
-            macro_f1.
+            decrease). Metrics: the task's (``trainer.tasks``); classification has accuracy,
+            top_k_accuracy, loss, macro_precision, macro_recall, macro_f1.
     """
 
     _section: ClassVar[str] = "evaluate."
@@ -335,13 +335,15 @@ class EvaluateConfig(ConfigBase):
             self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
         if self.top_k < 1:
             self._fail("top_k", f"must be >= 1, got {self.top_k}")
-        # The metric names live with the code that computes them (NumPy only, no TensorFlow).
-        from trainer.evaluate import SCALAR_METRICS
+        # The metric names live with the tasks (no TensorFlow). The config does not know which task
+        # it will judge, so a name of any task passes here; the gate checks it against the model's.
+        from trainer.tasks import TASKS
 
+        known = sorted({m.name for task in TASKS.values() for m in task.metrics})
         for name in ("value_thresholds", "change_thresholds"):
-            unknown = sorted(set(getattr(self, name)) - set(SCALAR_METRICS))
+            unknown = sorted(set(getattr(self, name)) - set(known))
             if unknown:
-                self._fail(name, f"unknown metric {unknown[0]!r}; known metrics: {', '.join(sorted(SCALAR_METRICS))}")
+                self._fail(name, f"unknown metric {unknown[0]!r}; known metrics: {', '.join(known)}")
 
 
 @dataclasses.dataclass(frozen=True)

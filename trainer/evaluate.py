@@ -15,16 +15,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-# The scalar metrics :func:`classification_metrics` produces; thresholds may name any of these.
-# True means higher is better; ``loss`` is the one where lower is better.
-SCALAR_METRICS: dict[str, bool] = {
-    "accuracy": True,
-    "top_k_accuracy": True,
-    "macro_precision": True,
-    "macro_recall": True,
-    "macro_f1": True,
-    "loss": False,
-}
+from trainer.tasks import Classification
+
+# The scalar metrics :func:`classification_metrics` produces (the classification task's table):
+# metric -> higher is better.
+SCALAR_METRICS: dict[str, bool] = Classification().directions()
 
 # The feature keys the evaluation reads (docs/CONTRACTS.md, TFRecord schema).
 _ENCODED_KEY = "image/encoded"
@@ -171,43 +166,6 @@ def classification_metrics(
 # --------------------------------------------------------------------------- TensorFlow side
 
 
-def _load_manifest(dataset_dir: str) -> dict[str, Any]:
-    """The dataset's manifest, through the schema owner's reader when it is there."""
-    from trainer import tfrecords  # imports TensorFlow
-
-    return tfrecords.load_manifest(dataset_dir)
-
-
-def split_shards(manifest: dict[str, Any], dataset_dir: str, split: str) -> tuple[list[str], int]:
-    """The shard paths and example count of a split; fails clearly on a missing or empty split.
-
-    Args:
-        manifest: the parsed ``dataset.json``.
-        dataset_dir: the dataset folder (the Dataset artifact's path).
-        split: the split name.
-
-    Returns:
-        (shard paths, number of examples).
-
-    Raises:
-        EvaluationError: the split is not in the dataset or has no examples.
-    """
-    splits = manifest.get("splits") or {}
-    if split not in splits:
-        raise EvaluationError(
-            f"dataset {dataset_dir} has no split {split!r}; it has {sorted(splits)}. "
-            "Pick one of those (the step's 'split' parameter) or convert with that split."
-        )
-    info = splits[split]
-    count = int(info.get("count", 0))
-    if count == 0 or not info.get("shards"):
-        raise EvaluationError(
-            f"split {split!r} of dataset {dataset_dir} is empty (count={count}); "
-            "give the converter a share for it or evaluate another split"
-        )
-    return [os.path.join(dataset_dir, s["file"]) for s in info["shards"]], count
-
-
 def read_encoded_split(
     dataset_dir: str, split: str, limit: Optional[int] = None
 ) -> tuple[list[bytes], np.ndarray, dict[str, Any]]:
@@ -223,8 +181,11 @@ def read_encoded_split(
     """
     import tensorflow as tf
 
-    manifest = _load_manifest(dataset_dir)
-    files, _ = split_shards(manifest, dataset_dir, split)
+    from trainer import tfrecords
+
+    manifest = tfrecords.load_manifest(dataset_dir)
+    tfrecords.split_count(manifest, split)
+    files = tfrecords.shard_paths(dataset_dir, split, manifest)
     spec = {
         _ENCODED_KEY: tf.io.FixedLenFeature([], tf.string),
         _LABEL_KEY: tf.io.FixedLenFeature([], tf.int64),
@@ -324,8 +285,10 @@ def evaluate_saved_model(
     Returns:
         The metrics, the confusion matrix and the per-class table.
     """
-    manifest = _load_manifest(dataset_dir)
-    split_shards(manifest, dataset_dir, split)
+    from trainer import tfrecords
+
+    manifest = tfrecords.load_manifest(dataset_dir)
+    tfrecords.split_count(manifest, split)
     class_names = list(manifest["classes"])
     _loaded, fn = load_serving_signature(saved_model_dir, len(class_names))
     images, labels, _ = read_encoded_split(dataset_dir, split, limit)

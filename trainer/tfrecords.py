@@ -554,11 +554,37 @@ def shard_paths(dataset_dir: str, split: str, manifest: Mapping[str, Any] | None
     """The shard files of one split, in order, as paths/URIs.
 
     They sit next to ``dataset.json``, or under the manifest's ``shards_dir`` when it has one (a
-    pipeline step whose output artifact only points at a dataset written elsewhere).
+    pipeline step whose output artifact only points at a dataset written elsewhere). This is the
+    one place that turns a manifest into shard paths: training, evaluation, the benchmark, the
+    serving checks' known examples and verify all read shards through it.
+
+    Raises:
+        DatasetError: the split is missing (an empty split has no shards: ``split_count`` refuses it).
     """
     manifest = manifest or load_manifest(dataset_dir)
     splits = manifest["splits"]
     if split not in splits:
-        raise DatasetError(f"split {split!r} is not in {dataset_dir}; it has {sorted(splits)}")
+        split_count(manifest, split)  # raises the one "split is not in" error
     base = manifest.get("shards_dir") or str(dataset_dir)
     return [_join(base, s["file"]) for s in splits[split]["shards"]]
+
+
+def split_count(manifest: Mapping[str, Any], split: str) -> int:
+    """The number of examples in a split; errors if the split is missing or empty.
+
+    Raises:
+        DatasetError: no such split, or a split with no examples or no shards.
+    """
+    splits = manifest["splits"]
+    where = manifest.get("dir", "the dataset")
+    if split not in splits:
+        raise DatasetError(
+            f"split {split!r} is not in {where}; it has {sorted(splits)}. Pick one of those, or convert with that split"
+        )
+    count = int(splits[split].get("count", 0))
+    if count < 1 or not splits[split].get("shards"):
+        raise DatasetError(
+            f"split {split!r} of {where} is empty ({count} examples, {len(splits[split].get('shards') or [])} "
+            "shards); convert with a larger limit_per_split or other split shares"
+        )
+    return count

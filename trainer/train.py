@@ -14,6 +14,7 @@ pod) restores the last checkpoint and trains only the remaining steps, to the sa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -21,11 +22,11 @@ import math
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from trainer import data, distribute, tfrecords
 from trainer.config import TrainConfig
-from trainer.models import ModelError, build_model
+from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,6 @@ SUMMARY_NAME = "training.json"
 STATE_NAME = "state.json"
 # The learning rate in the config is for this global batch; larger batches scale it linearly.
 BASE_BATCH = 128
-# A loss this many times the first one seen is treated as diverged.
-EXPLODE_FACTOR = 1e4
 
 
 class TrainingError(RuntimeError):
@@ -131,164 +130,9 @@ def scaled_learning_rate(config: TrainConfig, global_batch: int) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _callbacks():
-    import keras
-
-    class DivergenceGuard(keras.callbacks.Callback):
-        """Stops training with an error when the loss is NaN/inf or explodes."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.first: float | None = None
-
-        def _check(self, logs: Mapping[str, Any] | None, where: str) -> None:
-            if not logs or "loss" not in logs:
-                return
-            loss = float(logs["loss"])
-            step = _step(self.model.optimizer)
-            if not math.isfinite(loss):
-                raise TrainingDivergedError(
-                    f"the training loss became {loss} at step {step} ({where}); nothing was exported. "
-                    "Lower train.learning_rate, check the data (labels in range, images in [0, 1]), or try "
-                    "precision: float32"
-                )
-            if self.first is None:
-                self.first = max(loss, 1e-3)
-            elif loss > EXPLODE_FACTOR * self.first:
-                raise TrainingDivergedError(
-                    f"the training loss exploded to {loss:.4g} at step {step} ({where}), from {self.first:.4g} at "
-                    "the start; nothing was exported. Lower train.learning_rate"
-                )
-
-        def on_train_batch_end(self, batch, logs=None):
-            self._check(logs, f"batch {batch}")
-
-        def on_epoch_end(self, epoch, logs=None):
-            self._check(logs, f"end of epoch {epoch + 1}")
-
-    class Checkpointer(keras.callbacks.Callback):
-        """Saves a checkpoint every N steps and/or seconds."""
-
-        def __init__(self, manager, every_steps: int, every_seconds: float | None) -> None:
-            super().__init__()
-            self.manager = manager
-            self.every_steps = every_steps
-            self.every_seconds = every_seconds
-            self.last_step = 0
-            self.last_time = time.monotonic()
-
-        def save(self, step: int) -> None:
-            self.manager.save(checkpoint_number=step)
-            self.last_step, self.last_time = step, time.monotonic()
-            log.debug("checkpoint at step %d", step)
-
-        def on_train_begin(self, logs=None):
-            self.last_step = _step(self.model.optimizer)
-            self.last_time = time.monotonic()
-
-        def on_train_batch_end(self, batch, logs=None):
-            step = _step(self.model.optimizer)
-            due = step - self.last_step >= self.every_steps
-            if self.every_seconds is not None:
-                due = due or time.monotonic() - self.last_time >= self.every_seconds
-            if due and step > self.last_step:
-                self.save(step)
-
-    class Throughput(keras.callbacks.Callback):
-        """Training images/s the way the GPU-vs-TPU notebook counts: epoch time, first epoch excluded.
-
-        An epoch's time runs from its start to its last training step (validation excluded). The
-        first epoch of a process carries the tracing/compilation; it is left out when there are
-        later ones. With a single epoch, the time from its first step end (after tracing) to its
-        last is used, or the whole epoch if it ran a single execution.
-        """
-
-        def __init__(self, global_batch: int) -> None:
-            super().__init__()
-            self.global_batch = global_batch
-            self.epochs: list[tuple[float, int]] = []  # (seconds, steps) per epoch
-            self.steady: tuple[float, int] | None = None  # first epoch after its first step end
-
-        def _now(self) -> tuple[float, int]:
-            return time.perf_counter(), _step(self.model.optimizer)
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._begin = self._now()
-            self._first = self._last = None
-
-        def on_train_batch_end(self, batch, logs=None):
-            self._last = self._now()
-            if self._first is None:
-                self._first = self._last
-
-        def on_epoch_end(self, epoch, logs=None):
-            if self._last is None:
-                return
-            if not self.epochs and self._last[1] > self._first[1]:
-                self.steady = (self._last[0] - self._first[0], self._last[1] - self._first[1])
-            self.epochs.append((self._last[0] - self._begin[0], self._last[1] - self._begin[1]))
-
-        @property
-        def images_per_sec(self) -> float | None:
-            timed = self.epochs[1:] or ([self.steady] if self.steady else self.epochs)
-            seconds = sum(t for t, _ in timed)
-            return sum(n for _, n in timed) * self.global_batch / seconds if seconds > 0 else None
-
-    class ScalarLogger(keras.callbacks.Callback):
-        """TensorBoard scalars (losses, metrics, images/s) per epoch, under ``logs/train``.
-
-        Written with TensorFlow's own summary writer and the ``scalars`` plugin tag, so the event
-        files open in TensorBoard without the ``tensorboard`` package installed in the training image
-        (Keras' TensorBoard callback needs it just to write).
-        """
-
-        def __init__(self, log_dir: str, meter: Any) -> None:
-            super().__init__()
-            import tensorflow as tf
-            from tensorflow.core.framework import summary_pb2
-
-            self.tf = tf
-            self.writer = tf.summary.create_file_writer(log_dir)
-            self.metadata = summary_pb2.SummaryMetadata(
-                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-            )
-            self.meter = meter
-
-        def write(self, values: Mapping[str, float], step: int) -> None:
-            with self.writer.as_default():
-                for tag, value in values.items():
-                    self.tf.summary.write(
-                        tag, self.tf.constant(float(value), self.tf.float32), step=step, metadata=self.metadata
-                    )
-            self.writer.flush()
-
-        def on_epoch_end(self, epoch, logs=None):
-            values = {f"epoch_{k}": v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
-            if self.meter.images_per_sec:
-                values["images_per_sec"] = self.meter.images_per_sec
-            self.write(values, epoch + 1)
-
-    return DivergenceGuard, Checkpointer, Throughput, ScalarLogger
-
-
 # ---------------------------------------------------------------------------------------------
 # The training run.
 # ---------------------------------------------------------------------------------------------
-
-
-def _check_model(model: Any, image_shape: tuple[int, int, int], num_classes: int, name: str) -> None:
-    in_shape = tuple(model.inputs[0].shape[1:])
-    out_classes = model.outputs[0].shape[-1]
-    if in_shape != tuple(image_shape):
-        raise TrainingError(
-            f"train.model: {name!r} takes images of shape {in_shape} but the dataset's images are "
-            f"{tuple(image_shape)}; build the model for the dataset's shape or convert with resize"
-        )
-    if out_classes != num_classes:
-        raise TrainingError(
-            f"train.model: {name!r} outputs {out_classes} classes but the dataset has {num_classes}; "
-            "build the model for the dataset's classes"
-        )
 
 
 def _align_steps(
@@ -331,8 +175,116 @@ def _dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(shards, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None = None) -> dict[str, Any]:
-    """Trains a model on a TFRecord dataset and writes the model folder.
+@dataclasses.dataclass(frozen=True)
+class TrainingSummary:
+    """What a finished training reports; written to ``training.json`` (keys as in docs/CONTRACTS.md).
+
+    Attributes:
+        task: the task trained (``classification``, ...).
+        model: the model builder's name.
+        steps: optimizer steps taken (the whole training, resumed parts included).
+        epochs: epochs trained.
+        steps_per_epoch: steps per epoch.
+        global_batch_size: examples per step over all replicas.
+        batch_size_per_replica: examples per step per replica.
+        replicas: replicas in sync.
+        accelerator: ``tpu``, ``gpu`` or ``cpu``.
+        strategy: the tf.distribute strategy's class name.
+        precision: the Keras mixed-precision policy.
+        steps_per_execution: steps per host round trip.
+        jit_compile: whether XLA compiled the step.
+        input_cached: whether decoded training images were cached in memory.
+        learning_rate: the learning rate after scaling with the global batch.
+        images_per_sec: epoch-timed throughput, first epoch excluded (the notebook's way).
+        train_seconds: wall time of the fit loop in this process.
+        resumed_from_step: the checkpoint step this process started from (0 for a fresh start).
+        train_loss: the last epoch's training loss.
+        train_accuracy: the last epoch's training accuracy, for tasks that report one.
+        val_loss: the last epoch's validation loss, when validated.
+        val_accuracy: the last epoch's validation accuracy, for tasks that report one.
+        class_names: class names, index = label.
+        image_shape: ``[height, width, channels]``.
+        dataset: the dataset folder trained on.
+        dataset_fingerprint: the dataset's fingerprint (source fingerprint or shard checksums).
+        config_fingerprint: the training config's fingerprint.
+        history: one row per epoch: ``epoch``, ``step`` and Keras' logs.
+        finished_at: ISO time in UTC.
+    """
+
+    model: str
+    steps: int
+    epochs: int
+    steps_per_epoch: int
+    global_batch_size: int
+    batch_size_per_replica: int
+    replicas: int
+    accelerator: str
+    strategy: str
+    precision: str
+    steps_per_execution: int
+    jit_compile: bool
+    input_cached: bool
+    learning_rate: float
+    images_per_sec: Optional[float]
+    train_seconds: float
+    resumed_from_step: int
+    train_loss: Optional[float]
+    train_accuracy: Optional[float]
+    val_loss: Optional[float]
+    val_accuracy: Optional[float]
+    class_names: list[str]
+    image_shape: list[int]
+    dataset: str
+    dataset_fingerprint: str
+    config_fingerprint: str
+    history: list[dict[str, Any]]
+    finished_at: str
+    task: str = DEFAULT_TASK
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (``training.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainingSummary:
+        """Reads ``training.json``, also as written before the task field existed (classification)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """What is known before TensorFlow starts: the dataset, the task, the folders, the fingerprints."""
+
+    manifest: dict[str, Any]
+    task: Task
+    val_split: Optional[str]
+    ckpt_dir: str
+    fingerprint: str
+    dataset_fp: str
+    history: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """The accelerator-dependent settings, resolved against the strategy."""
+
+    kind: str
+    replicas: int
+    global_batch: int
+    precision: str
+    steps_per_execution: int
+    jit_compile: Any
+    drop_remainder: bool
+    steps_per_epoch: int
+    learning_rate: float
+
+    def total_steps(self, config: TrainConfig) -> int:
+        return config.epochs * self.steps_per_epoch
+
+
+def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None = None) -> TrainingSummary:
+    """Trains a model on a TFRecord dataset for the dataset's task and writes the model folder.
 
     Args:
         dataset_dir: the dataset folder (local or gs://) with ``dataset.json``.
@@ -344,9 +296,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             survive a preempted pod, and the retried one (same URI) resumes from them.
 
     Returns:
-        The training summary written to ``training.json``: steps, epochs, global_batch_size,
-        accelerator, strategy, precision, images_per_sec, final train/validation loss and
-        accuracy, class_names, image_shape, config and dataset fingerprints, and the history.
+        The training summary, also written to ``training.json``.
 
     Raises:
         tfrecords.DatasetError: no/bad ``dataset.json``, a missing or empty split, images of mixed size.
@@ -358,12 +308,97 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     dataset_dir, model_dir = str(dataset_dir), str(model_dir)
+    prepared = _prepare(dataset_dir, model_dir, config, checkpoint_dir)
+    if isinstance(prepared, TrainingSummary):
+        return prepared
 
-    # --- everything that can be checked before TensorFlow builds anything ---------------------
+    import tensorflow as tf
+
+    from trainer import callbacks
+
+    strategy = distribute.get_strategy(config.accelerator)
+    settings = _settings(config, prepared.manifest, strategy)
+    model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
+    manager = tf.train.CheckpointManager(checkpoint, prepared.ckpt_dir, max_to_keep=3)
+    resumed_from = 0
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        resumed_from = _step(optimizer)
+        log.info(
+            "resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, settings.total_steps(config)
+        )
+    # Keep only the epochs the restored weights have actually finished.
+    history = [h for h in prepared.history if h["epoch"] * settings.steps_per_epoch <= resumed_from]
+    _gfile().makedirs(prepared.ckpt_dir)
+    _write_state(prepared, history)
+    train_ds, val_ds, val_steps, cache = _inputs(dataset_dir, config, prepared, settings)
+
+    saver = callbacks.Checkpointer(manager, config.checkpoint_every_steps, config.checkpoint_every_seconds)
+    meter = callbacks.Throughput(settings.global_batch)
+    fit_callbacks = [
+        callbacks.DivergenceGuard(),
+        saver,
+        meter,
+        callbacks.ScalarLogger(_join(model_dir, "logs", "train"), meter),
+    ]
+    started = time.perf_counter()
+    step = resumed_from
+    for epoch in range(step // settings.steps_per_epoch, config.epochs):
+        remaining = (epoch + 1) * settings.steps_per_epoch - step
+        if remaining <= 0:
+            continue
+        if remaining % settings.steps_per_execution:
+            # Keras runs whole executions only; checkpoints of this config always fall on them.
+            raise TrainingError(
+                f"the checkpoint at step {step} is not on a multiple of steps_per_execution "
+                f"({settings.steps_per_execution}); it was written with other settings. Train into a new "
+                "folder (or delete the checkpoints)"
+            )
+        fit = model.fit(
+            train_ds,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
+            steps_per_epoch=remaining,
+            validation_data=val_ds,
+            validation_steps=val_steps,
+            callbacks=fit_callbacks,
+            shuffle=False,  # the tf.data pipeline shuffles
+            verbose=2,
+        )
+        step = _step(optimizer)
+        saver.save(step)
+        history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in fit.history.items()}})
+        _write_state(prepared, history)
+    train_seconds = time.perf_counter() - started
+    if step != settings.total_steps(config):
+        raise TrainingError(f"training ended at step {step}, expected {settings.total_steps(config)}; re-run to resume")
+    summary = _summary(
+        dataset_dir, config, prepared, settings, strategy, step, history, meter, train_seconds, resumed_from, cache
+    )
+    effective = _effective_config(
+        config,
+        precision=settings.precision,
+        steps_per_execution=settings.steps_per_execution,
+        jit_compile=settings.jit_compile,
+    )
+    _export(model, model_dir, effective, summary, prepared)
+    return summary
+
+
+def _prepare(
+    dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None
+) -> _Prepared | TrainingSummary:
+    """Checks everything that can be checked before TensorFlow builds anything.
+
+    Returns the finished training's summary when ``model_dir`` already holds this very training.
+    """
     manifest = tfrecords.load_manifest(dataset_dir)
-    image_shape = data.image_shape_of(manifest)
-    class_names = list(manifest["classes"])
-    train_count = data.split_count(manifest, config.train_split)
+    try:
+        task = task_of_manifest(manifest)
+    except TaskError as err:
+        raise TrainingError(f"{dataset_dir}: {err}") from err
+    task.check_dataset(manifest)
+    data.split_count(manifest, config.train_split)
     val_split = config.validation_split
     if val_split is not None and val_split not in manifest["splits"]:
         log.warning(
@@ -384,7 +419,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             log.info(
                 "%s already holds a finished training (step %s); not training again", model_dir, finished.get("steps")
             )
-            return finished
+            return TrainingSummary.from_dict(finished)
         raise TrainingError(
             f"model_dir: {model_dir} already holds a model trained with another config or dataset "
             f"(config {finished.get('config_fingerprint')} vs {fingerprint}, dataset "
@@ -402,25 +437,33 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             f"model_dir: {ckpt_dir} holds checkpoints of another config or dataset; resuming from them "
             "would mix two trainings. Train into a new folder (or delete the checkpoints)"
         )
+    return _Prepared(
+        manifest=manifest,
+        task=task,
+        val_split=val_split,
+        ckpt_dir=ckpt_dir,
+        fingerprint=fingerprint,
+        dataset_fp=dataset_fp,
+        history=list((state or {}).get("history", [])),
+    )
 
-    import keras
+
+def _settings(config: TrainConfig, manifest: Mapping[str, Any], strategy: Any) -> _Settings:
+    """Batch, precision, steps per execution, XLA and steps per epoch for the strategy."""
     import tensorflow as tf
 
-    strategy = distribute.get_strategy(config.accelerator)
     kind = distribute.accelerator_kind(strategy)
     defaults = distribute.DEFAULTS[kind]
     replicas = strategy.num_replicas_in_sync
     global_batch = resolve_global_batch(config, replicas)
-    precision = config.precision or defaults.precision
     spe = config.steps_per_execution or defaults.steps_per_execution
     if spe > 1 and isinstance(strategy, tf.distribute.MirroredStrategy):
         # Keras 3 fails under MirroredStrategy with several steps per execution ("You must feed a
         # value for placeholder tensor", keras-team/keras#19246, reproduced here with 2 replicas).
         log.warning("steps_per_execution %d is not supported by Keras under MirroredStrategy; using 1", spe)
         spe = 1
-    jit = defaults.jit_compile if config.jit_compile is None else config.jit_compile
-    drop_remainder = defaults.drop_remainder
-    steps_per_epoch, spe = _align_steps(config, spe, manifest, global_batch, drop_remainder)
+    steps_per_epoch, spe = _align_steps(config, spe, manifest, global_batch, defaults.drop_remainder)
+    train_count = data.split_count(manifest, config.train_split)
     if global_batch > train_count:
         log.warning(
             "the global batch (%d) is larger than the %r split (%d examples)",
@@ -428,9 +471,17 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             config.train_split,
             train_count,
         )
-    total_steps = config.epochs * steps_per_epoch
-    lr = scaled_learning_rate(config, global_batch)
-    effective = _effective_config(config, precision=precision, steps_per_execution=spe, jit_compile=jit)
+    settings = _Settings(
+        kind=kind,
+        replicas=replicas,
+        global_batch=global_batch,
+        precision=config.precision or defaults.precision,
+        steps_per_execution=spe,
+        jit_compile=defaults.jit_compile if config.jit_compile is None else config.jit_compile,
+        drop_remainder=defaults.drop_remainder,
+        steps_per_epoch=steps_per_epoch,
+        learning_rate=scaled_learning_rate(config, global_batch),
+    )
     log.info(
         "training %s on %s (%s, %d replicas): global batch %d, lr %.3g, %s, steps_per_execution %d, "
         "jit %s, %d epochs x %d steps",
@@ -439,31 +490,35 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
         type(strategy).__name__,
         replicas,
         global_batch,
-        lr,
-        precision,
+        settings.learning_rate,
+        settings.precision,
         spe,
-        jit,
+        settings.jit_compile,
         config.epochs,
         steps_per_epoch,
     )
+    return settings
+
+
+def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strategy: Any) -> tuple[Any, Any, Any]:
+    """The task's model, compiled, with its optimizer and a checkpoint of both, under the strategy."""
+    import keras
+    import tensorflow as tf
 
     keras.utils.set_random_seed(config.seed)
     previous_policy = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(precision)
+    keras.mixed_precision.set_global_policy(settings.precision)
     try:
         with strategy.scope():
             try:
-                model = build_model(config.model, image_shape, len(class_names), **dict(config.model_options))
-            except ModelError as err:
-                raise TrainingError(f"train.model: {err}") from err
-            _check_model(model, image_shape, len(class_names), config.model)
-            optimizer = keras.optimizers.Adam(learning_rate=lr)
-            model.compile(
-                optimizer=optimizer,
-                loss=keras.losses.SparseCategoricalCrossentropy(),
-                metrics=["accuracy"],
-                steps_per_execution=spe,
-                jit_compile=jit,
+                model = prepared.task.build_model(config, prepared.manifest)
+            except TaskError as err:
+                raise TrainingError(str(err)) from err
+            prepared.task.compile(
+                model,
+                keras.optimizers.Adam(learning_rate=settings.learning_rate),
+                steps_per_execution=settings.steps_per_execution,
+                jit_compile=settings.jit_compile,
             )
             # Under mixed_float16 Keras wraps the optimizer in a LossScaleOptimizer: use the
             # wrapper, whose step count includes the steps it skipped on overflow.
@@ -472,184 +527,150 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+    return model, optimizer, checkpoint
 
-    manager = tf.train.CheckpointManager(checkpoint, ckpt_dir, max_to_keep=3)
-    history: list[dict[str, Any]] = (state or {}).get("history", [])
-    resumed_from = 0
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = _step(optimizer)
-        log.info("resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, total_steps)
-    # Keep only the epochs the restored weights have actually finished.
-    history = [h for h in history if h["epoch"] * steps_per_epoch <= resumed_from]
 
-    def write_state() -> None:
-        _write_text(
-            _join(ckpt_dir, STATE_NAME),
-            json.dumps(
-                {"config_fingerprint": fingerprint, "dataset_fingerprint": dataset_fp, "history": history},
-                indent=1,
-            ),
-        )
-
-    _gfile().makedirs(ckpt_dir)
-    write_state()
+def _inputs(
+    dataset_dir: str, config: TrainConfig, prepared: _Prepared, settings: _Settings
+) -> tuple[Any, Any, Optional[int], bool]:
+    """The training input, the validation input (or None) with its step count, and whether it caches."""
+    manifest, task = prepared.manifest, prepared.task
     cache = 0 < data.cached_size_mb(manifest, config.train_split) <= config.cache_max_mb
     train_ds = data.make_dataset(
         dataset_dir,
         config.train_split,
-        global_batch,
+        settings.global_batch,
         training=True,
-        drop_remainder=drop_remainder,
+        drop_remainder=settings.drop_remainder,
         shuffle_buffer=config.shuffle_buffer,
         augment=config.augment,
         seed=config.seed,
         cache=cache,
         manifest=manifest,
+        task=task,
     )
-    val_ds = None
-    val_steps = config.validation_steps
-    if val_split is not None:
-        val_ds = data.make_dataset(
-            dataset_dir,
-            val_split,
-            global_batch,
-            training=False,
-            drop_remainder=drop_remainder,
-            manifest=manifest,
-        )
-        val_count = data.split_count(manifest, val_split)
-        full = val_count // global_batch if drop_remainder else math.ceil(val_count / global_batch)
-        # A bounded count: Keras then neither warns about running out of data nor reads past the end.
-        val_steps = min(val_steps or full, full)
-        if val_steps < 1:
-            log.warning("validation split %r is smaller than one global batch; no validation", val_split)
-            val_ds, val_steps = None, None
+    if prepared.val_split is None:
+        return train_ds, None, config.validation_steps, cache
+    val_ds = data.make_dataset(
+        dataset_dir,
+        prepared.val_split,
+        settings.global_batch,
+        training=False,
+        drop_remainder=settings.drop_remainder,
+        manifest=manifest,
+        task=task,
+    )
+    val_count = data.split_count(manifest, prepared.val_split)
+    batch = settings.global_batch
+    full = val_count // batch if settings.drop_remainder else math.ceil(val_count / batch)
+    # A bounded count: Keras then neither warns about running out of data nor reads past the end.
+    val_steps = min(config.validation_steps or full, full)
+    if val_steps < 1:
+        log.warning("validation split %r is smaller than one global batch; no validation", prepared.val_split)
+        return train_ds, None, None, cache
+    return train_ds, val_ds, val_steps, cache
 
-    guard_cls, ckpt_cls, meter_cls, scalars_cls = _callbacks()
-    saver = ckpt_cls(manager, config.checkpoint_every_steps, config.checkpoint_every_seconds)
-    meter = meter_cls(global_batch)
-    callbacks = [guard_cls(), saver, meter, scalars_cls(_join(model_dir, "logs", "train"), meter)]
 
-    step = resumed_from
-    started = time.perf_counter()
-    for epoch in range(step // steps_per_epoch, config.epochs):
-        remaining = (epoch + 1) * steps_per_epoch - step
-        if remaining <= 0:
-            continue
-        if remaining % spe:
-            # Keras runs whole executions only; checkpoints of this config always fall on them.
-            raise TrainingError(
-                f"the checkpoint at step {step} is not on a multiple of steps_per_execution ({spe}); it was "
-                "written with other settings. Train into a new folder (or delete the checkpoints)"
-            )
-        fit = model.fit(
-            train_ds,
-            initial_epoch=epoch,
-            epochs=epoch + 1,
-            steps_per_epoch=remaining,
-            validation_data=val_ds,
-            validation_steps=val_steps,
-            callbacks=callbacks,
-            shuffle=False,  # the tf.data pipeline shuffles
-            verbose=2,
-        )
-        step = _step(optimizer)
-        saver.save(step)
-        row = {"epoch": epoch + 1, "step": step}
-        row.update({k: float(v[-1]) for k, v in fit.history.items()})
-        history.append(row)
-        write_state()
-    train_seconds = time.perf_counter() - started
-    if step != total_steps:
-        raise TrainingError(f"training ended at step {step}, expected {total_steps}; re-run to resume")
+def _write_state(prepared: _Prepared, history: list[dict[str, Any]]) -> None:
+    # The fingerprints tie the checkpoints to this training; the history survives a restart.
+    state = {"config_fingerprint": prepared.fingerprint, "dataset_fingerprint": prepared.dataset_fp, "history": history}
+    _write_text(_join(prepared.ckpt_dir, STATE_NAME), json.dumps(state, indent=1))
 
+
+def _summary(
+    dataset_dir: str,
+    config: TrainConfig,
+    prepared: _Prepared,
+    settings: _Settings,
+    strategy: Any,
+    step: int,
+    history: list[dict[str, Any]],
+    meter: Any,
+    train_seconds: float,
+    resumed_from: int,
+    cache: bool,
+) -> TrainingSummary:
     last = history[-1] if history else {}
-    summary: dict[str, Any] = {
-        "model": config.model,
-        "steps": step,
-        "epochs": config.epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "global_batch_size": global_batch,
-        "batch_size_per_replica": global_batch // replicas,
-        "replicas": replicas,
-        "accelerator": kind,
-        "strategy": type(strategy).__name__,
-        "precision": precision,
-        "steps_per_execution": spe,
-        "jit_compile": bool(jit),
-        "input_cached": cache,
-        "learning_rate": lr,
-        "images_per_sec": meter.images_per_sec,
-        "train_seconds": train_seconds,
-        "resumed_from_step": resumed_from,
-        "train_loss": last.get("loss"),
-        "train_accuracy": last.get("accuracy"),
-        "val_loss": last.get("val_loss"),
-        "val_accuracy": last.get("val_accuracy"),
-        "class_names": class_names,
-        "image_shape": list(image_shape),
-        "dataset": dataset_dir,
-        "dataset_fingerprint": dataset_fp,
-        "config_fingerprint": fingerprint,
-        "history": history,
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    _export(model, model_dir, effective, summary, manifest)
-    return summary
+    return TrainingSummary(
+        task=prepared.task.name,
+        model=config.model,
+        steps=step,
+        epochs=config.epochs,
+        steps_per_epoch=settings.steps_per_epoch,
+        global_batch_size=settings.global_batch,
+        batch_size_per_replica=settings.global_batch // settings.replicas,
+        replicas=settings.replicas,
+        accelerator=settings.kind,
+        strategy=type(strategy).__name__,
+        precision=settings.precision,
+        steps_per_execution=settings.steps_per_execution,
+        jit_compile=bool(settings.jit_compile),
+        input_cached=cache,
+        learning_rate=settings.learning_rate,
+        images_per_sec=meter.images_per_sec,
+        train_seconds=train_seconds,
+        resumed_from_step=resumed_from,
+        train_loss=last.get("loss"),
+        train_accuracy=last.get("accuracy"),
+        val_loss=last.get("val_loss"),
+        val_accuracy=last.get("val_accuracy"),
+        class_names=list(prepared.manifest["classes"]),
+        image_shape=list(data.image_shape_of(prepared.manifest)),
+        dataset=dataset_dir,
+        dataset_fingerprint=prepared.dataset_fp,
+        config_fingerprint=prepared.fingerprint,
+        history=history,
+        finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
-def _export(model: Any, model_dir: str, effective: TrainConfig, summary: dict[str, Any], manifest: Mapping) -> None:
-    from trainer.export import export_saved_model
-
+def _export(model: Any, model_dir: str, effective: TrainConfig, summary: TrainingSummary, prepared: _Prepared) -> None:
     gfile = _gfile()
     saved = _join(model_dir, "saved_model")
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
-    export_saved_model(model, saved, summary["class_names"], tuple(summary["image_shape"]))
-    keras_path = _join(model_dir, "model.keras")
-    model.save(keras_path)
+    prepared.task.export(model, saved, prepared.manifest)
+    model.save(_join(model_dir, "model.keras"))
     _write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
-    _write_text(_join(model_dir, "model_card.md"), model_card(summary, manifest))
-    _write_text(_join(model_dir, SUMMARY_NAME), json.dumps(summary, indent=1))
+    _write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))
+    _write_text(_join(model_dir, SUMMARY_NAME), json.dumps(summary.to_dict(), indent=1))
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def model_card(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
-    """A short Markdown model card: dataset, accelerator, steps, final metrics."""
+def model_card(summary: TrainingSummary, manifest: Mapping[str, Any], task: Task) -> str:
+    """A short Markdown model card: dataset, accelerator, steps, the task's final metrics, serving."""
     source = manifest.get("source") or {}
     counts = {s: v.get("count") for s, v in manifest["splits"].items()}
-    classes = summary["class_names"]
+    classes = summary.class_names
+    outputs = " and ".join(f"`{name}`" for name in task.serving.outputs)
     lines = [
-        f"# Model card: {summary['model']}",
+        f"# Model card: {summary.model}",
         "",
         "## Dataset",
-        f"- location: `{summary['dataset']}` (source `{source.get('uri', 'n/a')}`, fingerprint "
-        f"`{summary['dataset_fingerprint']}`)",
+        f"- location: `{summary.dataset}` (source `{source.get('uri', 'n/a')}`, fingerprint "
+        f"`{summary.dataset_fingerprint}`)",
         f"- examples per split: {', '.join(f'{k} {v}' for k, v in counts.items())}",
-        f"- images: {'x'.join(str(v) for v in summary['image_shape'])}; {len(classes)} classes: "
+        f"- images: {'x'.join(str(v) for v in summary.image_shape)}; {len(classes)} classes: "
         f"{', '.join(classes[:20])}{' ...' if len(classes) > 20 else ''}",
         "",
         "## Training",
-        f"- accelerator: {summary['accelerator']} ({summary['strategy']}, {summary['replicas']} replicas), "
-        f"precision {summary['precision']}, XLA {summary['jit_compile']}",
-        f"- {summary['steps']} steps = {summary['epochs']} epochs x {summary['steps_per_epoch']} steps, global "
-        f"batch {summary['global_batch_size']}, learning rate {summary['learning_rate']:.4g}",
-        f"- throughput: {_fmt(summary['images_per_sec'], '.0f')} images/s; config `{summary['config_fingerprint']}`",
+        f"- task: {summary.task}",
+        f"- accelerator: {summary.accelerator} ({summary.strategy}, {summary.replicas} replicas), "
+        f"precision {summary.precision}, XLA {summary.jit_compile}",
+        f"- {summary.steps} steps = {summary.epochs} epochs x {summary.steps_per_epoch} steps, global "
+        f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",
+        f"- throughput: {_fmt(summary.images_per_sec, '.0f')} images/s; config `{summary.config_fingerprint}`",
         "",
         "## Final metrics",
-        "| | loss | accuracy |",
-        "|---|---|---|",
-        f"| train | {_fmt(summary['train_loss'])} | {_fmt(summary['train_accuracy'])} |",
-        f"| validation | {_fmt(summary['val_loss'])} | {_fmt(summary['val_accuracy'])} |",
+        *task.describe(summary.to_dict()),
         "",
         "## Serving",
-        "`saved_model/` signatures: `serving_default` (encoded image bytes in) and `serving_tensors` "
-        "(float32 images in [0, 1]); both return `probabilities` and `classes`.",
+        f"`saved_model/` signatures: `serving_default` (encoded image bytes in) and `{task.serving.tensor_signature}` "
+        f"(float32 images in [0, 1]); both return {outputs}.",
         "",
     ]
     return "\n".join(lines)

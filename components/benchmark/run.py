@@ -40,18 +40,20 @@ def run_benchmark(
         time / in-process time); also ``in_process`` and ``http`` with the full statistics.
     """
     from trainer.benchmark import benchmark_http, benchmark_signature
-    from trainer.evaluate import load_serving_signature, read_encoded_split, split_shards
-    from trainer.tfrecords import load_manifest
+    from trainer.evaluate import read_encoded_split
+    from trainer.tasks import task_of_model
+    from trainer.tfrecords import load_manifest, split_count
 
+    task = task_of_model(model_dir)
     price = lookup(load_price_table(config.price_table), config.accelerator)
     manifest = load_manifest(dataset_dir)
-    _, count = split_shards(manifest, dataset_dir, split)
+    count = split_count(manifest, split)
     saved_model = os.path.join(model_dir, "saved_model")
-    _loaded, fn = load_serving_signature(saved_model, len(manifest["classes"]))
+    _loaded, fn = task.serving_function(saved_model, manifest)
     # Distinct images beyond num_images add nothing: the benchmark cycles over what it reads.
     images, _, _ = read_encoded_split(dataset_dir, split, min(count, config.num_images))
     stats = benchmark_signature(
-        fn, images, "image_bytes", config.num_images, config.batch_size, config.warmup_batches, config.rounds
+        fn, images, task.serving.input_name, config.num_images, config.batch_size, config.warmup_batches, config.rounds
     )
     row: dict[str, Any] = {
         "accelerator": price.name,

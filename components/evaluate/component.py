@@ -28,11 +28,14 @@ def evaluate_model(
     Args:
         model: the trained model folder (``saved_model/`` inside).
         dataset: the TFRecord dataset folder.
-        metrics: scalar metrics (accuracy, top-k accuracy, loss, macro precision/recall/F1).
-        confusion: the confusion matrix (drawn by the Kubeflow UI).
-        report: Markdown: decision, metrics, per-class table, most confused pairs.
+        metrics: the task's scalar metrics (classification: accuracy, top-k accuracy, loss, macro
+            precision/recall/F1).
+        confusion: the confusion matrix (drawn by the Kubeflow UI), for tasks that have one.
+        report: Markdown: decision, metrics, the task's tables (classification: per class, most
+            confused pairs).
         blessing: JSON: decision, reasons, checks, baseline.
-        value_thresholds: metric -> bound (``loss`` an upper bound, others lower bounds).
+        value_thresholds: metric -> bound (a lower bound where higher is better, an upper bound for
+            ``loss``: the task says which).
         change_thresholds: metric -> minimum improvement over the model prod serves now.
         stages_root: the promotion records; empty means ``<pipeline_root>/stages``.
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
@@ -55,9 +58,10 @@ def evaluate_model(
         change_thresholds=change_thresholds or {},
     )
     outcome = run_evaluation(model.path, dataset.path, config, resolve_stages_root(stages_root, pipeline_root))
-    for name, value in outcome.result.metrics.items():
+    for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)
-    confusion.log_confusion_matrix(outcome.result.class_names, outcome.result.confusion)
+    if outcome.confusion is not None:
+        confusion.log_confusion_matrix(*outcome.confusion)
     write_outputs(outcome, report.path, blessing.path)
     blessing.metadata.update({"blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons})
     return outcome.decision.blessed

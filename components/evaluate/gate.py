@@ -3,7 +3,8 @@
 A model is blessed only when thresholds are configured and every one of them passes:
 
 - value thresholds: ``{metric: bound}``; for metrics where higher is better (accuracy, ...)
-  the value must be >= bound, for ``loss`` (lower is better) <= bound.
+  the value must be >= bound, for those where lower is better (``loss``) <= bound. Which is
+  which comes from the task (``Task.directions()``): the gate assumes no metric.
 - change thresholds: ``{metric: minimum improvement}`` against the baseline, the model prod
   serves now. Improvement is ``value - baseline`` for higher-is-better metrics and
   ``baseline - value`` for ``loss``, so ``{accuracy: -0.01}`` tolerates a drop of one point and
@@ -19,8 +20,6 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any, Optional
-
-from trainer.evaluate import SCALAR_METRICS
 
 
 class ThresholdError(ValueError):
@@ -51,7 +50,7 @@ class Decision:
 def validate_thresholds(
     value_thresholds: Optional[Mapping[str, Any]],
     change_thresholds: Optional[Mapping[str, Any]],
-    known: Mapping[str, bool] = SCALAR_METRICS,
+    known: Mapping[str, bool],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Checks threshold names and values before any work is done.
 
@@ -87,7 +86,7 @@ def decide(
     value_thresholds: Optional[Mapping[str, float]],
     change_thresholds: Optional[Mapping[str, float]],
     baseline: Optional[Mapping[str, float]],
-    known: Mapping[str, bool] = SCALAR_METRICS,
+    known: Mapping[str, bool],
 ) -> Decision:
     """Decides whether a model is blessed.
 
@@ -96,18 +95,19 @@ def decide(
         value_thresholds: metric -> bound (see the module docstring).
         change_thresholds: metric -> minimum improvement over the baseline.
         baseline: the metrics of the model prod serves now, or None when there is none.
-        known: metric name -> higher is better.
+        known: metric name -> higher is better (the task's ``directions()``).
 
     Returns:
         The decision with a reason per check.
     """
     values, changes = validate_thresholds(value_thresholds, change_thresholds, known)
+    example = next(iter(known), "accuracy")
     if not values and not changes:
         return Decision(
             blessed=False,
             reasons=[
                 "not blessed: no thresholds configured (fail closed); set value_thresholds, e.g. "
-                "{accuracy: 0.8}, and/or change_thresholds, e.g. {accuracy: -0.01}"
+                f"{{{example}: 0.8}}, and/or change_thresholds, e.g. {{{example}: -0.01}}"
             ],
             checks=[],
             baseline=dict(baseline) if baseline is not None else None,
@@ -175,7 +175,7 @@ def decide(
         # Only change thresholds were set and there is no baseline: nothing judged the model.
         reasons.append(
             "not blessed: no baseline and no value thresholds, so nothing judged this first model "
-            "(fail closed); add value_thresholds, e.g. {accuracy: 0.8}"
+            f"(fail closed); add value_thresholds, e.g. {{{example}: 0.8}}"
         )
         return Decision(blessed=False, reasons=reasons, checks=checks, baseline=baseline_copy)
     blessed = all(c["passed"] for c in checks)

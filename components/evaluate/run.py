@@ -13,9 +13,11 @@ from typing import Any, Optional
 from components.evaluate.gate import Decision, decide, validate_thresholds
 from components.evaluate.report import blessing_record, render_report
 from trainer.config import EvaluateConfig
-from trainer.evaluate import EvaluationResult
+from trainer.tasks import TaskError, task_of_model
 
 BASELINE_STAGE = "prod"
+# The Markdown report of each task's evaluation result (the step's own rendering).
+REPORTS = {"classification": render_report}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,16 +25,29 @@ class EvaluationOutcome:
     """What the evaluation step produced.
 
     Attributes:
-        result: metrics, confusion matrix, per-class table.
+        task: the task evaluated.
+        result: the task's evaluation result (``metrics`` and the task's tables).
         decision: the gate's decision.
         report: the Markdown report.
         blessing: the blessing artifact's JSON content.
     """
 
-    result: EvaluationResult
+    task: str
+    result: Any
     decision: Decision
     report: str
     blessing: dict[str, Any]
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The scalar metrics (the step's ``Metrics`` artifact)."""
+        return dict(self.result.metrics)
+
+    @property
+    def confusion(self) -> Optional[tuple[list[str], list[list[int]]]]:
+        """(class names, matrix) for the Kubeflow UI's confusion matrix, when the task has one."""
+        matrix = getattr(self.result, "confusion", None)
+        return None if matrix is None else (list(self.result.class_names), matrix)
 
 
 def read_baseline(stages_root: Optional[str]) -> Optional[dict[str, Any]]:
@@ -70,9 +85,10 @@ def run_evaluation(
     Returns:
         The result, the decision, the report and the blessing record.
     """
-    from trainer.evaluate import evaluate_saved_model
-
-    validate_thresholds(config.value_thresholds, config.change_thresholds)
+    task = task_of_model(model_dir)
+    if task.name not in REPORTS:
+        raise TaskError(f"the evaluate step has no report for task {task.name!r}; it knows {sorted(REPORTS)}")
+    validate_thresholds(config.value_thresholds, config.change_thresholds, task.directions())
     baseline_entry = read_baseline(stages_root)
     baseline = None
     if baseline_entry is not None:
@@ -81,17 +97,11 @@ def run_evaluation(
             for k, v in (baseline_entry.get("metrics") or {}).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
-    result = evaluate_saved_model(
-        os.path.join(model_dir, "saved_model"),
-        dataset_dir,
-        split=config.split,
-        batch_size=config.batch_size,
-        top_k=config.top_k,
-        limit=limit,
-    )
-    decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline)
-    report = render_report(result, decision, config.split, model_dir, baseline_entry)
+    result = task.evaluate(os.path.join(model_dir, "saved_model"), dataset_dir, config, limit)
+    decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline, task.directions())
+    report = REPORTS[task.name](result, decision, config.split, model_dir, baseline_entry)
     return EvaluationOutcome(
+        task=task.name,
         result=result,
         decision=decision,
         report=report,

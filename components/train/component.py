@@ -37,7 +37,7 @@ def train_model(
             parameters above win over it. Empty for none.
     """
     import trainer  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow is imported)
-    from components.train.run import checkpoint_uri, describe_model, train_config
+    from components.train.run import checkpoint_uri, describe_model, scalar_metrics, train_config
     from trainer.train import train
 
     config = train_config(
@@ -51,6 +51,5 @@ def train_model(
     )
     summary = train(dataset.path, model.path, config, checkpoint_dir=checkpoint_uri(model.uri))
     model.metadata.update(describe_model(summary, config))
-    for name in ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_sec", "steps"):
-        if summary.get(name) is not None:
-            metrics.log_metric(name, float(summary[name]))
+    for name, value in scalar_metrics(summary).items():
+        metrics.log_metric(name, value)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from trainer.config import ConfigError, TrainConfig
+
+if TYPE_CHECKING:
+    from trainer.train import TrainingSummary
 
 
 def train_config(config_yaml: str = "", **fields: Any) -> TrainConfig:
@@ -49,28 +52,39 @@ def checkpoint_uri(model_uri: str) -> str | None:
     return None
 
 
-def describe_model(summary: Mapping[str, Any], config: TrainConfig) -> dict[str, Any]:
+def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, Any]:
     """The Model artifact's metadata: what it was trained on and how to call it."""
-    height, width, channels = summary["image_shape"]
+    from trainer.tasks import get_task
+
+    task = get_task(summary.task)
+    height, width, channels = summary.image_shape
     return {
         "framework": "tensorflow",
-        "model": summary["model"],
-        "accelerator": summary["accelerator"],
-        "strategy": summary["strategy"],
-        "replicas": summary["replicas"],
-        "precision": summary["precision"],
+        "task": summary.task,
+        "model": summary.model,
+        "accelerator": summary.accelerator,
+        "strategy": summary.strategy,
+        "replicas": summary.replicas,
+        "precision": summary.precision,
         "config_hash": config.fingerprint(),
-        "dataset_fingerprint": summary["dataset_fingerprint"],
-        "class_names": list(summary["class_names"]),
+        "dataset_fingerprint": summary.dataset_fingerprint,
+        "class_names": list(summary.class_names),
         "image_shape": [height, width, channels],
         "input_signature": {
-            "serving_default": {"image_bytes": "tf.string [None] (encoded PNG/JPEG/GIF/BMP)"},
-            "serving_tensors": {"images": f"float32 [None, {height}, {width}, {channels}] in [0, 1]"},
+            "serving_default": {task.serving.input_name: "tf.string [None] (encoded PNG/JPEG/GIF/BMP)"},
+            task.serving.tensor_signature: {"images": f"float32 [None, {height}, {width}, {channels}] in [0, 1]"},
         },
-        "output_signature": {
-            "probabilities": f"float32 [None, {len(summary['class_names'])}]",
-            "classes": "int64 [None]",
-        },
-        "steps": summary["steps"],
-        "images_per_sec": summary["images_per_sec"],
+        "output_signature": task.output_signature(len(summary.class_names)),
+        "steps": summary.steps,
+        "images_per_sec": summary.images_per_sec,
     }
+
+
+# The training figures the step logs as Metrics, when the task reports them.
+METRIC_FIELDS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_sec", "steps")
+
+
+def scalar_metrics(summary: TrainingSummary) -> dict[str, float]:
+    """The training figures for the step's ``Metrics`` artifact (those that are not None)."""
+    values = summary.to_dict()
+    return {name: float(values[name]) for name in METRIC_FIELDS if values.get(name) is not None}

@@ -95,7 +95,7 @@ def trainer_way(dataset: str, batch: int, images: int, epochs: int, workdir: str
         checkpoint_every_steps=10**6,
     )
     summary = train(dataset, os.path.join(workdir, f"m-{batch}-{time.time_ns()}"), config)
-    return float(summary["images_per_sec"])
+    return float(summary.images_per_sec)
 
 
 def input_only(dataset: str, batch: int, images: int, cache: bool) -> float:

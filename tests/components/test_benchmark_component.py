@@ -9,6 +9,7 @@ from components.benchmark.component import benchmark_inference
 from components.benchmark.prices import PriceTableError
 from tests.eval_bench_fixtures import tiny_assets
 from trainer.evaluate import EvaluationError
+from trainer.tfrecords import DatasetError
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -71,6 +72,6 @@ def test_bad_input_fails_before_timing(tmp_path):
         _run(tmp_path, price_table=str(bad))
     with pytest.raises(EvaluationError, match="predicts 3 classes"):
         _run(tmp_path, model_path=tiny_assets()["wrong_model"])
-    with pytest.raises(EvaluationError, match="is empty"):
+    with pytest.raises(DatasetError, match="is empty"):
         _run(tmp_path, split="validation")
     assert not (tmp_path / "report.md").exists()

@@ -9,6 +9,7 @@ import pytest
 from components.evaluate.component import evaluate_model
 from tests.eval_bench_fixtures import stages_with_prod, tiny_assets
 from trainer.evaluate import EvaluationError
+from trainer.tfrecords import DatasetError
 
 pytestmark = pytest.mark.slow
 
@@ -74,9 +75,9 @@ def test_compares_with_prod(tmp_path):
 def test_bad_input_fails_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="unknown metric .acc."):
         _run(tmp_path, value_thresholds={"acc": 0.5})
-    with pytest.raises(EvaluationError, match="split 'validation' .* is empty"):
+    with pytest.raises(DatasetError, match="split 'validation' .* is empty"):
         _run(tmp_path, value_thresholds={"accuracy": 0.5}, split="validation")
-    with pytest.raises(EvaluationError, match="no split 'holdout'"):
+    with pytest.raises(DatasetError, match="split 'holdout' is not in"):
         _run(tmp_path, value_thresholds={"accuracy": 0.5}, split="holdout")
     with pytest.raises(EvaluationError, match="predicts 3 classes but the dataset has 10"):
         _run(tmp_path, value_thresholds={"accuracy": 0.5}, model_path=tiny_assets()["wrong_model"])

@@ -30,7 +30,7 @@ def test_train_model_component_writes_model_and_metrics(tmp_path):
     expected = {"saved_model", "model.keras", "training.json", "config.yaml", "model_card.md"}
     assert expected <= set(os.listdir(model.path))
     summary = json.loads(open(os.path.join(model.path, "training.json")).read())
-    assert summary["steps"] == 4  # steps_per_epoch 0 = one pass: 64 / 16
+    assert summary["steps"] == 4 and summary["task"] == "classification"  # steps_per_epoch 0 = one pass: 64 / 16
     meta = model.metadata
     assert meta["accelerator"] == "cpu"
     assert meta["class_names"] == ["class_0", "class_1", "class_2", "class_3"]

@@ -33,17 +33,25 @@ def test_pipeline_compiles_fast_without_tensorflow(tmp_path):
     assert params["parallelism"]["defaultValue"] == 4
 
 
-@pytest.mark.slow
-def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path):
+@pytest.fixture(scope="module")
+def fanout(tmp_path_factory):
+    """The fan-out pipeline's run under kfp.local: its output Dataset and the pipeline root."""
     import kfp.local
 
-    from components.convert import convert
     from pipelines.tfrecords import pipeline
+
+    root = tmp_path_factory.mktemp("fanout") / "root"
+    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(root))
+    run = pipeline(source="digits", limit_per_split=30, target_shard_mb=0.003, parallelism=2, workers=1, verify=False)
+    return run.output, root
+
+
+@pytest.mark.slow
+def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path, fanout):
+    from components.convert import convert
     from trainer.config import ConvertConfig
 
-    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
-    run = pipeline(source="digits", limit_per_split=30, target_shard_mb=0.003, parallelism=2, workers=1, verify=False)
-    ds = run.output
+    ds, _ = fanout
     manifest = json.load(open(os.path.join(ds.path, "dataset.json")))
     assert ds.metadata["counts"] == {"train": 30, "validation": 30, "test": 30}
     shards = {s["file"]: s["crc32c"] for v in manifest["splits"].values() for s in v["shards"]}
@@ -51,6 +59,40 @@ def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path
     assert not os.path.exists(os.path.join(ds.path, "_convert"))
     single = convert(ConvertConfig(source="digits", limit_per_split=30, target_shard_mb=0.003), str(tmp_path / "one"))
     assert shards == {s["file"]: s["crc32c"] for v in single["splits"].values() for s in v["shards"]}
+
+
+@pytest.mark.slow
+def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, fanout):
+    # The fan-out pipeline publishes a pointer dataset.json (its shards stay where the pods wrote
+    # them); every consumer must find the shards through the one reader, trainer.tfrecords.
+    from components.benchmark.run import run_benchmark
+    from components.evaluate.run import run_evaluation
+    from components.promote.promote import promote
+    from trainer.config import BenchmarkConfig, EvaluateConfig, PromoteConfig, TrainConfig
+    from trainer.train import train
+
+    # kfp.local follows the finalize step's changed artifact URI to the shards; an orchestrator that
+    # keeps the original URI gets the step's own folder, holding only the pointer manifest.
+    ds, root = fanout
+    (pointer_path,) = [p.parent for p in root.rglob("dataset.json") if "shards_dir" in json.loads(p.read_text())]
+    dataset = str(pointer_path)
+    assert not list(pointer_path.glob("*.tfrecord")) and json.loads((pointer_path / "dataset.json").read_text())[
+        "shards_dir"
+    ] == ds.path.rstrip("/")
+    model_dir = str(tmp_path / "model")
+    summary = train(dataset, model_dir, TrainConfig(epochs=2, batch_size_per_replica=10, learning_rate=0.01))
+    assert summary.steps == 6 and summary.val_loss is not None
+    evaluation = run_evaluation(model_dir, dataset, EvaluateConfig(value_thresholds={"accuracy": 0.0}))
+    assert evaluation.metrics["num_examples"] == 30 and evaluation.decision.blessed
+    row = run_benchmark(model_dir, dataset, BenchmarkConfig(num_images=40, batch_size=20, rounds=1))
+    assert row["num_images"] == 40 and row["http_num_images"] == 40
+    result = promote(
+        model_dir,
+        dataset,
+        PromoteConfig(stages_root=str(tmp_path / "stages"), model_name="digits", min_smoke_accuracy=0.0),
+        run_id="pointer",
+    )
+    assert result["version"] == 1 and result["checks"]["prediction"]["passed"]
 
 
 def test_a_pointer_manifest_leads_to_the_shards(tmp_path):

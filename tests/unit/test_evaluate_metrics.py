@@ -7,7 +7,7 @@ from sklearn.metrics import log_loss, precision_recall_fscore_support, top_k_acc
 
 from components.evaluate.gate import decide
 from components.evaluate.report import blessing_record, render_report
-from trainer.evaluate import EvaluationError, classification_metrics, most_confused_pairs
+from trainer.evaluate import SCALAR_METRICS, EvaluationError, classification_metrics, most_confused_pairs
 
 NAMES = ["cat", "dog", "bird", "fish"]
 
@@ -57,7 +57,7 @@ def test_most_confused_pairs_and_report():
     assert most_confused_pairs(matrix, ["a", "b", "c"], 2) == [("c", "a", 7), ("a", "b", 3)]
     labels, probs = _data(80)
     r = classification_metrics(labels, probs, NAMES)
-    d = decide(r.metrics, {"accuracy": 0.99}, {}, None)
+    d = decide(r.metrics, {"accuracy": 0.99}, {}, None, SCALAR_METRICS)
     text = render_report(r, d, "test", "/m")
     assert "NOT BLESSED" in text and "| cat |" in text and "Most confused pairs" in text
     assert "Baseline: none" in text

@@ -3,67 +3,84 @@
 import pytest
 
 from components.evaluate.gate import ThresholdError, decide, validate_thresholds
+from trainer.tasks import get_task
 
 GOOD = {"accuracy": 0.9, "loss": 0.3, "macro_f1": 0.88, "top_k_accuracy": 0.99}
+# The gate assumes no metric: the classification task says which direction each one is better in.
+KNOWN = get_task("classification").directions()
+
+
+def decide_(metrics, values, changes, baseline):
+    return decide(metrics, values, changes, baseline, KNOWN)
+
+
+def validate_(values, changes):
+    return validate_thresholds(values, changes, KNOWN)
+
+
+def test_directions_come_from_the_task():
+    # With a task where accuracy is lower-is-better, the same bound judges the other way round.
+    assert decide(GOOD, {"accuracy": 0.95}, {}, None, {"accuracy": False}).blessed
+    assert not decide(GOOD, {"accuracy": 0.95}, {}, None, KNOWN).blessed
 
 
 def test_no_thresholds_is_not_blessed():
-    d = decide(GOOD, {}, {}, baseline={"accuracy": 0.1})
+    d = decide_(GOOD, {}, {}, baseline={"accuracy": 0.1})
     assert not d.blessed
     assert "no thresholds configured" in d.reasons[0]
-    assert decide(GOOD, None, None, None).blessed is False
+    assert decide_(GOOD, None, None, None).blessed is False
 
 
 def test_value_thresholds_pass_and_fail():
-    assert decide(GOOD, {"accuracy": 0.85}, {}, None).blessed
-    failed = decide(GOOD, {"accuracy": 0.95, "macro_f1": 0.5}, {}, None)
+    assert decide_(GOOD, {"accuracy": 0.85}, {}, None).blessed
+    failed = decide_(GOOD, {"accuracy": 0.95, "macro_f1": 0.5}, {}, None)
     assert not failed.blessed
     assert [c["passed"] for c in failed.checks] == [False, True]
     assert any(r.startswith("FAIL: accuracy") for r in failed.reasons)
 
 
 def test_loss_is_an_upper_bound():
-    assert decide(GOOD, {"loss": 0.5}, {}, None).blessed
-    assert not decide(GOOD, {"loss": 0.2}, {}, None).blessed
+    assert decide_(GOOD, {"loss": 0.5}, {}, None).blessed
+    assert not decide_(GOOD, {"loss": 0.2}, {}, None).blessed
 
 
 def test_change_thresholds_against_prod():
     prod = {"accuracy": 0.905, "loss": 0.25}
     # a drop of half a point is tolerated by -0.01, not by 0.0
-    assert decide(GOOD, {}, {"accuracy": -0.01}, prod).blessed
-    assert not decide(GOOD, {}, {"accuracy": 0.0}, prod).blessed
+    assert decide_(GOOD, {}, {"accuracy": -0.01}, prod).blessed
+    assert not decide_(GOOD, {}, {"accuracy": 0.0}, prod).blessed
     # loss 0.3 vs prod 0.25 is a worsening of 0.05
-    d = decide(GOOD, {}, {"loss": -0.01}, prod)
+    d = decide_(GOOD, {}, {"loss": -0.01}, prod)
     assert not d.blessed
     assert d.checks[0]["baseline"] == 0.25
 
 
 def test_no_baseline_judges_by_value_thresholds_and_says_so():
-    d = decide(GOOD, {"accuracy": 0.8}, {"accuracy": 0.0}, None)
+    d = decide_(GOOD, {"accuracy": 0.8}, {"accuracy": 0.0}, None)
     assert d.blessed
     assert any("no baseline" in r for r in d.reasons)
     assert [c["kind"] for c in d.checks] == ["value"]
 
 
 def test_only_change_thresholds_and_no_baseline_fails_closed():
-    d = decide(GOOD, {}, {"accuracy": 0.0}, None)
+    d = decide_(GOOD, {}, {"accuracy": 0.0}, None)
     assert not d.blessed
     assert any("nothing judged" in r for r in d.reasons)
 
 
 def test_baseline_without_the_metric_fails_closed():
-    d = decide(GOOD, {"accuracy": 0.5}, {"accuracy": -0.01}, {})
+    d = decide_(GOOD, {"accuracy": 0.5}, {"accuracy": -0.01}, {})
     assert not d.blessed
     assert any("baseline (prod) has no accuracy" in r for r in d.reasons)
 
 
 def test_unknown_metric_is_a_clear_error():
     with pytest.raises(ThresholdError, match="unknown metric 'acuracy'.*known metrics: accuracy"):
-        validate_thresholds({"acuracy": 0.8}, None)
+        validate_({"acuracy": 0.8}, None)
     with pytest.raises(ThresholdError, match="change_thresholds"):
-        decide(GOOD, {}, {"f2": 0.1}, None)
+        decide_(GOOD, {}, {"f2": 0.1}, None)
     with pytest.raises(ThresholdError, match="finite number"):
-        validate_thresholds({"accuracy": "high"}, None)
+        validate_({"accuracy": "high"}, None)
 
 
 def test_evaluate_config_rejects_unknown_metrics_at_load():

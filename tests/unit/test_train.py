@@ -12,7 +12,14 @@ from tests.unit.train_datasets import make_images, write_dataset
 from trainer import models
 from trainer.config import TrainConfig
 from trainer.tfrecords import DatasetError
-from trainer.train import TrainingDivergedError, TrainingError, resolve_global_batch, scaled_learning_rate, train
+from trainer.train import (
+    TrainingDivergedError,
+    TrainingError,
+    TrainingSummary,
+    resolve_global_batch,
+    scaled_learning_rate,
+    train,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -41,17 +48,19 @@ def test_model_folder_and_summary(trained):
         "saved_model",
         "training.json",
     ]
-    assert json.loads(open(os.path.join(model_dir, "training.json")).read()) == summary
-    assert summary["steps"] == 16 and summary["epochs"] == 2 and summary["steps_per_epoch"] == 8
-    assert summary["global_batch_size"] == 16 and summary["replicas"] == 1
-    assert summary["accelerator"] == "cpu" and summary["precision"] == "float32" and summary["jit_compile"] is False
-    assert summary["class_names"] == ["class_0", "class_1", "class_2", "class_3"]
-    assert summary["image_shape"] == [28, 28, 1]
-    assert summary["images_per_sec"] > 0
-    assert summary["learning_rate"] == pytest.approx(0.004 * 16 / 128)
+    written = json.loads(open(os.path.join(model_dir, "training.json")).read())
+    assert written == summary.to_dict() and written["task"] == "classification"
+    assert TrainingSummary.from_dict(written) == summary
+    assert summary.steps == 16 and summary.epochs == 2 and summary.steps_per_epoch == 8
+    assert summary.global_batch_size == 16 and summary.replicas == 1
+    assert summary.accelerator == "cpu" and summary.precision == "float32" and summary.jit_compile is False
+    assert summary.class_names == ["class_0", "class_1", "class_2", "class_3"]
+    assert summary.image_shape == [28, 28, 1]
+    assert summary.images_per_sec > 0
+    assert summary.learning_rate == pytest.approx(0.004 * 16 / 128)
     # The synthetic classes are easy: the loss falls and validation beats chance.
-    assert summary["history"][-1]["loss"] < summary["history"][0]["loss"]
-    assert summary["val_accuracy"] > 0.5
+    assert summary.history[-1]["loss"] < summary.history[0]["loss"]
+    assert summary.val_accuracy > 0.5
     effective = TrainConfig.from_yaml(os.path.join(model_dir, "config.yaml"))
     assert effective.precision == "float32" and effective.jit_compile is False and effective.steps_per_execution
     card = open(os.path.join(model_dir, "model_card.md")).read()
@@ -165,7 +174,7 @@ def test_nan_loss_stops_with_a_clear_error_and_exports_nothing(dataset, tmp_path
 
 def test_separate_checkpoint_dir(dataset, tmp_path):
     summary = train(dataset, str(tmp_path / "m"), CONFIG.replace(epochs=1), checkpoint_dir=str(tmp_path / "ck"))
-    assert summary["steps"] == 8
+    assert summary.steps == 8
     assert (tmp_path / "ck" / "checkpoint").exists() and (tmp_path / "ck" / "state.json").exists()
     assert not (tmp_path / "m" / "checkpoints").exists()
 
@@ -177,8 +186,8 @@ def test_tpu_settings_run_on_this_cpu(dataset, tmp_path):
 
     config = CONFIG.replace(epochs=1, precision="mixed_bfloat16", jit_compile=True, steps_per_execution=2)
     summary = train(dataset, str(tmp_path / "m"), config)
-    assert (summary["precision"], summary["jit_compile"], summary["steps_per_execution"]) == ("mixed_bfloat16", True, 2)
-    assert summary["steps"] == 8
+    assert (summary.precision, summary.jit_compile, summary.steps_per_execution) == ("mixed_bfloat16", True, 2)
+    assert summary.steps == 8
     served = tf.saved_model.load(str(tmp_path / "m" / "saved_model"))
     out = served.signatures["serving_tensors"](images=tf.zeros([2, 28, 28, 1]))
     assert out["probabilities"].dtype == tf.float32 and tuple(out["probabilities"].shape) == (2, 4)
@@ -194,5 +203,5 @@ def test_transfer_classifier_trains_on_rgb_photos(tmp_path):
         batch_size_per_replica=8,
     )
     summary = train(str(folder), str(tmp_path / "m"), config)
-    assert summary["steps"] == 2 and summary["image_shape"] == [32, 32, 3]
+    assert summary.steps == 2 and summary.image_shape == [32, 32, 3]
     assert (tmp_path / "m" / "saved_model" / "saved_model.pb").exists()

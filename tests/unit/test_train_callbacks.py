@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from trainer.train import TrainingDivergedError, _callbacks
+from trainer import callbacks
+from trainer.train import TrainingDivergedError
 
 
 @pytest.fixture
@@ -17,8 +18,7 @@ def model():
 
 
 def test_exploding_loss_stops_training(model):
-    guard_cls, *_ = _callbacks()
-    guard = guard_cls()
+    guard = callbacks.DivergenceGuard()
     guard.set_model(model)
     guard.on_train_batch_end(0, {"loss": 2.0})
     guard.on_train_batch_end(1, {"loss": 3.0})
@@ -31,14 +31,13 @@ def test_exploding_loss_stops_training(model):
 def test_time_based_checkpoints(model, tmp_path):
     import tensorflow as tf
 
-    _, ckpt_cls, *_ = _callbacks()
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path), max_to_keep=3)
-    by_steps = ckpt_cls(manager, every_steps=1000, every_seconds=None)
+    by_steps = callbacks.Checkpointer(manager, every_steps=1000, every_seconds=None)
     by_steps.set_model(model)
     by_steps.on_train_begin()
     by_steps.on_train_batch_end(0)
     assert manager.latest_checkpoint is None  # 1000 steps not reached, no time rule
-    by_time = ckpt_cls(manager, every_steps=1000, every_seconds=1e-9)
+    by_time = callbacks.Checkpointer(manager, every_steps=1000, every_seconds=1e-9)
     by_time.set_model(model)
     by_time.on_train_begin()
     model.optimizer.iterations.assign(5)
@@ -49,8 +48,7 @@ def test_time_based_checkpoints(model, tmp_path):
 def test_images_per_sec_leaves_the_first_epoch_out(model, monkeypatch):
     import trainer.train as train_mod
 
-    *_, meter_cls, _ = _callbacks()
-    meter = meter_cls(global_batch=10)
+    meter = callbacks.Throughput(global_batch=10)
     meter.set_model(model)
     clock = iter([0.0, 50.0, 100.0, 100.0, 102.0, 104.0])  # epoch 1 slow (tracing), epoch 2 fast
     steps = iter([0, 1, 2, 2, 3, 4])

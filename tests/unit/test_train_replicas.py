@@ -24,7 +24,7 @@ from trainer.config import TrainConfig
 from trainer.train import train
 distribute.get_strategy = lambda accelerator="auto": tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 summary = train(sys.argv[1], sys.argv[2], TrainConfig(epochs=1, batch_size_per_replica=8, learning_rate=0.002))
-print("SUMMARY " + json.dumps(summary))
+print("SUMMARY " + json.dumps(summary.to_dict()))
 """
 
 

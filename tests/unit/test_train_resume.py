@@ -54,8 +54,8 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     assert not (model_dir / "training.json").exists()
 
     summary = train(dataset, str(model_dir), CONFIG)
-    assert 0 < summary["resumed_from_step"] < 120
-    assert summary["steps"] == 120
+    assert 0 < summary.resumed_from_step < 120
+    assert summary.steps == 120
     assert json.loads((model_dir / "training.json").read_text())["steps"] == 120
-    assert [row["epoch"] for row in summary["history"]] == [1, 2] or summary["resumed_from_step"] >= 60
+    assert [row["epoch"] for row in summary.history] == [1, 2] or summary.resumed_from_step >= 60
     assert os.path.exists(model_dir / "saved_model" / "saved_model.pb")

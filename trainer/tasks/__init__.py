@@ -37,6 +37,24 @@ def task_of_manifest(manifest: dict) -> Task:
     return get_task(manifest.get("task"))
 
 
+def task_of_model(model_dir: str) -> Task:
+    """The task a model folder was trained for: its ``training.json``'s ``task``.
+
+    Folders written before the field existed (and folders without ``training.json``, such as a
+    bare SavedModel export) are classification models.
+
+    Raises:
+        TaskError: the folder names a task this code does not know.
+    """
+    import json
+
+    from trainer import storage
+
+    path = storage.join(model_dir, "training.json")
+    recorded = json.loads(storage.read_bytes(path)) if storage.exists(path) else {}
+    return get_task(recorded.get("task"))
+
+
 __all__ = [
     "DEFAULT_TASK",
     "TASKS",
@@ -47,4 +65,5 @@ __all__ = [
     "TaskError",
     "get_task",
     "task_of_manifest",
+    "task_of_model",
 ]

@@ -87,6 +87,10 @@ class Task:
         """Whether a served prediction is the known right answer for an example."""
         raise NotImplementedError
 
+    def output_signature(self, num_classes: int) -> dict[str, str]:
+        """``serving_default``'s outputs, name -> dtype and shape, for the Model artifact's metadata."""
+        raise NotImplementedError
+
     def expected_to_json(self, expected: Any) -> Any:
         """A known example's expected answer as JSON data (kept in the stage registry)."""
         return expected
@@ -122,6 +126,14 @@ class Task:
 
     def evaluate(self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None) -> Any:
         """Scores an exported model on a split through ``serving_default`` (``config``: EvaluateConfig)."""
+        raise NotImplementedError
+
+    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+        """Loads a SavedModel and checks that ``serving_default`` fits the dataset.
+
+        Returns:
+            (the loaded object, which must be kept alive, and the signature function).
+        """
         raise NotImplementedError
 
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:

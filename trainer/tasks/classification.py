@@ -57,6 +57,10 @@ class Classification(Task):
         """The served top class is the label."""
         return prediction.get("classes") == int(expected)
 
+    def output_signature(self, num_classes: int) -> dict[str, str]:
+        """Probabilities per class and the top class."""
+        return {"probabilities": f"float32 [None, {num_classes}]", "classes": "int64 [None]"}
+
     def expected_from_json(self, data: Any) -> Any:
         """Labels are ints."""
         return int(data)
@@ -134,6 +138,12 @@ class Classification(Task):
         from trainer.evaluate import evaluate_saved_model
 
         return evaluate_saved_model(saved_model_dir, dataset_dir, config.split, config.batch_size, config.top_k, limit)
+
+    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+        """``serving_default``, checked to return probabilities over the dataset's classes."""
+        from trainer.evaluate import load_serving_signature
+
+        return load_serving_signature(saved_model_dir, len(manifest["classes"]))
 
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """The split's first ``count`` labelled images."""
