@@ -1,4 +1,4 @@
-"""Command line: ``python -m components.benchmark {inference,sweep,join} ...`` (no Kubeflow needed).
+r"""Command line: ``python -m components.benchmark {inference,sweep,join} ...`` (no Kubeflow needed).
 
 inference  times batched inference on the exported model (in process and over REST) and prices it;
            writes what the benchmark_inference component writes: metrics.json, report.md, and
@@ -9,9 +9,9 @@ join       joins row.json files (one per accelerator) into the case study's tabl
 
 Examples::
 
-    python -m components.benchmark inference --model-dir models/run1 --dataset data/fmnist \\
+    python -m components.benchmark inference --model-dir models/run1 --dataset data/fmnist \
         --output-dir out/bench-cpu --accelerator cpu-8
-    python -m components.benchmark sweep --dataset data/fmnist --output-dir out/sweep-cpu \\
+    python -m components.benchmark sweep --dataset data/fmnist --output-dir out/sweep-cpu \
         --name cpu --batch-sizes 256 512 1024 --epochs 3
     python -m components.benchmark join out/bench-*/row.json --output-dir out/bench
 """
@@ -135,7 +135,11 @@ def _sweep(args: argparse.Namespace) -> int:
     run = SweepRun(args.name, tuple(results))
     paths = write_files(
         args.output_dir,
-        {"sweep.json": run.to_dict(), "report.md": render_sweep_markdown([run]), "chart.html": render_sweep_html([run])},
+        {
+            "sweep.json": run.to_dict(),
+            "report.md": render_sweep_markdown([run]),
+            "chart.html": render_sweep_html([run]),
+        },
     )
     for r in run.results:
         print(
@@ -150,7 +154,9 @@ def _read_json(path: str) -> object:
     try:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; give row.json files of 'inference' or sweep.json of 'sweep'") from None
+        raise ConfigError(
+            f"{path}: no such file; give row.json files of 'inference' or sweep.json of 'sweep'"
+        ) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path} is not JSON ({err}); give row.json or sweep.json files") from None
 

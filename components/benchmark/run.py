@@ -6,6 +6,7 @@ The KFP adapter (``component.py``) calls :func:`run_benchmark` and logs what it 
 from __future__ import annotations
 
 import os
+
 from components.benchmark.prices import images_per_dollar, load_price_table, lookup
 from components.benchmark.rows import BenchmarkRow, Timing
 from trainer.benchmark import BenchmarkError

@@ -1,4 +1,4 @@
-"""Command line: ``python -m components.evaluate --model-dir M --dataset D --output-dir OUT`` (no Kubeflow).
+r"""Command line: ``python -m components.evaluate --model-dir M --dataset D --output-dir OUT`` (no Kubeflow).
 
 Scores the model's SavedModel on a split, compares it with what prod serves (``--stages-root``),
 decides whether it is blessed (fail closed: no thresholds, no blessing) and writes what the
@@ -6,9 +6,9 @@ component writes: ``metrics.json``, ``confusion.json``, ``report.md`` and ``bles
 
 Examples::
 
-    python -m components.evaluate --model-dir models/run1 --dataset data/fmnist --output-dir out/eval \\
+    python -m components.evaluate --model-dir models/run1 --dataset data/fmnist --output-dir out/eval \
         --value-threshold accuracy=0.8
-    python -m components.evaluate --model-dir gs://b/models/run1 --dataset gs://b/ds --output-dir out/eval \\
+    python -m components.evaluate --model-dir gs://b/models/run1 --dataset gs://b/ds --output-dir out/eval \
         --config run.yaml --stages-root gs://b/stages --change-threshold accuracy=-0.01 --require-blessed
 """
 

@@ -125,7 +125,9 @@ def test_benchmark_cli_inference_and_join(tmp_path, capsys):
     other = dict(row, accelerator="laptop", label="Laptop", price_per_hour=0.01, images_per_dollar=1e12)
     (tmp_path / "other.json").write_text(json.dumps(other))
     joined = tmp_path / "joined"
-    assert benchmark_main(["join", str(out / "row.json"), str(tmp_path / "other.json"), "--output-dir", str(joined)]) == 0
+    assert (
+        benchmark_main(["join", str(out / "row.json"), str(tmp_path / "other.json"), "--output-dir", str(joined)]) == 0
+    )
     assert "cheapest laptop" in capsys.readouterr().out
     assert json.loads((joined / "best.json").read_text())["cheapest"] == "laptop"
     text = (joined / "report.md").read_text()
