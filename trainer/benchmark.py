@@ -94,11 +94,7 @@ def _fields_of(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
     fields = dataclasses.fields(cls)
     names = [f.name for f in fields]
     unknown = sorted(set(data) - set(names))
-    required = [
-        f.name
-        for f in fields
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-    ]
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     missing = [n for n in required if n not in data]
     if unknown or missing:
         raise BenchmarkError(

@@ -204,8 +204,6 @@ class BenchmarkRow:
         Raises:
             BenchmarkError: a key is missing or unknown, or a value has the wrong type.
         """
-        if isinstance(data, BenchmarkRow):
-            return data
         if not isinstance(data, Mapping):
             raise BenchmarkError(f"benchmark row: expected a mapping, got {type(data).__name__}: {str(data)[:200]}")
         unknown = sorted(set(data) - _KNOWN_KEYS)
@@ -266,8 +264,6 @@ class SweepRun:
         Raises:
             BenchmarkError: a key is missing or unknown, or a result is malformed.
         """
-        if isinstance(data, SweepRun):
-            return data
         if not isinstance(data, Mapping) or set(data) != {"accelerator", "results"}:
             keys = sorted(data) if isinstance(data, Mapping) else type(data).__name__
             raise BenchmarkError(f"training sweep: expected the keys accelerator and results, got {keys}")
@@ -275,3 +271,8 @@ class SweepRun:
             accelerator=str(data["accelerator"]),
             results=tuple(SweepResult.from_dict(r) for r in data["results"]),
         )
+
+
+def as_sweep(sweep: SweepRun | Mapping[str, Any]) -> SweepRun:
+    """A sweep as a :class:`SweepRun`, from itself or from its JSON."""
+    return sweep if isinstance(sweep, SweepRun) else SweepRun.from_dict(sweep)

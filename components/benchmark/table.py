@@ -16,7 +16,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from components.benchmark.rows import BenchmarkRow, SweepRun, as_row
+from components.benchmark.rows import BenchmarkRow, SweepRun, as_row, as_sweep
 from trainer.benchmark import SweepResult
 
 _COLOURS = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#9334e6", "#12b5cb", "#f9ab00", "#5f6368")
@@ -298,7 +298,7 @@ def sweep_tables(sweeps: Sweeps) -> tuple[list[int], list[str], dict[str, dict[i
         (sorted batch sizes, accelerator names in order, name -> batch size -> result).
     """
     by_acc: dict[str, dict[int, SweepResult]] = {}
-    for sweep in (SweepRun.from_dict(s) for s in sweeps):
+    for sweep in (as_sweep(s) for s in sweeps):
         by_acc[sweep.accelerator] = {r.batch_size: r for r in sweep.results}
     sizes = sorted({b for results in by_acc.values() for b in results})
     return sizes, list(by_acc), by_acc
