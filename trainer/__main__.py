@@ -57,13 +57,17 @@ def load_config(path: str | None, overrides: Sequence[str], flags: dict[str, Any
     return TrainConfig.from_dict(data)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> int:
     """Parses the command line, trains, prints the training summary as JSON.
+
+    Args:
+        argv: the arguments; None reads ``sys.argv``.
+        prog: the command's name in the usage text (``python -m components.train`` hands over here).
 
     Returns:
         The exit status: 0 on success, 2 for a bad config or dataset, 1 for a failed training.
     """
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, help="dataset folder or gs:// URI (with dataset.json)")
     parser.add_argument("--model-dir", required=True, help="model folder or gs:// URI (resumes if it has checkpoints)")
     parser.add_argument("--config", help="YAML: TrainConfig fields, or a whole Config with a train: section")

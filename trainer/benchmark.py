@@ -19,7 +19,7 @@ import dataclasses
 import json
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -62,6 +62,46 @@ class TimingStats:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TimingStats:
+        """The inverse of :meth:`to_dict`; ints that JSON tooling turned into floats come back as ints.
+
+        Raises:
+            BenchmarkError: a field is missing or unknown.
+        """
+        values = _fields_of(cls, data, "timing statistics")
+        values.update({k: _as_int(k, values[k]) for k in _TIMING_INTS if k in values})
+        values["latency_ms"] = {str(k): float(v) for k, v in values["latency_ms"].items()}
+        return cls(**values)
+
+
+# TimingStats fields that are counts (kfp's dsl.Collected hands them back as floats).
+_TIMING_INTS = ("num_images", "batch_size", "num_batches", "warmup_batches", "rounds")
+
+
+def _as_int(name: str, value: Any) -> int:
+    """An int from JSON data, where ``3.0`` (a count passed through kfp's ``dsl.Collected``) means 3."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        raise BenchmarkError(f"{name}: expected an integer, got {value!r}")
+    return int(value)
+
+
+def _fields_of(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """The mapping's entries for a dataclass; missing required fields and unknown keys are errors."""
+    if not isinstance(data, Mapping):
+        raise BenchmarkError(f"{what}: expected a mapping, got {type(data).__name__}: {str(data)[:200]}")
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    unknown = sorted(set(data) - set(names))
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [n for n in required if n not in data]
+    if unknown or missing:
+        raise BenchmarkError(
+            f"{what}: unknown keys {unknown} and missing keys {missing}; expected the keys {', '.join(names)} "
+            f"(got {', '.join(map(str, data))})"
+        )
+    return dict(data)
 
 
 def summarize(
@@ -292,6 +332,51 @@ def benchmark_http(
 # --------------------------------------------------------------------------- training sweep
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """One batch size of a training sweep: the notebook's epoch time and step time per example.
+
+    Attributes:
+        batch_size: the global batch size.
+        epoch_times_s: wall time of every epoch, the first (compiling) one included.
+        epoch_time_s: mean epoch time without the first epoch.
+        step_time_per_example_us: ``epoch_time_s`` per example, microseconds.
+        examples_per_epoch: ``steps_per_epoch * batch_size``.
+        steps_per_epoch: steps per epoch.
+        accelerator: what actually ran (``tpu``, ``gpu``, ``cpu``).
+    """
+
+    batch_size: int
+    epoch_times_s: tuple[float, ...]
+    epoch_time_s: float
+    step_time_per_example_us: float
+    examples_per_epoch: int
+    steps_per_epoch: int
+    accelerator: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (the keys the sweep's join step reads)."""
+        return {**dataclasses.asdict(self), "epoch_times_s": list(self.epoch_times_s)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepResult:
+        """The inverse of :meth:`to_dict`; counts that came back as floats are ints again.
+
+        Raises:
+            BenchmarkError: a field is missing or unknown.
+        """
+        values = _fields_of(cls, data, "training sweep result")
+        return cls(
+            batch_size=_as_int("batch_size", values["batch_size"]),
+            epoch_times_s=tuple(float(t) for t in values["epoch_times_s"]),
+            epoch_time_s=float(values["epoch_time_s"]),
+            step_time_per_example_us=float(values["step_time_per_example_us"]),
+            examples_per_epoch=_as_int("examples_per_epoch", values["examples_per_epoch"]),
+            steps_per_epoch=_as_int("steps_per_epoch", values["steps_per_epoch"]),
+            accelerator=str(values["accelerator"]),
+        )
+
+
 def _load_arrays(dataset_dir: str, split: str, limit: Optional[int]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Decodes a split into float32 images in [0, 1] and int labels (the notebook's in-memory arrays)."""
     import tensorflow as tf
@@ -324,7 +409,7 @@ def training_sweep(
     model_name: str = "mnist_cnn",
     split: str = "train",
     limit: Optional[int] = None,
-) -> list[dict[str, Any]]:
+) -> list[SweepResult]:
     """Trains the model at each batch size and times its epochs, as the GPU-vs-TPU notebook does.
 
     Args:
@@ -338,9 +423,7 @@ def training_sweep(
         limit: decode at most this many examples.
 
     Returns:
-        One dict per batch size: ``batch_size``, ``epoch_times_s`` (all epochs), ``epoch_time_s``
-        (mean without the first), ``step_time_per_example_us``, ``examples_per_epoch``,
-        ``steps_per_epoch``, ``accelerator`` (what actually ran: tpu, gpu, cpu).
+        One result per batch size, in the order given.
 
     Raises:
         BenchmarkError: fewer than 2 epochs, a bad batch size, or too few examples.
@@ -383,15 +466,15 @@ def training_sweep(
         epoch_time = float(np.mean(timed))
         examples = steps * batch_size
         results.append(
-            {
-                "batch_size": batch_size,
-                "epoch_times_s": [float(t) for t in timer.times],
-                "epoch_time_s": epoch_time,
-                "step_time_per_example_us": epoch_time / examples * 1e6,
-                "examples_per_epoch": examples,
-                "steps_per_epoch": steps,
-                "accelerator": kind,
-            }
+            SweepResult(
+                batch_size=batch_size,
+                epoch_times_s=tuple(float(t) for t in timer.times),
+                epoch_time_s=epoch_time,
+                step_time_per_example_us=epoch_time / examples * 1e6,
+                examples_per_epoch=examples,
+                steps_per_epoch=steps,
+                accelerator=kind,
+            )
         )
         keras.backend.clear_session()
     return results

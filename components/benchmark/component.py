@@ -37,9 +37,10 @@ def benchmark_inference(
         split: the split whose images are sent.
 
     Returns:
-        The result row (no nested statistics), for the join step.
+        The result row without the nested statistics (``BenchmarkRow.summary().to_dict()``), for
+        the join step.
     """
-    from components.benchmark.run import render_single, run_benchmark, scalar_metrics, summary_row
+    from components.benchmark.run import render_single, run_benchmark
     from trainer.config import BenchmarkConfig
 
     config = BenchmarkConfig(
@@ -51,11 +52,11 @@ def benchmark_inference(
         http=http,
     )
     row = run_benchmark(model.path, dataset.path, config, split)
-    for name, value in scalar_metrics(row).items():
+    for name, value in row.scalar_metrics().items():
         metrics.log_metric(name, value)
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(render_single(row))
-    return summary_row(row)
+    return row.summary().to_dict()
 
 
 @project_component
@@ -63,7 +64,8 @@ def join_benchmarks(results: list, report: Output[Markdown], chart: Output[HTML]
     """Joins per-accelerator results into the case study's table, fastest and cheapest marked.
 
     Args:
-        results: the rows of ``benchmark_inference`` (``dsl.Collected`` over the fan-out).
+        results: the rows of ``benchmark_inference`` (``dsl.Collected`` over the fan-out; read back
+            with ``BenchmarkRow.from_dict``).
         report: the Markdown table.
         chart: an HTML page with the table and bar charts (inline SVG).
 
@@ -101,8 +103,9 @@ def training_sweep(
         model_name: the model builder.
 
     Returns:
-        ``{"accelerator": ..., "results": [...]}`` for the join step.
+        ``{"accelerator": ..., "results": [...]}`` (``SweepRun.to_dict``) for the join step.
     """
+    from components.benchmark.rows import SweepRun
     from trainer.benchmark import training_sweep as sweep
 
     results = sweep(
@@ -113,7 +116,7 @@ def training_sweep(
         accelerator=strategy,
         model_name=model_name,
     )
-    return {"accelerator": accelerator, "results": results}
+    return SweepRun(accelerator, tuple(results)).to_dict()
 
 
 @project_component

@@ -11,9 +11,13 @@ Kubeflow UI shows them offline):
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
+
+from components.benchmark.rows import BenchmarkRow, SweepRun, as_row, as_sweep
+from trainer.benchmark import SweepResult
 
 _COLOURS = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#9334e6", "#12b5cb", "#f9ab00", "#5f6368")
 
@@ -22,87 +26,100 @@ def _num(value: Optional[float], fmt: str = ",.2f") -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
-_INT_KEYS = ("cores", "num_images", "batch_size", "http_num_images", "http_batch_size")
+@dataclasses.dataclass(frozen=True)
+class RankedRow:
+    """A result row with its place in a table.
+
+    Attributes:
+        row: the result.
+        fastest: it has the most images/s (ties mark every tied row).
+        cheapest: it has the most images per dollar (free hardware is not ranked).
+    """
+
+    row: BenchmarkRow
+    fastest: bool
+    cheapest: bool
+
+    @property
+    def notes(self) -> str:
+        """``fastest``, ``cheapest``, both or neither, for the table's last column."""
+        return ", ".join(n for n, on in (("fastest", self.fastest), ("cheapest", self.cheapest)) if on)
 
 
-def _restore_ints(row: Mapping[str, Any]) -> dict[str, Any]:
-    # Rows collected over a ParallelFor come back with ints as floats (kfp's dsl.Collected).
-    out = dict(row)
-    for key in _INT_KEYS:
-        if isinstance(out.get(key), float) and out[key].is_integer():
-            out[key] = int(out[key])
-    return out
+Rows = Sequence[Union[BenchmarkRow, Mapping[str, Any]]]
 
 
-def mark_best(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Copies the rows and sets ``fastest`` and ``cheapest`` on the best ones.
+def mark_best(rows: Rows) -> list[RankedRow]:
+    """Ranks the rows: which are the fastest and which the cheapest.
 
     Fastest: the most images/s. Cheapest: the most images per dollar (free hardware, with no
     images/$ figure, is not ranked). Ties mark every tied row.
 
     Args:
-        rows: benchmark result rows with ``images_per_sec`` and ``images_per_dollar``.
+        rows: benchmark result rows, typed or as their JSON (``dsl.Collected`` output included).
 
     Returns:
-        New dicts with boolean ``fastest`` and ``cheapest`` keys.
+        One ranked row per row, in the same order.
     """
-    out = [_restore_ints(r) for r in rows]
-    if not out:
-        return out
-    best_speed = max(r["images_per_sec"] for r in out)
-    priced = [r["images_per_dollar"] for r in out if r.get("images_per_dollar") is not None]
+    typed = [as_row(r) for r in rows]
+    if not typed:
+        return []
+    best_speed = max(r.timing.images_per_sec for r in typed)
+    priced = [r.images_per_dollar for r in typed if r.images_per_dollar is not None]
     best_value = max(priced) if priced else None
-    for r in out:
-        r["fastest"] = r["images_per_sec"] == best_speed
-        r["cheapest"] = best_value is not None and r.get("images_per_dollar") == best_value
-    return out
+    return [
+        RankedRow(
+            row=r,
+            fastest=r.timing.images_per_sec == best_speed,
+            cheapest=best_value is not None and r.images_per_dollar == best_value,
+        )
+        for r in typed
+    ]
 
 
-def best_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, Optional[str]]:
+def best_of(rows: Rows) -> dict[str, Optional[str]]:
     """Names the fastest and the cheapest accelerator (the first of ties; None when unknown)."""
     marked = mark_best(rows)
-    fastest = next((r["accelerator"] for r in marked if r["fastest"]), None)
-    cheapest = next((r["accelerator"] for r in marked if r["cheapest"]), None)
+    fastest = next((r.row.accelerator for r in marked if r.fastest), None)
+    cheapest = next((r.row.accelerator for r in marked if r.cheapest), None)
     return {"fastest": fastest, "cheapest": cheapest}
 
 
-def _notes(row: Mapping[str, Any]) -> str:
-    return ", ".join(n for n, on in (("fastest", row.get("fastest")), ("cheapest", row.get("cheapest"))) if on)
-
-
-def render_markdown(rows: Sequence[Mapping[str, Any]], title: str = "Inference benchmark") -> str:
+def render_markdown(rows: Rows, title: str = "Inference benchmark") -> str:
     """The case study's table as Markdown, best rows marked.
 
     Args:
-        rows: benchmark result rows (``components.benchmark.run.run_benchmark``).
+        rows: benchmark result rows (``components.benchmark.run.run_benchmark``), typed or JSON.
         title: the heading.
 
     Returns:
         Markdown text.
     """
-    rows = mark_best(rows)
-    if not rows:
+    ranked = mark_best(rows)
+    if not ranked:
         return f"# {title}\n\nNo results.\n"
-    first = rows[0]
+    first = ranked[0].row.timing
     lines = [
         f"# {title}",
         "",
-        f"{first['num_images']:,} images in batches of {first['batch_size']} per accelerator, "
+        f"{first.num_images:,} images in batches of {first.batch_size} per accelerator, "
         "through the exported SavedModel, warm-up excluded.",
         "",
         "| accelerator | cores | time (s) | images/s | $/hour | images/$ | |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for r in rows:
-        name = f"**{r['label']}**" if r["fastest"] or r["cheapest"] else r["label"]
+    for ranked_row in ranked:
+        r = ranked_row.row
+        name = f"**{r.label}**" if ranked_row.fastest or ranked_row.cheapest else r.label
         lines.append(
-            f"| {name} | {r['cores']} | {_num(r['time_s'])} | {_num(r['images_per_sec'])} | "
-            f"{_num(r['price_per_hour'])} | {_num(r.get('images_per_dollar'), ',.0f')} | {_notes(r)} |"
+            f"| {name} | {r.cores} | {_num(r.timing.time_s)} | {_num(r.timing.images_per_sec)} | "
+            f"{_num(r.price_per_hour)} | {_num(r.images_per_dollar, ',.0f')} | {ranked_row.notes} |"
         )
-    estimates = sorted({r["label"] for r in rows if str(r.get("price_source", "")).startswith("estimate")})
+    estimates = sorted({x.row.label for x in ranked if x.row.price_source.startswith("estimate")})
     if estimates:
         lines += ["", f"Prices marked as estimates (not from the case study): {', '.join(estimates)}."]
-    if any("http_images_per_sec" in r for r in rows):
+    served = [(x.row, x.row.http) for x in ranked if x.row.http is not None]
+    if served:
         lines += [
             "",
             "Served path (REST):",
@@ -110,13 +127,12 @@ def render_markdown(rows: Sequence[Mapping[str, Any]], title: str = "Inference b
             "| accelerator | images/s | p50 (ms) | p95 (ms) | p99 (ms) | HTTP / in-process time |",
             "|---|---:|---:|---:|---:|---:|",
         ]
-        for r in rows:
-            if "http_images_per_sec" in r:
-                lines.append(
-                    f"| {r['label']} | {_num(r['http_images_per_sec'])} | {_num(r['http_latency_p50_ms'])} | "
-                    f"{_num(r['http_latency_p95_ms'])} | {_num(r['http_latency_p99_ms'])} | "
-                    f"{_num(r['http_overhead'])}x |"
-                )
+        for r, h in served:
+            lines.append(
+                f"| {r.label} | {_num(h.images_per_sec)} | {_num(h.latency_p50_ms)} | "
+                f"{_num(h.latency_p95_ms)} | {_num(h.latency_p99_ms)} | "
+                f"{_num(r.http_overhead)}x |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -231,9 +247,9 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def render_html(rows: Sequence[Mapping[str, Any]], title: str = "Inference benchmark") -> str:
+def render_html(rows: Rows, title: str = "Inference benchmark") -> str:
     """The inference table and two bar charts (images/s, images/$) as one self-contained page."""
-    rows = mark_best(rows)
+    ranked = mark_best(rows)
     head = (
         "<tr>"
         + "".join(
@@ -243,20 +259,23 @@ def render_html(rows: Sequence[Mapping[str, Any]], title: str = "Inference bench
         + "</tr>"
     )
     body_rows = []
-    for r in rows:
-        cls = ' class="best"' if r["fastest"] or r["cheapest"] else ""
+    for x in ranked:
+        r = x.row
+        cls = ' class="best"' if x.fastest or x.cheapest else ""
         body_rows.append(
-            f"<tr{cls}><td>{html.escape(r['label'])}</td><td>{r['cores']}</td><td>{_num(r['time_s'])}</td>"
-            f"<td>{_num(r['images_per_sec'])}</td><td>{_num(r['price_per_hour'])}</td>"
-            f"<td>{_num(r.get('images_per_dollar'), ',.0f')}</td><td>{html.escape(_notes(r))}</td></tr>"
+            f"<tr{cls}><td>{html.escape(r.label)}</td><td>{r.cores}</td><td>{_num(r.timing.time_s)}</td>"
+            f"<td>{_num(r.timing.images_per_sec)}</td><td>{_num(r.price_per_hour)}</td>"
+            f"<td>{_num(r.images_per_dollar, ',.0f')}</td><td>{html.escape(x.notes)}</td></tr>"
         )
-    labels = [r["label"] for r in rows]
+    labels = [x.row.label for x in ranked]
     body = (
         f"<table>{head}{''.join(body_rows)}</table>\n"
-        + svg_bar_chart("Throughput (higher is faster)", labels, [r["images_per_sec"] for r in rows], "images/s")
+        + svg_bar_chart(
+            "Throughput (higher is faster)", labels, [x.row.timing.images_per_sec for x in ranked], "images/s"
+        )
         + "\n<br/>\n"
         + svg_bar_chart(
-            "Images per dollar (higher is cheaper)", labels, [r.get("images_per_dollar") for r in rows], "images/$"
+            "Images per dollar (higher is cheaper)", labels, [x.row.images_per_dollar for x in ranked], "images/$"
         )
     )
     return _page(title, body)
@@ -265,30 +284,31 @@ def render_html(rows: Sequence[Mapping[str, Any]], title: str = "Inference bench
 # --------------------------------------------------------------------------- training sweep
 
 
-def sweep_tables(sweeps: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str], dict[str, dict[int, dict]]]:
+Sweeps = Sequence[Union[SweepRun, Mapping[str, Any]]]
+
+
+def sweep_tables(sweeps: Sweeps) -> tuple[list[int], list[str], dict[str, dict[int, SweepResult]]]:
     """Indexes sweep results by accelerator and batch size.
 
     Args:
-        sweeps: one dict per accelerator: ``accelerator`` (a name) and ``results`` (the list
-            ``trainer.benchmark.training_sweep`` returns).
+        sweeps: one sweep per accelerator, typed or as JSON (``SweepRun.to_dict``, the
+            training_sweep component's output, ``dsl.Collected`` copies included).
 
     Returns:
         (sorted batch sizes, accelerator names in order, name -> batch size -> result).
     """
-    by_acc: dict[str, dict[int, dict]] = {}
-    for sweep in sweeps:
-        results = {}
-        for r in sweep["results"]:
-            r = dict(r)
-            for key in ("batch_size", "steps_per_epoch", "examples_per_epoch"):
-                r[key] = int(r[key])  # dsl.Collected turns ints into floats
-            results[r["batch_size"]] = r
-        by_acc[str(sweep["accelerator"])] = results
+    by_acc: dict[str, dict[int, SweepResult]] = {}
+    for sweep in (as_sweep(s) for s in sweeps):
+        by_acc[sweep.accelerator] = {r.batch_size: r for r in sweep.results}
     sizes = sorted({b for results in by_acc.values() for b in results})
     return sizes, list(by_acc), by_acc
 
 
-def render_sweep_markdown(sweeps: Sequence[Mapping[str, Any]], title: str = "GPU vs TPU training sweep") -> str:
+def _figure(result: Optional[SweepResult], key: str) -> Optional[float]:
+    return None if result is None else getattr(result, key)
+
+
+def render_sweep_markdown(sweeps: Sweeps, title: str = "GPU vs TPU training sweep") -> str:
     """The notebook's two tables: epoch time (s) and step time per example (us), first epoch excluded."""
     sizes, names, by_acc = sweep_tables(sweeps)
     lines = [f"# {title}", "", "The first (compiling) epoch is excluded from every figure.", ""]
@@ -298,7 +318,7 @@ def render_sweep_markdown(sweeps: Sequence[Mapping[str, Any]], title: str = "GPU
     ):
         lines += [f"## {heading}", "", "| batch size | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
         for size in sizes:
-            cells = [_num(by_acc[n].get(size, {}).get(key), fmt) for n in names]
+            cells = [_num(_figure(by_acc[n].get(size), key), fmt) for n in names]
             lines.append(f"| {size} | " + " | ".join(cells) + " |")
         lines.append("")
     details = []
@@ -307,16 +327,16 @@ def render_sweep_markdown(sweeps: Sequence[Mapping[str, Any]], title: str = "GPU
             r = by_acc[n].get(size)
             if r:
                 details.append(
-                    f"- {n}, batch {size}: ran on {r.get('accelerator', '?')}, {r['steps_per_epoch']} steps "
-                    f"({r['examples_per_epoch']:,} examples) per epoch, epoch times "
-                    + ", ".join(f"{t:.2f}" for t in r["epoch_times_s"])
+                    f"- {n}, batch {size}: ran on {r.accelerator}, {r.steps_per_epoch} steps "
+                    f"({r.examples_per_epoch:,} examples) per epoch, epoch times "
+                    + ", ".join(f"{t:.2f}" for t in r.epoch_times_s)
                     + " s"
                 )
     lines += ["## Runs", "", *details]
     return "\n".join(lines) + "\n"
 
 
-def render_sweep_html(sweeps: Sequence[Mapping[str, Any]], title: str = "GPU vs TPU training sweep") -> str:
+def render_sweep_html(sweeps: Sweeps, title: str = "GPU vs TPU training sweep") -> str:
     """Both sweep charts (grouped by batch size, one colour per accelerator) as one page."""
     sizes, names, by_acc = sweep_tables(sweeps)
     groups = [f"batch {s}" for s in sizes]
@@ -325,6 +345,6 @@ def render_sweep_html(sweeps: Sequence[Mapping[str, Any]], title: str = "GPU vs 
         ("Epoch time (lower is faster)", "epoch_time_s", "s"),
         ("Step time per example (lower is faster)", "step_time_per_example_us", "us"),
     ):
-        series = {n: [by_acc[n].get(s, {}).get(key) for s in sizes] for n in names}
+        series = {n: [_figure(by_acc[n].get(s), key) for s in sizes] for n in names}
         charts.append(svg_grouped_bars(heading, groups, series, unit))
     return _page(title, "<p>The first (compiling) epoch is excluded.</p>\n" + "\n<br/>\n".join(charts))

@@ -31,11 +31,16 @@ def _rows():
         {
             "accelerator": a,
             "label": label,
+            "kind": a.split("-")[0] if a.startswith(("cpu", "tpu")) else "gpu",
             "cores": cores,
             "num_images": 3200,
             "batch_size": 64,
             "time_s": 3200 / ips,
             "images_per_sec": ips,
+            "latency_p50_ms": 64000 / ips,
+            "latency_p95_ms": 64000 / ips,
+            "latency_p99_ms": 64000 / ips,
+            "latency_spread": 0.0,
             "price_per_hour": price,
             "price_source": "case study",
             "images_per_dollar": ips * 3600 / price,
@@ -94,8 +99,8 @@ def test_rounds_time_every_batch_again_and_report_the_median_round():
 
 def test_case_study_table_marks_tpu_fastest_and_cheapest():
     rows = mark_best(_rows())
-    assert [r["accelerator"] for r in rows if r["fastest"]] == ["tpu-v3-8"]
-    assert [r["accelerator"] for r in rows if r["cheapest"]] == ["tpu-v3-8"]
+    assert [r.row.accelerator for r in rows if r.fastest] == ["tpu-v3-8"]
+    assert [r.row.accelerator for r in rows if r.cheapest] == ["tpu-v3-8"]
     assert best_of(_rows()) == {"fastest": "tpu-v3-8", "cheapest": "tpu-v3-8"}
     md = render_markdown(_rows())
     assert "| **Cloud TPU v3-8** | 8 | 27.00 | 118.50 | 8.19 | 52,088 | fastest, cheapest |" in md

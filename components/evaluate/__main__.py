@@ -1,0 +1,108 @@
+r"""Command line: ``python -m components.evaluate --model-dir M --dataset D --output-dir OUT`` (no Kubeflow).
+
+Scores the model's SavedModel on a split, compares it with what prod serves (``--stages-root``),
+decides whether it is blessed (fail closed: no thresholds, no blessing) and writes what the
+component writes: ``metrics.json``, ``confusion.json``, ``report.md`` and ``blessing.json``.
+
+Examples::
+
+    python -m components.evaluate --model-dir models/run1 --dataset data/fmnist --output-dir out/eval \
+        --value-threshold accuracy=0.8
+    python -m components.evaluate --model-dir gs://b/models/run1 --dataset gs://b/ds --output-dir out/eval \
+        --config run.yaml --stages-root gs://b/stages --change-threshold accuracy=-0.01 --require-blessed
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from components.cli import EXIT_FAILED, EXIT_OK, check_folder, fail, load_section, parse_pairs, write_files
+from trainer.config import ConfigError, EvaluateConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m components.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit status: 0 done, 1 not blessed with --require-blessed, 2 bad input (one 'error: ...' line).",
+    )
+    p.add_argument("--model-dir", required=True, help="the model folder or gs:// URI (saved_model/ inside)")
+    p.add_argument("--dataset", required=True, help="the dataset folder or gs:// URI (dataset.json inside)")
+    p.add_argument("--output-dir", required=True, help="where metrics.json, report.md, ... are written")
+    p.add_argument("--config", help="YAML: EvaluateConfig fields, or a whole-run Config with an evaluate: section")
+    p.add_argument("--split", help="EvaluateConfig.split: the split to score (default test)")
+    p.add_argument("--batch-size", type=int, help="EvaluateConfig.batch_size: examples per inference call")
+    p.add_argument("--top-k", type=int, help="EvaluateConfig.top_k: k of the top-k accuracy")
+    p.add_argument(
+        "--value-threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=BOUND",
+        help="a lower bound (upper for loss); repeatable; replaces the config file's value_thresholds",
+    )
+    p.add_argument(
+        "--change-threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=DELTA",
+        help="the minimum improvement over prod's model; repeatable; replaces the file's change_thresholds",
+    )
+    p.add_argument("--stages-root", help="the promotion records (folder or gs://); prod's metrics are the baseline")
+    p.add_argument("--limit", type=int, help="score at most this many examples (a quick look)")
+    p.add_argument("--require-blessed", action="store_true", help="exit 1 when the model is not blessed")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parses the arguments, evaluates, writes the files, prints a summary.
+
+    Returns:
+        The exit status: 0 done, 1 not blessed (with ``--require-blessed``), 2 bad input.
+    """
+    args = _parser().parse_args(argv)
+    from components.evaluate.gate import ThresholdError
+    from trainer.evaluate import EvaluationError
+    from trainer.tfrecords import DatasetError
+
+    try:
+        if args.limit is not None and args.limit < 1:
+            raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+        flags = {"split": args.split, "batch_size": args.batch_size, "top_k": args.top_k}
+        if args.value_threshold:
+            flags["value_thresholds"] = parse_pairs(args.value_threshold, "--value-threshold")
+        if args.change_threshold:
+            flags["change_thresholds"] = parse_pairs(args.change_threshold, "--change-threshold")
+        config = load_section(EvaluateConfig, args.config, flags)
+        check_folder(args.model_dir, "model folder", "give the folder the train step wrote (saved_model/ inside)")
+        check_folder(args.dataset, "dataset folder", "give the folder the convert step wrote (dataset.json inside)")
+        from components.evaluate.run import run_evaluation, write_outputs
+
+        outcome = run_evaluation(args.model_dir, args.dataset, config, args.stages_root, args.limit)
+    except (ConfigError, ThresholdError, EvaluationError, DatasetError) as err:
+        return fail(err)
+    result = outcome.result
+    paths = write_files(
+        args.output_dir,
+        {
+            "metrics.json": result.metrics,
+            "confusion.json": {"class_names": result.class_names, "matrix": result.confusion},
+        },
+    )
+    report, blessing = (os.path.join(args.output_dir, name) for name in ("report.md", "blessing.json"))
+    write_outputs(outcome, report, blessing)
+    decision = outcome.decision
+    print(f"model: {args.model_dir} on split {config.split!r} of {args.dataset}")
+    print("metrics: " + ", ".join(f"{k} {v:.4g}" for k, v in result.metrics.items()))
+    print(f"blessed: {'yes' if decision.blessed else 'no'}")
+    for reason in decision.reasons:
+        print(f"  - {reason}")
+    print("wrote: " + ", ".join([*paths, report, blessing]))
+    return EXIT_FAILED if args.require_blessed and not decision.blessed else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
