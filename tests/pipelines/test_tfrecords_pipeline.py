@@ -85,7 +85,7 @@ def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, f
     evaluation = run_evaluation(model_dir, dataset, EvaluateConfig(value_thresholds={"accuracy": 0.0}))
     assert evaluation.metrics["num_examples"] == 30 and evaluation.decision.blessed
     row = run_benchmark(model_dir, dataset, BenchmarkConfig(num_images=40, batch_size=20, rounds=1))
-    assert row["num_images"] == 40 and row["http_num_images"] == 40
+    assert row.timing.num_images == 40 and row.http.num_images == 40
     result = promote(
         model_dir,
         dataset,
