@@ -9,6 +9,7 @@ from PIL import Image
 
 from components.convert import convert, verify
 from tests.gcs_emulator import running_emulator
+from trainer import storage
 from trainer.config import ConvertConfig
 from trainer.tfrecords import load_manifest
 
@@ -22,9 +23,7 @@ def emulator():
 
 
 def _bucket():
-    from trainer.tfrecords import gcs_client
-
-    return gcs_client().bucket("data")
+    return storage.client().bucket("data")
 
 
 def test_builtin_source_to_gcs_output_verifies_and_reruns_as_noop(emulator):
