@@ -20,10 +20,9 @@ def _free_port() -> int:
 def running_emulator(bucket: str):
     """Starts the emulator with ``bucket``, points STORAGE_EMULATOR_HOST at it, and yields its URL.
 
-    The process-wide storage clients are dropped on the way in and out, so that every client made
+    The process-wide storage client is dropped on the way in and out, so that every client made
     inside sees the emulator and none made outside does.
     """
-    from components.convert import sources
     from trainer import storage
 
     port = _free_port()
@@ -42,12 +41,10 @@ def running_emulator(bucket: str):
             time.sleep(0.1)
     old = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = url = f"http://127.0.0.1:{port}"
-    sources._CLIENT = None
     storage.reset_client()
     try:
         yield url
     finally:
-        sources._CLIENT = None
         storage.reset_client()
         if old is None:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 EXPLODE_FACTOR = 1e4
 
 
-def _step(optimizer: Any) -> int:
+def optimizer_step(optimizer: Any) -> int:
+    """The optimizer's step count (the training step), as a Python int."""
     # .numpy() rather than int(): under MirroredStrategy/TPUStrategy the variable is distributed.
     return int(optimizer.iterations.numpy())
 
@@ -37,7 +38,7 @@ class DivergenceGuard(keras.callbacks.Callback):
         if not logs or "loss" not in logs:
             return
         loss = float(logs["loss"])
-        step = _step(self.model.optimizer)
+        step = optimizer_step(self.model.optimizer)
         if not math.isfinite(loss):
             raise TrainingDivergedError(
                 f"the training loss became {loss} at step {step} ({where}); nothing was exported. "
@@ -76,11 +77,11 @@ class Checkpointer(keras.callbacks.Callback):
         log.debug("checkpoint at step %d", step)
 
     def on_train_begin(self, logs=None):
-        self.last_step = _step(self.model.optimizer)
+        self.last_step = optimizer_step(self.model.optimizer)
         self.last_time = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
-        step = _step(self.model.optimizer)
+        step = optimizer_step(self.model.optimizer)
         due = step - self.last_step >= self.every_steps
         if self.every_seconds is not None:
             due = due or time.monotonic() - self.last_time >= self.every_seconds
@@ -104,7 +105,7 @@ class Throughput(keras.callbacks.Callback):
         self.steady: tuple[float, int] | None = None  # first epoch after its first step end
 
     def _now(self) -> tuple[float, int]:
-        return time.perf_counter(), _step(self.model.optimizer)
+        return time.perf_counter(), optimizer_step(self.model.optimizer)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._begin = self._now()

@@ -20,6 +20,8 @@ from typing import Any
 
 import google_crc32c
 
+from trainer import storage
+
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "dataset.json"
 REJECTED_NAME = "rejected.jsonl"
@@ -479,39 +481,6 @@ def decode_image(encoded: Any, channels: int = 0) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _join(directory: str, name: str) -> str:
-    return directory.rstrip("/") + "/" + name
-
-
-def _read_text(path: str) -> str | None:
-    """Reads a local or gs:// file; None if it does not exist."""
-    if path.startswith("gs://"):
-        # google-cloud-storage honours the emulator, unlike TensorFlow's gs:// reader.
-        bucket, _, blob = path[len("gs://") :].partition("/")
-        b = gcs_client().bucket(bucket).blob(blob)
-        if not b.exists():
-            return None
-        return b.download_as_text()
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def gcs_client() -> Any:
-    """A ``google.cloud.storage.Client``; anonymous against ``STORAGE_EMULATOR_HOST`` when set."""
-    import os
-
-    from google.cloud import storage
-
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project="local", credentials=AnonymousCredentials())
-    return storage.Client()
-
-
 def load_manifest(dataset_dir: str) -> dict[str, Any]:
     """Reads and checks ``<dataset_dir>/dataset.json`` (a local folder or a gs:// URI).
 
@@ -525,10 +494,11 @@ def load_manifest(dataset_dir: str) -> dict[str, Any]:
         DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
     """
     dataset_dir = str(dataset_dir)
-    path = _join(dataset_dir, MANIFEST_NAME)
-    text = _read_text(path)
-    if text is None:
-        raise DatasetError(f"not a dataset: {dataset_dir} has no {MANIFEST_NAME}; run the convert step first")
+    path = storage.join(dataset_dir, MANIFEST_NAME)
+    try:
+        text = storage.read_text(path)
+    except FileNotFoundError:
+        raise DatasetError(f"not a dataset: {dataset_dir} has no {MANIFEST_NAME}; run the convert step first") from None
     try:
         manifest = json.loads(text)
     except json.JSONDecodeError as err:
@@ -566,7 +536,7 @@ def shard_paths(dataset_dir: str, split: str, manifest: Mapping[str, Any] | None
     if split not in splits:
         split_count(manifest, split)  # raises the one "split is not in" error
     base = manifest.get("shards_dir") or str(dataset_dir)
-    return [_join(base, s["file"]) for s in splits[split]["shards"]]
+    return [storage.join(base, s["file"]) for s in splits[split]["shards"]]
 
 
 def split_count(manifest: Mapping[str, Any], split: str) -> int:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from trainer import data, distribute, tfrecords
+from trainer import data, distribute, storage, tfrecords
 from trainer.config import TrainConfig
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
 
@@ -57,28 +57,6 @@ def _gfile():
     import tensorflow as tf
 
     return tf.io.gfile
-
-
-def _read_json(path: str) -> dict[str, Any] | None:
-    gfile = _gfile()
-    if not gfile.exists(path):
-        return None
-    with gfile.GFile(path, "r") as f:
-        return json.loads(f.read())
-
-
-def _write_text(path: str, text: str) -> None:
-    # Written under a temporary name and renamed, so a kill never leaves half a file behind.
-    gfile = _gfile()
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    gfile.rename(tmp, path, overwrite=True)
-
-
-def _step(optimizer: Any) -> int:
-    # .numpy() rather than int(): under MirroredStrategy/TPUStrategy the variable is distributed.
-    return int(optimizer.iterations.numpy())
 
 
 def check_writable(model_dir: str) -> None:
@@ -323,7 +301,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
     resumed_from = 0
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = _step(optimizer)
+        resumed_from = callbacks.optimizer_step(optimizer)
         log.info(
             "resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, settings.total_steps(config)
         )
@@ -365,7 +343,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             shuffle=False,  # the tf.data pipeline shuffles
             verbose=2,
         )
-        step = _step(optimizer)
+        step = callbacks.optimizer_step(optimizer)
         saver.save(step)
         history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in fit.history.items()}})
         _write_state(prepared, history)
@@ -413,7 +391,7 @@ def _prepare(
 
     fingerprint = config.fingerprint()
     dataset_fp = _dataset_fingerprint(manifest)
-    finished = _read_json(_join(model_dir, SUMMARY_NAME))
+    finished = storage.read_json(_join(model_dir, SUMMARY_NAME))
     if finished is not None:
         if finished.get("config_fingerprint") == fingerprint and finished.get("dataset_fingerprint") == dataset_fp:
             log.info(
@@ -428,7 +406,7 @@ def _prepare(
     ckpt_dir = checkpoint_dir or _join(model_dir, "checkpoints")
     if checkpoint_dir is not None:
         check_writable(checkpoint_dir)
-    state = _read_json(_join(ckpt_dir, STATE_NAME))
+    state = storage.read_json(_join(ckpt_dir, STATE_NAME))
     if state is not None and (state.get("config_fingerprint"), state.get("dataset_fingerprint")) != (
         fingerprint,
         dataset_fp,
@@ -574,7 +552,7 @@ def _inputs(
 def _write_state(prepared: _Prepared, history: list[dict[str, Any]]) -> None:
     # The fingerprints tie the checkpoints to this training; the history survives a restart.
     state = {"config_fingerprint": prepared.fingerprint, "dataset_fingerprint": prepared.dataset_fp, "history": history}
-    _write_text(_join(prepared.ckpt_dir, STATE_NAME), json.dumps(state, indent=1))
+    storage.write_text(_join(prepared.ckpt_dir, STATE_NAME), json.dumps(state, indent=1))
 
 
 def _summary(
@@ -632,9 +610,9 @@ def _export(model: Any, model_dir: str, effective: TrainConfig, summary: Trainin
         gfile.rmtree(saved)
     prepared.task.export(model, saved, prepared.manifest)
     model.save(_join(model_dir, "model.keras"))
-    _write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
-    _write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))
-    _write_text(_join(model_dir, SUMMARY_NAME), json.dumps(summary.to_dict(), indent=1))
+    storage.write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
+    storage.write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))
+    storage.write_text(_join(model_dir, SUMMARY_NAME), json.dumps(summary.to_dict(), indent=1))
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:

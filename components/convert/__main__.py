@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     counts = ", ".join(f"{k}={v['count']}" for k, v in manifest["splits"].items())
-    print(f"dataset: {args.output} ({counts}; {manifest['rejected']} rejected)")
+    empty = manifest.get("empty_classes") or []
+    note = f"; {len(empty)} empty class folders: {', '.join(empty)}" if empty else ""
+    print(f"dataset: {args.output} ({counts}; {manifest['rejected']} rejected{note})")
     return 0
 
 

@@ -535,15 +535,17 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
         "rejected_reasons": dict(collections.Counter(_reason_kind(r["reason"]) for r in rejected)),
         "converted": dict(converted),
         "ignored": plan.source.ignored,
+        "empty_classes": plan.source.empty_classes,
         "plan_key": plan.key,
         "config": config.to_dict(),
     }
-    out.write_text(REJECTED_NAME, "".join(json.dumps(r) + "\n" for r in rejected))
     planned = {s.file for s in plan.shards}
     for name in sizes:  # shards of an earlier, different plan must not look like part of this one
         if SHARD_RE.match(name) and name not in planned:
             out.delete(name)
-    out.write_text(MANIFEST_NAME, json.dumps(manifest, indent=1))
+    # dataset.json is the folder's marker: written last, a folder without it is not a dataset.
+    rejected_text = "".join(json.dumps(r) + "\n" for r in rejected)
+    out.publish_marked({REJECTED_NAME: rejected_text}, MANIFEST_NAME, json.dumps(manifest, indent=1))
     out.delete_tree(MARKERS)
     return manifest
 
@@ -565,6 +567,12 @@ def _invalidate(plan: Plan, out: Output) -> None:
     manifest = out.read_json(MANIFEST_NAME)
     if manifest is not None and manifest.get("plan_key") != plan.key:
         out.delete(MANIFEST_NAME)
+
+
+def _empty_note(manifest: dict[str, Any]) -> str:
+    """``"; 2 empty class folders (cat, dog)"`` when a folder source had class folders without images."""
+    empty = manifest.get("empty_classes") or []  # absent in manifests written before it was recorded
+    return f"; {len(empty)} empty class folders ({', '.join(empty)})" if empty else ""
 
 
 def convert(
@@ -598,7 +606,8 @@ def convert(
     out = Output(output)
     existing = _up_to_date(plan, out)
     if existing is not None:
-        log(f"convert: {output} is up to date ({sum(s['count'] for s in existing['splits'].values())} images)")
+        total = sum(s["count"] for s in existing["splits"].values())
+        log(f"convert: {output} is up to date ({total} images{_empty_note(existing)})")
         return existing
     sources.loader(plan.source.spec())  # arrays read in the background: a corrupt file fails before any change
     _invalidate(plan, out)
@@ -609,6 +618,6 @@ def convert(
     log(
         f"convert: {total} images in {seconds:.1f}s ({total / max(seconds, 1e-9):.0f} img/s), "
         f"{manifest['rejected']} rejected, {sum(manifest['converted'].values())} converted, "
-        f"{stats['skipped']} shards reused -> {output}"
+        f"{stats['skipped']} shards reused -> {output}" + _empty_note(manifest)
     )
     return manifest

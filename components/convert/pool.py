@@ -30,9 +30,9 @@ from typing import Any
 
 import google_crc32c
 
-from components.convert import sources
 from components.convert.sources import Item
 from components.convert.worker import ChunkResult, Options, encode_chunk
+from trainer import storage
 
 FORK = sys.platform == "linux"
 UNKNOWN, FAILED = -1, -2  # sizes table values besides real sizes
@@ -124,7 +124,7 @@ def serve(
 ) -> None:
     """A worker's life: take the next chunk, encode it, write it in place, report; until none is left."""
     sizes, counter, cond = shared
-    sources._CLIENT = None  # no network connection shared with the parent
+    storage.reset_client()  # no network connection shared with the parent (a fork also drops it by itself)
     _die_with_the_parent(parent)
     _keep_freed_memory()
     while True:

@@ -8,7 +8,9 @@ import time
 from typing import Any
 
 from components.convert.convert import convert, finalize, plan_ranges, write_shards
+from trainer import storage
 from trainer.config import ConvertConfig
+from trainer.tfrecords import MANIFEST_NAME
 
 
 def make_config(
@@ -53,10 +55,8 @@ def artifact_location(artifact: Any) -> str:
     For a gs:// artifact the local path is still created (empty): the KFP launcher uploads that
     folder after the step and fails on a missing one.
     """
-    if str(artifact.uri).startswith("gs://"):
-        import os
-
-        os.makedirs(artifact.path, exist_ok=True)
+    if storage.is_gcs(str(artifact.uri)):
+        storage.makedirs(artifact.path)
         return artifact.uri
     return artifact.path
 
@@ -74,6 +74,7 @@ def dataset_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
         "shards": {name: len(s["shards"]) for name, s in splits.items()},
         "source": manifest["source"],
         "rejected": manifest["rejected"],
+        "empty_classes": manifest.get("empty_classes", []),
     }
 
 
@@ -89,6 +90,7 @@ def summarize(
         rejected=manifest["rejected"],
         converted=sum(manifest.get("converted", {}).values()),
         ignored=sum(manifest.get("ignored", {}).values()),
+        empty_classes=len(manifest.get("empty_classes", [])),
         convert_seconds=round(seconds, 3),
     )
     for reason, n in manifest.get("rejected_reasons", {}).items():
@@ -126,22 +128,18 @@ FANOUT_CONFIG = "_convert/config.yaml"  # the plan's config, read by every worke
 
 def _fanout_config(output: str) -> ConvertConfig:
     from components.convert.sources import ConvertError
-    from components.convert.storage import Output
 
-    text = Output(output).read_text(FANOUT_CONFIG)
-    if text is None:
-        raise ConvertError(f"{output} has no {FANOUT_CONFIG}: run the plan step (plan_tfrecords) first")
+    try:
+        text = storage.read_text(storage.join(output, FANOUT_CONFIG))
+    except FileNotFoundError:
+        raise ConvertError(f"{output} has no {FANOUT_CONFIG}: run the plan step (plan_tfrecords) first") from None
     return ConvertConfig.from_yaml(text)
 
 
 def plan_step(config: ConvertConfig, output: str, parts: int) -> list[dict[str, int]]:
     """Fan-out planning: shard ranges for the workers; the config goes into the output folder."""
-    from components.convert.storage import Output
-
     ranges = plan_ranges(config, output, parts)["ranges"]
-    out = Output(output)
-    out.makedirs()
-    out.write_text(FANOUT_CONFIG, config.to_yaml())
+    storage.write_text(storage.join(output, FANOUT_CONFIG), config.to_yaml())
     return [{"start": a, "stop": b} for a, b in ranges]
 
 
@@ -159,14 +157,8 @@ def finalize_step(output: str, verify: bool, pointer: str | None = None) -> tupl
         pointer: another folder (the step's own output artifact) that gets a copy of dataset.json
             whose ``shards_dir`` names ``output``, for orchestrators that ignore a changed artifact URI.
     """
-    import json
-
-    from components.convert.storage import Output
-
     t0 = time.monotonic()
     manifest = finalize(_fanout_config(output), output)
     if pointer is not None and pointer.rstrip("/") != output.rstrip("/"):
-        target = Output(pointer)
-        target.makedirs()
-        target.write_text("dataset.json", json.dumps({**manifest, "shards_dir": output}, indent=1))
+        storage.write_json(storage.join(pointer, MANIFEST_NAME), {**manifest, "shards_dir": output})
     return summarize(manifest, output, verify, time.monotonic() - t0)

@@ -1,21 +1,17 @@
-"""The output folder of a conversion: a local directory or a gs:// prefix, with atomic publishing.
+"""The output folder of a conversion (a local directory or a gs:// prefix), on ``trainer.storage``.
 
-Local shards are written under a hidden temporary name and renamed when complete; GCS objects are
-uploaded whole (an object appears only once its upload finished), several at a time with
-``google.cloud.storage.transfer_manager``. Either way a reader never sees half a shard under a
-real shard name.
+:class:`Output` binds the storage functions to one dataset folder and adds the convert step's
+own staging: each shard is written to a local file (:meth:`Output.temp_path`) and published
+under its real name when complete (``trainer.storage.Staging``: a rename locally, a whole upload
+on GCS, several at a time), so a reader never sees half a shard under a real shard name.
+``dataset.json``, the folder's marker, is written last (``trainer.storage.publish``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-import uuid
 from typing import Any
 
-from components.convert.sources import gcs, is_gcs
+from trainer import storage
 
 
 class Output:
@@ -23,128 +19,61 @@ class Output:
 
     def __init__(self, uri: str):
         self.uri = str(uri).rstrip("/")
-        self.gcs = is_gcs(self.uri)
-        if self.gcs:
-            self.bucket_name, _, prefix = self.uri[len("gs://") :].partition("/")
-            self.prefix = prefix + "/" if prefix else ""
-            self._staging: str | None = None
-
-    # --- names -------------------------------------------------------------------------------
+        self.gcs = storage.is_gcs(self.uri)
+        self._staging = storage.Staging(self.uri)
 
     def join(self, name: str) -> str:
-        return f"{self.uri}/{name}"
-
-    def _blob(self, name: str) -> Any:
-        return gcs().bucket(self.bucket_name).blob(self.prefix + name)
+        """The path or URI of a file in the folder."""
+        return storage.join(self.uri, name)
 
     # --- reading -----------------------------------------------------------------------------
 
     def read_text(self, name: str) -> str | None:
-        if self.gcs:
-            blob = self._blob(name)
-            return blob.download_as_text() if blob.exists() else None
+        """A file's text, or None when it does not exist."""
         try:
-            with open(self.join(name), encoding="utf-8") as f:
-                return f.read()
+            return storage.read_text(self.join(name))
         except FileNotFoundError:
             return None
 
     def read_json(self, name: str) -> Any:
-        text = self.read_text(name)
-        return None if text is None else json.loads(text)
+        """A JSON file's content, or None when it does not exist."""
+        return storage.read_json(self.join(name))
 
     def sizes(self, under: str = "") -> dict[str, int]:
         """Name -> size of the files directly in the folder (or in its subfolder ``under``)."""
-        if self.gcs:
-            prefix = self.prefix + (under.rstrip("/") + "/" if under else "")
-            out = {}
-            for blob in gcs().list_blobs(self.bucket_name, prefix=prefix):
-                rel = blob.name[len(prefix) :]
-                if rel and "/" not in rel:
-                    out[rel] = blob.size
-            return out
-        folder = self.join(under) if under else self.uri
-        if not os.path.isdir(folder):
-            return {}
-        with os.scandir(folder) as it:
-            return {e.name: e.stat().st_size for e in it if e.is_file()}
+        return storage.sizes(self.join(under) if under else self.uri)
 
     # --- writing -----------------------------------------------------------------------------
 
     def makedirs(self) -> None:
-        if not self.gcs:
-            os.makedirs(self.uri, exist_ok=True)
+        storage.makedirs(self.uri)
 
     def write_text(self, name: str, text: str) -> None:
         """Writes a small file atomically (temp + rename locally; one upload on GCS)."""
-        if self.gcs:
-            self._blob(name).upload_from_string(text, content_type="application/json")
-            return
-        path = self.join(name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        storage.write_text(self.join(name), text)
+
+    def publish_marked(self, files: dict[str, str], marker: str, content: str) -> None:
+        """Writes ``files`` (name -> text), then the folder's marker ``marker`` last."""
+        storage.publish(self.uri, files, marker, content)
 
     def delete(self, name: str) -> None:
-        if self.gcs:
-            blob = self._blob(name)
-            if blob.exists():
-                blob.delete()
-            return
-        try:
-            os.remove(self.join(name))
-        except FileNotFoundError:
-            pass
+        storage.delete(self.join(name))
 
     def delete_tree(self, under: str) -> None:
-        if self.gcs:
-            for name in self.sizes(under):
-                self.delete(f"{under}/{name}")
-            return
-        shutil.rmtree(self.join(under), ignore_errors=True)
+        storage.delete_tree(self.join(under))
 
     def remove_temporaries(self, names: list[str]) -> None:
         """Deletes leftovers of killed runs: hidden temporary files of these shard names."""
-        if self.gcs:
-            return  # uploads are atomic: GCS has no partial objects
-        wanted = {f".{n}.tmp-" for n in names}
-        with os.scandir(self.uri) as it:
-            for e in it:
-                if e.name.startswith(".") and ".tmp-" in e.name and e.name[: e.name.index(".tmp-") + 5] in wanted:
-                    os.remove(e.path)
+        self._staging.remove_leftovers(names)
 
     def temp_path(self, name: str) -> str:
-        """Where a shard is written before it is published."""
-        if self.gcs:
-            if self._staging is None:
-                self._staging = tempfile.mkdtemp(prefix="convert-staging-")
-            return os.path.join(self._staging, name)
-        return self.join(f".{name}.tmp-{uuid.uuid4().hex[:8]}")
+        """Where a shard is written (a local file) before it is published."""
+        return self._staging.path(name)
 
     def publish(self, pairs: list[tuple[str, str]]) -> None:
         """Moves finished temporary files (temp path, shard name) to their real names."""
-        if not pairs:
-            return
-        if not self.gcs:
-            for tmp, name in pairs:
-                os.replace(tmp, self.join(name))
-            return
-        from google.cloud.storage import transfer_manager
-
-        bucket = gcs().bucket(self.bucket_name)
-        blobs = [(tmp, bucket.blob(self.prefix + name)) for tmp, name in pairs]
-        results = transfer_manager.upload_many(
-            blobs, max_workers=8, worker_type=transfer_manager.THREAD, raise_exception=True
-        )
-        for r in results:
-            if isinstance(r, Exception):  # raise_exception covers this; kept for older versions
-                raise r
-        for tmp, _ in pairs:
-            os.remove(tmp)
+        if pairs:
+            self._staging.publish(pairs)
 
     def close(self) -> None:
-        if self.gcs and self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            self._staging = None
+        self._staging.close()

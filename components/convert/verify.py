@@ -11,7 +11,8 @@ import os
 import tempfile
 from typing import Any
 
-from components.convert.sources import ConvertError, is_gcs, read_bytes
+from components.convert.sources import ConvertError
+from trainer.storage import is_gcs, read_bytes
 from trainer.tfrecords import load_manifest, shard_checksum, shard_paths
 
 

@@ -78,11 +78,7 @@ def list_versions(stages_root: str, stage: str, model_name: str) -> list[int]:
 
 
 def _published(stages_root: str, stage: str) -> dict[str, Any]:
-    path = storage.join(stage_dir(stages_root, stage), "published.json")
-    try:
-        return json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        return {}
+    return storage.read_json(storage.join(stage_dir(stages_root, stage), "published.json")) or {}
 
 
 def _now() -> str:
@@ -132,11 +128,10 @@ def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str)
             storage.delete_tree(storage.join(base, str(name)))
     retired = _numeric(storage.list_dirs(storage.join(stage_dir(stages_root, stage), "retired", model_name)))
     version = max([0, *in_service, *retired, *(int(v) for v in known)]) + 1
-    storage.copy_tree(saved_model_dir, storage.join(base, str(version)), last=[READY_MARKER])
+    storage.publish_tree(saved_model_dir, storage.join(base, str(version)), marker=READY_MARKER)
     known[str(version)] = {"sha256": sha, "source": saved_model_dir, "time": _now()}
-    storage.write_bytes(
-        storage.join(stage_dir(stages_root, stage), "published.json"),
-        json.dumps(published, indent=1, sort_keys=True).encode(),
+    storage.write_text(
+        storage.join(stage_dir(stages_root, stage), "published.json"), json.dumps(published, indent=1, sort_keys=True)
     )
     return version
 
@@ -163,16 +158,13 @@ def read_current(stages_root: str, stage: str) -> Optional[dict[str, Any]]:
 
     The evaluation gate reads prod's entry: its ``metrics`` are the baseline.
     """
-    try:
-        return json.loads(storage.read_bytes(storage.join(stage_dir(stages_root, stage), "current.json")))
-    except FileNotFoundError:
-        return None
+    return storage.read_json(storage.join(stage_dir(stages_root, stage), "current.json"))
 
 
 def read_history(stages_root: str, stage: str) -> list[dict[str, Any]]:
     """Return a stage's history entries, oldest first (empty if it has none)."""
     try:
-        text = storage.read_bytes(storage.join(stage_dir(stages_root, stage), "history.jsonl")).decode()
+        text = storage.read_text(storage.join(stage_dir(stages_root, stage), "history.jsonl"))
     except FileNotFoundError:
         return []
     return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -232,7 +224,7 @@ def record(
     # GCS objects cannot be appended to: rewrite whole (one writer per stage at a time).
     storage.write_bytes(history_path, previous + line.encode() + b"\n")
     if version is not None:
-        storage.write_bytes(storage.join(folder, "current.json"), json.dumps(entry, indent=1, sort_keys=True).encode())
+        storage.write_text(storage.join(folder, "current.json"), json.dumps(entry, indent=1, sort_keys=True))
     return entry
 
 

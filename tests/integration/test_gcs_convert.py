@@ -9,6 +9,7 @@ from PIL import Image
 
 from components.convert import convert, verify
 from tests.gcs_emulator import running_emulator
+from trainer import storage
 from trainer.config import ConvertConfig
 from trainer.tfrecords import load_manifest
 
@@ -22,9 +23,7 @@ def emulator():
 
 
 def _bucket():
-    from trainer.tfrecords import gcs_client
-
-    return gcs_client().bucket("data")
+    return storage.client().bucket("data")
 
 
 def test_builtin_source_to_gcs_output_verifies_and_reruns_as_noop(emulator):
@@ -75,3 +74,15 @@ def test_csv_manifest_on_gcs_with_a_row_pointing_nowhere(photos):
     assert manifest["splits"]["train"]["count"] == 4
     rejected = _bucket().blob("m/rejected.jsonl").download_as_text()
     assert "unreadable: No such object" in rejected
+
+
+def test_empty_class_folders_on_gcs_are_reported(photos):
+    bucket = photos
+    bucket.blob("classes/a/0.png").upload_from_string(bucket.blob("photos/a/0.PNG").download_as_bytes())
+    bucket.blob("classes/empty/").upload_from_string(b"")  # the Cloud console's "create folder"
+    bucket.blob("classes/docs/readme.txt").upload_from_string(b"no images")
+    bucket.blob("classes/.trash/x.png").upload_from_string(b"x")  # hidden: no class folder
+    config = ConvertConfig(source="gs://data/classes", splits={"train": 1.0}, workers=1)
+    manifest = convert(config, "gs://data/classes-out")
+    assert manifest["classes"] == ["a"] and manifest["empty_classes"] == ["docs", "empty"]
+    assert load_manifest("gs://data/classes-out")["empty_classes"] == ["docs", "empty"]

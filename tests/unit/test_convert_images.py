@@ -193,3 +193,48 @@ def test_a_written_shard_is_byte_identical_to_tfrecordwriter_output(converted, t
         for record in iter_records(shard):
             writer.write(record)
     assert open(path, "rb").read() == shard
+
+
+def test_empty_class_folders_are_warned_about_counted_and_left_out(tmp_path, caplog, capsys):
+    from components.convert.__main__ import main
+    from components.convert.step import summarize
+
+    src = tmp_path / "src"
+    for cls in ("cat", "dog"):
+        (src / cls).mkdir(parents=True)
+        for i in range(3):
+            (src / cls / f"{i}.png").write_bytes(_save(_img(seed=i), "PNG"))
+    (src / "bird").mkdir()  # no files at all
+    (src / "fish").mkdir()
+    (src / "fish" / "notes.txt").write_text("no images here")  # files, but none an image
+    (src / ".cache").mkdir()  # hidden: not a class folder
+    config = ConvertConfig(source=str(src), splits={"train": 1.0}, workers=1)
+    with caplog.at_level("WARNING", logger="components.convert.sources"):
+        manifest = convert(config, str(tmp_path / "out"))
+    assert manifest["classes"] == ["cat", "dog"]  # a folder without images is no class
+    assert manifest["empty_classes"] == ["bird", "fish"]
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert f"{src}/bird" in warning and f"{src}/fish" in warning and "2 class folder(s) hold no images" in warning
+    assert ".cache" not in warning
+    metadata, metrics = summarize(manifest, str(tmp_path / "out"), verify=False, seconds=1.0)
+    assert metrics["empty_classes"] == 2.0 and metadata["empty_classes"] == ["bird", "fish"]
+    # Declared classes stay, with 0 images, and are reported the same way.
+    declared = convert(config.replace(classes=("bird", "cat", "dog")), str(tmp_path / "declared"))
+    assert declared["classes"] == ["bird", "cat", "dog"] and declared["empty_classes"] == ["bird"]
+    assert declared["splits"]["train"]["class_counts"] == {"bird": 0, "cat": 3, "dog": 3}
+    capsys.readouterr()
+    assert main([str(src), str(tmp_path / "cli"), "--workers", "1"]) == 0
+    assert "2 empty class folders: bird, fish" in capsys.readouterr().out
+
+
+def test_an_empty_class_folder_added_later_reaches_the_manifest(tmp_path):
+    src = tmp_path / "src"
+    (src / "cat").mkdir(parents=True)
+    (src / "cat" / "0.png").write_bytes(_save(_img(), "PNG"))
+    config = ConvertConfig(source=str(src), splits={"train": 1.0}, workers=1)
+    assert convert(config, str(tmp_path / "out"))["empty_classes"] == []
+    (src / "dog").mkdir()
+    lines = []
+    manifest = convert(config, str(tmp_path / "out"), log=lines.append)
+    assert manifest["empty_classes"] == ["dog"] and manifest["classes"] == ["cat"]
+    assert "up to date" not in lines[0]  # the manifest would otherwise keep saying there is none
