@@ -400,9 +400,9 @@ class PromoteConfig(ConfigBase):
         smoke_examples: known test images the prediction check sends.
         min_smoke_accuracy: share of those the model must get right.
         rollout_timeout_s: how long to wait for a rollout before rolling back.
-        task: the model's task (``trainer.tasks``), which the serving checks ask; None reads the
-            model folder's ``training.json`` (``task``), else the stage's known examples, else
-            ``classification``.
+        task: the model's task (``trainer.tasks``), which the serving checks ask; None: what the
+            model folder's ``training.json`` says (promote) or the stage's known examples say
+            (rollback, promote-version), ``classification`` where neither says.
         load_clients: concurrent clients of the load check run after each deploy.
         load_max_requests: the most requests the load check sends.
         load_max_seconds: the most seconds the load check runs.
