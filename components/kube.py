@@ -186,6 +186,18 @@ def _check_object(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     return api_version, kind, meta["namespace"], meta["name"]
 
 
+class _DynamicClient(DynamicClient):
+    """The dynamic client with a request timeout on every call, discovery's included.
+
+    ``DynamicClient``'s discoverer sends its requests (``/version``, ``/apis``, ...) without a
+    timeout, so an API server that accepts the connection and never answers would hang the step.
+    """
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        params.setdefault("_request_timeout", _REQUEST_TIMEOUT_S)
+        return super().request(method, path, body=body, **params)
+
+
 @contextlib.contextmanager
 def dynamic_client(api_client: k8s_client.ApiClient) -> Iterator[DynamicClient]:
     """A ``kubernetes.dynamic.DynamicClient`` over ``api_client``, with a discovery cache of its own.
@@ -199,7 +211,7 @@ def dynamic_client(api_client: k8s_client.ApiClient) -> Iterator[DynamicClient]:
     """
     with tempfile.TemporaryDirectory(prefix="ltp-kube-discovery-") as folder:
         try:
-            client = DynamicClient(api_client, cache_file=os.path.join(folder, "discovery.json"))
+            client = _DynamicClient(api_client, cache_file=os.path.join(folder, "discovery.json"))
         except urllib3.exceptions.HTTPError as err:
             raise _unreachable(api_client, err) from err
         except ApiException as err:
@@ -220,6 +232,8 @@ def _resource(client: DynamicClient, api_version: str, kind: str, namespace: str
             f"({err}). Fix: use a cluster that serves {api_version} (Kubernetes >= 1.23 for autoscaling/v2, "
             ">= 1.21 for policy/v1)."
         ) from err
+    except ApiException as err:  # discovery of the kind's group refused (403, 5xx)
+        raise _apply_error(err, kind, namespace, name) from err
     except urllib3.exceptions.HTTPError as err:
         raise _unreachable(client.client, err) from err
 
@@ -277,7 +291,7 @@ def _apply_one(
     resource = _resource(client, api_version, kind, namespace, name)
     try:
         try:
-            before = resource.get(name=name, namespace=namespace, _request_timeout=_REQUEST_TIMEOUT_S).to_dict()
+            before = resource.get(name=name, namespace=namespace).to_dict()
         except NotFoundError:
             before = None
         after = resource.server_side_apply(
@@ -290,7 +304,6 @@ def _apply_one(
             # server_side_apply has no field-validation argument; DynamicClient.request passes
             # query_params through (and appends to the list: a new one per call).
             query_params=[("fieldValidation", "Strict")],
-            _request_timeout=_REQUEST_TIMEOUT_S,
         ).to_dict()
     except ApiException as err:  # the dynamic client's errors (NotFoundError, ...) subclass it
         raise _apply_error(err, kind, namespace, name) from err

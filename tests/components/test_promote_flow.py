@@ -170,3 +170,43 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
     assert calls == [("deploy", 1), ("deploy", 2), ("rollback", 1)]
     current = stages.read_current(cfg.stages_root, "demo")
     assert current.action == "rollback" and current.version == 1 and "RolloutTimeout" in current.reason
+
+
+def test_each_check_runs_alone_and_asks_the_task(models):
+    from components.serving import checks
+    from components.serving.server import ModelServer
+    from tests.promote_models import digits, png_bytes
+    from trainer.tasks import Classification, ServingSchema
+
+    class Boxes(Classification):  # a task whose responses look different: the checks must ask it
+        serving = ServingSchema(outputs=("boxes", "scores"))
+
+    images, labels = digits()
+    image = png_bytes(images[0])
+    task = get_task("classification")
+    with ModelServer(models["good"] + "/saved_model", "clf") as srv:
+        url = srv.url
+        health = checks.check_health(srv.url, "clf")
+        assert health.passed and health.figures == {"version": 1}
+        assert not checks.check_health(srv.url, "clf", expected_version=2, timeout_s=0.5).passed
+        metadata = checks.check_metadata(srv.url, "clf", task)
+        assert metadata.passed and metadata.figures == {"num_outputs": 10}
+        other = checks.check_metadata(srv.url, "clf", Boxes())
+        assert not other.passed and "outputs must include boxes, scores" in other.detail
+        assert checks.check_response_schema(srv.url, "clf", task, image, version=1, num_outputs=10).passed
+        wrong_size = checks.check_response_schema(srv.url, "clf", task, image, num_outputs=3)
+        assert not wrong_size.passed and "10 probabilities, expected 3" in wrong_size.detail
+        assert checks.check_bad_requests(srv.url, "clf").passed
+        known = [KnownExample(png_bytes(images[i]), int(labels[i])) for i in range(8)]
+        assert checks.check_known_predictions(srv.url, "clf", task, known, 0.5).passed
+        wrong = [KnownExample(e.image, (e.expected + 1) % 10) for e in known]
+        failed = checks.check_known_predictions(srv.url, "clf", task, wrong, 0.5)
+        assert not failed.passed and failed.figures["right"] <= 1 and "need 0.50" in failed.detail
+        load = checks.check_load(srv.url, "clf", image, checks.LoadSettings(clients=2, max_requests=12))
+        assert load.passed and load.figures["requests"] == 12 and load.figures["errors"] == 0
+        assert checks.CheckResult.from_dict("load", load.to_dict()) == load
+    # A server that is gone: every check reports, none raises.
+    gone = checks.check_bad_requests(url, "clf")
+    assert not gone.passed and "URLError" in gone.detail
+    down = checks.check_load(url, "clf", image, checks.LoadSettings(clients=1, max_seconds=0.5))
+    assert not down.passed and down.figures["errors"] == down.figures["requests"] > 0
