@@ -3,7 +3,8 @@
 Nothing here knows about stages or models (``components.serving.deploy`` does):
 
 - :func:`render_kustomize` renders a kustomize folder with ``kubectl kustomize`` into objects.
-- :func:`apply_objects` server-side applies objects with the field manager
+- :func:`apply_objects` server-side applies objects through the kubernetes client's own
+  ``kubernetes.dynamic.DynamicClient`` (``server_side_apply``) with the field manager
   ``lean-tpu-pipelines``, forcing conflicts: the pipeline is the source of truth for the fields
   it applies.
 - :func:`wait_for_rollout` polls a Deployment as ``kubectl rollout status`` does
@@ -15,14 +16,16 @@ Tested against a fake API server only (tests/integration/fake_kube_api.py); see 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,19 +34,23 @@ import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "lean-tpu-pipelines"
-_RESOURCES: dict[tuple[str, str], tuple[str, str]] = {
-    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts"),
-    ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
-    ("v1", "Service"): ("/api/v1", "services"),
-    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
-    ("autoscaling/v2", "HorizontalPodAutoscaler"): ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
-    ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets"),
-}
-_APPLY_ORDER = {key: i for i, key in enumerate(_RESOURCES)}
+APPLY_ORDER: tuple[tuple[str, str], ...] = (
+    ("v1", "ServiceAccount"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("policy/v1", "PodDisruptionBudget"),
+)
+"""The (apiVersion, kind) pairs :func:`apply_objects` applies, in dependency order."""
+_RANK = {key: i for i, key in enumerate(APPLY_ORDER)}
+_REQUEST_TIMEOUT_S = 30
 
 
 class KubeDeployError(RuntimeError):
@@ -151,6 +158,8 @@ def _apply_error(error: ApiException, kind: str, namespace: str, name: str) -> K
     what = f"{kind} {namespace}/{name}"
     message = _server_message(error)
     hints = {
+        400: "the object has a field the API does not know (strict field validation) or is malformed; check "
+        "the overlay with `kubectl kustomize` and kubernetes-validate",
         403: "the pipeline's service account lacks the rights: a cluster admin applies manifests/rbac "
         "(with its RoleBinding subject set to the pipeline's service account)",
         404: f"namespace {namespace!r} or the API for {kind} is missing: a cluster admin applies "
@@ -162,19 +171,71 @@ def _apply_error(error: ApiException, kind: str, namespace: str, name: str) -> K
     return KubeDeployError(f"applying {what} failed with HTTP {error.status}: {message}. Fix: {hint}.")
 
 
-def _object_path(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+def _check_object(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Returns (apiVersion, kind, namespace, name) of an object the serving overlays may render."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     meta = obj.get("metadata", {})
-    if (api_version, kind) not in _RESOURCES:
+    if (api_version, kind) not in _RANK:
         raise KubeDeployError(
             f"cannot apply {kind} ({api_version}) {meta.get('name')!r}: the serving overlays may "
-            f"render only {sorted(k for _, k in _RESOURCES)} (cluster-scoped objects such as "
+            f"render only {sorted(k for _, k in APPLY_ORDER)} (cluster-scoped objects such as "
             "namespaces belong in manifests/namespaces, applied by a cluster admin)"
         )
     if not meta.get("namespace") or not meta.get("name"):
         raise KubeDeployError(f"{kind} {meta.get('name')!r} has no namespace or name: every overlay sets `namespace:`")
-    prefix, plural = _RESOURCES[(api_version, kind)]
-    return prefix, plural, meta["namespace"], meta["name"]
+    return api_version, kind, meta["namespace"], meta["name"]
+
+
+class _DynamicClient(DynamicClient):
+    """The dynamic client with a request timeout on every call, discovery's included.
+
+    ``DynamicClient``'s discoverer sends its requests (``/version``, ``/apis``, ...) without a
+    timeout, so an API server that accepts the connection and never answers would hang the step.
+    """
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        params.setdefault("_request_timeout", _REQUEST_TIMEOUT_S)
+        return super().request(method, path, body=body, **params)
+
+
+@contextlib.contextmanager
+def dynamic_client(api_client: k8s_client.ApiClient) -> Iterator[DynamicClient]:
+    """A ``kubernetes.dynamic.DynamicClient`` over ``api_client``, with a discovery cache of its own.
+
+    The client caches discovery in a file named after the server's address (under the system's
+    temporary folder by default); that file outlives the process and can describe a server that
+    has since changed, so each use gets its own cache file in a temporary folder, removed after.
+
+    Raises:
+        KubeDeployError: the API server is unreachable or refused discovery.
+    """
+    with tempfile.TemporaryDirectory(prefix="ltp-kube-discovery-") as folder:
+        try:
+            client = _DynamicClient(api_client, cache_file=os.path.join(folder, "discovery.json"))
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
+        except ApiException as err:
+            raise KubeDeployError(
+                f"API discovery (GET /version, /apis) at {api_client.configuration.host} failed with HTTP "
+                f"{err.status}: {_server_message(err)}. Fix: the credentials need the cluster's default "
+                "system:discovery rights."
+            ) from err
+        yield client
+
+
+def _resource(client: DynamicClient, api_version: str, kind: str, namespace: str, name: str) -> Any:
+    try:
+        return client.resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError as err:
+        raise KubeDeployError(
+            f"applying {kind} {namespace}/{name} failed: the API server does not serve {kind} in {api_version} "
+            f"({err}). Fix: use a cluster that serves {api_version} (Kubernetes >= 1.23 for autoscaling/v2, "
+            ">= 1.21 for policy/v1)."
+        ) from err
+    except ApiException as err:  # discovery of the kind's group refused (403, 5xx)
+        raise _apply_error(err, kind, namespace, name) from err
+    except urllib3.exceptions.HTTPError as err:
+        raise _unreachable(client.client, err) from err
 
 
 def apply_objects(
@@ -184,11 +245,12 @@ def apply_objects(
     force: bool = True,
     field_manager: str = FIELD_MANAGER,
 ) -> list[Applied]:
-    """Server-side applies objects (``PATCH`` with ``application/apply-patch+yaml``).
+    """Server-side applies objects through the kubernetes client's ``DynamicClient``.
 
-    Objects are applied in dependency order (ServiceAccount, ConfigMap, Service, Deployment,
-    HPA, PDB). Each is read first, only to report whether the apply created, changed or left it
-    unchanged.
+    Objects are applied in dependency order (:data:`APPLY_ORDER`: ServiceAccount, ConfigMap,
+    Service, Deployment, HPA, PDB) with strict field validation (``fieldValidation=Strict``: an
+    unknown or duplicated field is an error, not silently dropped by the server). Each is read
+    first, only to report whether the apply created, changed or left it unchanged.
 
     Args:
         api_client: a configured ``kubernetes.client.ApiClient``.
@@ -201,76 +263,61 @@ def apply_objects(
         One :class:`Applied` per object, in apply order.
 
     Raises:
-        KubeDeployError: an object is of an unsupported kind or the API server refused it (the
-            message carries the server's reason and the fix).
+        KubeDeployError: an object is of an unsupported kind, the API server does not serve its
+            API, refused it (the message carries the server's reason and the fix) or is unreachable.
     """
-    ordered = sorted(objects, key=lambda o: _APPLY_ORDER.get((o.get("apiVersion"), o.get("kind")), -1))
-    paths = [_object_path(obj) for obj in ordered]  # refuse a bad object before changing anything
-    results = []
-    for obj, (prefix, plural, namespace, name) in zip(ordered, paths, strict=True):
-        path = f"{prefix}/namespaces/{namespace}/{plural}/{name}"
-        kind = obj["kind"]
-        try:
-            before = _call(api_client, path, "GET")
-        except ApiException as err:
-            if err.status != 404:
-                raise _apply_error(err, kind, namespace, name) from err
-            before = None
-        # Strict: an unknown or duplicated field is an error, not silently dropped by the server.
-        query = [("fieldManager", field_manager), ("fieldValidation", "Strict")]
-        if force:
-            query.append(("force", "true"))
-        try:
-            after = _call(
-                api_client,
-                path,
-                "PATCH",
-                query_params=query,
-                content_type="application/apply-patch+yaml",
-                body=obj,
-            )
-        except ApiException as err:
-            raise _apply_error(err, kind, namespace, name) from err
-        version = str(after.get("metadata", {}).get("resourceVersion", ""))
-        if before is None:
-            outcome = "created"
-        elif str(before.get("metadata", {}).get("resourceVersion", "")) == version:
-            outcome = "unchanged"
-        else:
-            outcome = "configured"
-        log.info("%s %s/%s %s (resourceVersion %s)", kind, namespace, name, outcome, version)
-        results.append(Applied(kind, namespace, name, outcome, version))
-    return results
+    ordered = sorted(objects, key=lambda o: _RANK.get((o.get("apiVersion"), o.get("kind")), -1))
+    keys = [_check_object(obj) for obj in ordered]  # refuse a bad object before any request
+    if not ordered:
+        return []
+    with dynamic_client(api_client) as client:
+        return [
+            _apply_one(client, obj, *key, force=force, field_manager=field_manager)
+            for obj, key in zip(ordered, keys, strict=True)
+        ]
 
 
-def _call(
-    api_client: k8s_client.ApiClient,
-    path: str,
-    method: str,
+def _apply_one(
+    client: DynamicClient,
+    obj: dict[str, Any],
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
     *,
-    query_params: Optional[list[tuple[str, str]]] = None,
-    content_type: Optional[str] = None,
-    body: Any = None,
-) -> dict[str, Any]:
-    # The generic call: the typed patch_* methods of the kubernetes client (v29-v30) cannot send
-    # the apply-patch content type.
-    headers = {"Accept": "application/json"}
-    if content_type:
-        headers["Content-Type"] = content_type
+    force: bool,
+    field_manager: str,
+) -> Applied:
+    resource = _resource(client, api_version, kind, namespace, name)
     try:
-        return api_client.call_api(
-            path,
-            method,
-            query_params=query_params or [],
-            header_params=headers,
-            body=body,
-            response_type="object",
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-            _request_timeout=30,
-        )
+        try:
+            before = resource.get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            before = None
+        after = resource.server_side_apply(
+            body=obj,
+            name=name,
+            namespace=namespace,
+            field_manager=field_manager,
+            # kubectl's spelling: the client would send a Python bool as "True".
+            force_conflicts="true" if force else None,
+            # server_side_apply has no field-validation argument; DynamicClient.request passes
+            # query_params through (and appends to the list: a new one per call).
+            query_params=[("fieldValidation", "Strict")],
+        ).to_dict()
+    except ApiException as err:  # the dynamic client's errors (NotFoundError, ...) subclass it
+        raise _apply_error(err, kind, namespace, name) from err
     except urllib3.exceptions.HTTPError as err:
-        raise _unreachable(api_client, err) from err
+        raise _unreachable(client.client, err) from err
+    version = str(after.get("metadata", {}).get("resourceVersion", ""))
+    if before is None:
+        outcome = "created"
+    elif str(before.get("metadata", {}).get("resourceVersion", "")) == version:
+        outcome = "unchanged"
+    else:
+        outcome = "configured"
+    log.info("%s %s/%s %s (resourceVersion %s)", kind, namespace, name, outcome, version)
+    return Applied(kind, namespace, name, outcome, version)
 
 
 def _unreachable(api_client: k8s_client.ApiClient, err: Exception) -> KubeDeployError:

@@ -115,7 +115,7 @@ def tiny_assets() -> dict[str, str]:
 
 def stages_with_prod(root: Path, metrics: dict[str, float]) -> str:
     """A stages root whose prod serves a (pretend) model with these metrics, recorded by the promote store."""
-    from components.serving.stages import record
+    from components.serving.stages import StageEntry, record
 
-    record(str(root), "prod", "promote", 1, "gs://example/model", "run-1", metrics=metrics)
+    record(str(root), "prod", StageEntry("promote", 1, "gs://example/model", "run-1", metrics=metrics))
     return os.fspath(root)

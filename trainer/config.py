@@ -402,6 +402,12 @@ class PromoteConfig(ConfigBase):
         smoke_examples: known test images the prediction check sends.
         min_smoke_accuracy: share of those the model must get right.
         rollout_timeout_s: how long to wait for a rollout before rolling back.
+        task: the model's task (``trainer.tasks``), which the serving checks ask; None: what the
+            model folder's ``training.json`` says (promote) or the stage's known examples say
+            (rollback, promote-version), ``classification`` where neither says.
+        load_clients: concurrent clients of the load check run after each deploy.
+        load_max_requests: the most requests the load check sends.
+        load_max_seconds: the most seconds the load check runs.
     """
 
     _section: ClassVar[str] = "promote."
@@ -413,8 +419,22 @@ class PromoteConfig(ConfigBase):
     smoke_examples: int = 16
     min_smoke_accuracy: float = 0.5
     rollout_timeout_s: float = 300.0
+    task: Optional[str] = None
+    load_clients: int = 4
+    load_max_requests: int = 200
+    load_max_seconds: float = 2.0
 
     def validate(self) -> None:
+        from trainer.tasks import TASKS  # no TensorFlow: the task table only
+
+        if self.task is not None and self.task not in TASKS:
+            self._fail("task", f"expected one of {sorted(TASKS)} (or none: read from the model), got {self.task!r}")
+        if self.load_clients < 1:
+            self._fail("load_clients", f"must be >= 1, got {self.load_clients}")
+        if self.load_max_requests < 1:
+            self._fail("load_max_requests", f"must be >= 1, got {self.load_max_requests}")
+        if self.load_max_seconds <= 0:
+            self._fail("load_max_seconds", f"must be > 0, got {self.load_max_seconds}")
         if not self.model_name.replace("-", "").replace("_", "").isalnum():
             self._fail("model_name", f"use letters, digits, '-' and '_', got {self.model_name!r}")
         if self.smoke_examples < 1:

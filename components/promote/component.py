@@ -52,8 +52,8 @@ def promote_model(
     result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=metrics)
     with open(report.path, "w") as f:
         f.write(render_report(result))
-    report.metadata.update({"stage": stage, "version": result["version"], "no_op": result["no_op"]})
-    return int(result["version"])
+    report.metadata.update({"stage": stage, "version": result.version, "no_op": result.no_op})
+    return int(result.version)
 
 
 @project_component
@@ -93,8 +93,8 @@ def rollback_stage_op(
     result = rollback(config, run_id=run_id or "unknown")
     with open(report.path, "w") as f:
         f.write(render_report(result))
-    report.metadata.update({"stage": stage, "version": result["version"]})
-    return int(result["version"])
+    report.metadata.update({"stage": stage, "version": result.version})
+    return int(result.version)
 
 
 @project_component
@@ -136,5 +136,5 @@ def promote_version_op(
     result = promote_version(config, source_stage, run_id=run_id or "unknown", version=version or None)
     with open(report.path, "w") as f:
         f.write(render_report(result))
-    report.metadata.update({"stage": stage, "version": result["version"], "source_version": result["source_version"]})
-    return int(result["version"])
+    report.metadata.update({"stage": stage, "version": result.version, "source_version": result.source_version})
+    return int(result.version)

@@ -1,38 +1,111 @@
 """Promotion of a model to a serving stage, and rollback (DESIGN.md section 5, issue 6).
 
 ``promote``: publish the SavedModel to the stage as a new version -> serve it (a loopback model
-server for target ``local``; the stage's Kubernetes rollout for ``kubernetes``) -> smoke tests ->
-on any failure retire the new version, verify the previous one serves, record the rollback and
-raise -> else record the promotion. Re-running for the model the stage already serves is a no-op.
+server for target ``local``; the stage's Kubernetes rollout for ``kubernetes``) -> serving checks
+(``components.serving.checks``) -> on any failure retire the new version, verify the previous one
+serves, record the rollback and raise -> else record the promotion. Re-running for the model the
+stage already serves is a no-op.
+
+``promote_version``: the same for a version another stage serves (demo -> staging -> prod).
 
 ``rollback``: take the stage's newest version out of service and verify the one before it.
 
-The Kubernetes side (``components.serving.deploy``) is imported only for that target.
+The checks ask the model's task (``PromoteConfig.task``, else the model folder's
+``training.json``, else the stage's known examples, else classification). The Kubernetes side
+(``components.serving.deploy``) is imported only for that target.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
+import dataclasses
 import json
 import logging
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional
 
 from components.serving import stages
-from components.serving.checks import run_smoke_tests
+from components.serving.checks import (
+    CheckResult,
+    ChecksReport,
+    KnownExample,
+    LoadSettings,
+    SmokeTestError,
+    checks_from_dict,
+    checks_to_dict,
+    run_checks,
+)
+from components.serving.stages import StageEntry, StageExamples
 from trainer import storage
 from trainer.config import PromoteConfig
+from trainer.tasks import DEFAULT_TASK, Task, get_task
 
 log = logging.getLogger(__name__)
 
 SMOKE_SPLIT = "test"
-SMOKE_FILE = "smoke_examples.json"
+TRAINING_SUMMARY = "training.json"
 
 
 class PromotionError(RuntimeError):
     """A promotion failed (and was rolled back); the message says why and what the stage serves."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PromotionResult:
+    """What a promotion or a rollback did (rendered by :func:`render_report`).
+
+    Attributes:
+        action: ``promote`` or ``rollback``.
+        stage: the stage acted on.
+        version: the version the stage serves now (None: nothing).
+        previous_version: the version it served before (the one a rollback left).
+        no_op: the stage already served this model; nothing changed.
+        model_uri: the model the served version came from.
+        target: ``local`` or ``kubernetes``.
+        checks: the serving checks of the version now served.
+        accuracy: the share of known examples the prediction check got right.
+        metrics: the evaluation metrics recorded with the version.
+        source_stage, source_version: for a version moved from another stage.
+    """
+
+    action: str
+    stage: str
+    version: Optional[int]
+    previous_version: Optional[int]
+    no_op: bool
+    model_uri: str
+    target: str
+    checks: tuple[CheckResult, ...] = ()
+    accuracy: Optional[float] = None
+    metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    source_stage: Optional[str] = None
+    source_version: Optional[int] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data (the command line's ``--json``); ``checks`` as in the stage history."""
+        data = dataclasses.asdict(self)
+        data["checks"] = checks_to_dict(self.checks)
+        data["metrics"] = dict(self.metrics)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PromotionResult:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            **{**data, "checks": checks_from_dict(data.get("checks")), "metrics": dict(data.get("metrics") or {})}
+        )
+
+    def check(self, name: str) -> CheckResult:
+        """The check called ``name``.
+
+        Raises:
+            KeyError: no such check ran.
+        """
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(f"no check {name!r} ran; ran: {[c.name for c in self.checks]}")
 
 
 def saved_model_dir_of(model_dir: str) -> str:
@@ -50,36 +123,33 @@ def saved_model_dir_of(model_dir: str) -> str:
     )
 
 
-def load_smoke_examples(dataset_dir: str, count: int, split: str = SMOKE_SPLIT) -> list[tuple[bytes, int]]:
-    """Return the first ``count`` (encoded image, label) pairs of a dataset split.
+def task_of_model(model_dir: str, configured: Optional[str] = None) -> Task:
+    """The task of a model: ``configured`` if given, else ``training.json``'s ``task``, else classification.
+
+    Model folders written before tasks existed have no ``task`` in their ``training.json`` (a bare
+    SavedModel folder has no ``training.json`` at all): they are classifiers.
+    """
+    if configured is not None:
+        return get_task(configured)
+    try:
+        summary = json.loads(storage.read_bytes(storage.join(model_dir, TRAINING_SUMMARY)))
+    except FileNotFoundError:
+        return get_task(DEFAULT_TASK)
+    return get_task(summary.get("task") if isinstance(summary, dict) else None)
+
+
+def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: str = SMOKE_SPLIT) -> StageExamples:
+    """The first ``count`` known examples of a dataset split, as the task reads them.
 
     Raises:
-        ValueError: the split has no labelled examples.
+        ValueError: the split has no examples with a known answer.
     """
-    from trainer.evaluate import read_encoded_split
-
-    images, labels, _ = read_encoded_split(dataset_dir, split, limit=count)
-    examples = [(img, int(lab)) for img, lab in zip(images, labels, strict=False) if int(lab) >= 0]
+    examples = tuple(
+        KnownExample(image, expected) for image, expected in task.known_examples(dataset_dir, split, count)
+    )
     if not examples:
         raise ValueError(f"no labelled examples in the {split!r} split of {dataset_dir} for the smoke tests")
-    return examples
-
-
-def _save_smoke_examples(stages_root: str, stage: str, examples: list[tuple[bytes, int]]) -> None:
-    # Kept with the stage so that a rollback (which has no dataset) runs the same prediction check.
-    data = [{"b64": base64.b64encode(b).decode("ascii"), "label": label} for b, label in examples]
-    storage.write_bytes(storage.join(stages.stage_dir(stages_root, stage), SMOKE_FILE), json.dumps(data).encode())
-
-
-def _stored_smoke_examples(stages_root: str, stage: str) -> list[tuple[bytes, int]]:
-    path = storage.join(stages.stage_dir(stages_root, stage), SMOKE_FILE)
-    try:
-        data = json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path} not found: the stage has never been promoted to, so there is nothing to verify a rollback with"
-        ) from None
-    return [(base64.b64decode(d["b64"]), int(d["label"])) for d in data]
+    return StageExamples(task=task.name, examples=examples)
 
 
 @contextlib.contextmanager
@@ -100,26 +170,31 @@ def _local_server(stages_root: str, stage: str, model_name: str) -> Iterator[Any
 
 
 def _serve_and_check(
-    config: PromoteConfig, version: int, examples: list[tuple[bytes, int]], rollback: bool = False
-) -> dict[str, Any]:
-    """Make the stage serve ``version`` (its newest in service) and run the smoke tests on it."""
+    config: PromoteConfig, version: int, examples: StageExamples, rollback: bool = False
+) -> ChecksReport:
+    """Make the stage serve ``version`` (its newest in service) and run the serving checks on it."""
+    load = LoadSettings(config.load_clients, config.load_max_requests, config.load_max_seconds)
+
+    def check(url: str, timeout_s: float) -> ChecksReport:
+        return run_checks(
+            url,
+            config.model_name,
+            examples.examples,
+            config.min_smoke_accuracy,
+            task=get_task(examples.task),
+            expected_version=version,
+            timeout_s=timeout_s,
+            load=load,
+        )
+
     if config.target == "local":
         with _local_server(config.stages_root, config.stage, config.model_name) as server:
-            return run_smoke_tests(
-                server.url, config.model_name, examples, config.min_smoke_accuracy, expected_version=version
-            )
+            return check(server.url, 60.0)
     from components.serving import deploy as kube  # the Kubernetes client, only for this target
 
     args = (config.stage, config.stages_root, config.model_name, version, config.rollout_timeout_s)
     url = kube.rollback_stage(*args) if rollback else kube.deploy_stage(*args)
-    return run_smoke_tests(
-        url,
-        config.model_name,
-        examples,
-        config.min_smoke_accuracy,
-        expected_version=version,
-        timeout_s=config.rollout_timeout_s,
-    )
+    return check(url, config.rollout_timeout_s)
 
 
 def _check_target(config: PromoteConfig) -> None:
@@ -130,15 +205,30 @@ def _check_target(config: PromoteConfig) -> None:
         )
 
 
-def _float_metrics(metrics: Optional[dict[str, Any]]) -> dict[str, float]:
+def _float_metrics(metrics: Optional[Mapping[str, Any]]) -> dict[str, float]:
     return {k: float(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def _evaluation_metrics(saved_model_dir: str, dataset_dir: str) -> dict[str, float]:
+def _evaluation_metrics(task: Task, saved_model_dir: str, dataset_dir: str) -> dict[str, float]:
     # The gate compares a candidate's test-split metrics with prod's recorded ones: record the same.
-    from trainer.evaluate import evaluate_saved_model
+    from trainer.config import EvaluateConfig
 
-    return _float_metrics(evaluate_saved_model(saved_model_dir, dataset_dir, split=SMOKE_SPLIT).metrics)
+    return _float_metrics(task.evaluate(saved_model_dir, dataset_dir, EvaluateConfig(split=SMOKE_SPLIT)).metrics)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    """A version to promote: its files, and how to get its examples and metrics.
+
+    Examples and metrics are got lazily: a no-op promotion needs neither.
+    """
+
+    saved_model: str
+    model_uri: str
+    examples: Callable[[], StageExamples]
+    metrics: Callable[[], dict[str, float]]
+    source_stage: Optional[str] = None
+    source_version: Optional[int] = None
 
 
 def promote(
@@ -146,48 +236,75 @@ def promote(
     dataset_dir: str,
     config: PromoteConfig,
     run_id: str,
-    metrics: Optional[dict] = None,
-) -> dict[str, Any]:
+    metrics: Optional[Mapping[str, Any]] = None,
+) -> PromotionResult:
     """Promote a model to ``config.stage``; on any failed check roll back and raise.
 
     Args:
         model_dir: the model folder (with ``saved_model/``) or a SavedModel folder.
-        dataset_dir: the dataset whose test split gives the smoke-test images.
-        config: stage, target, stages_root, model_name, smoke settings.
+        dataset_dir: the dataset whose test split gives the known examples.
+        config: stage, target, stages_root, model_name, task, check settings.
         run_id: the run that promotes (recorded in the history).
         metrics: the model's evaluation metrics to record (prod's are the gate's baseline);
             None scores the SavedModel on the dataset's test split.
 
     Returns:
-        ``{"action": "promote", "stage", "version", "previous_version", "no_op", "model_uri",
-        "checks", "accuracy", "metrics"}``.
+        What was done (``no_op`` when the stage already served this model).
 
     Raises:
-        PromotionError: a smoke check (or the rollout) failed; the stage was rolled back.
+        PromotionError: a check (or the rollout) failed; the stage was rolled back.
         FileNotFoundError: ``model_dir`` holds no SavedModel.
     """
     if not isinstance(config, PromoteConfig):
         raise TypeError(f"config must be a PromoteConfig, got {type(config).__name__}")
     saved_model = saved_model_dir_of(model_dir)
-    return _promote(
+    task = task_of_model(model_dir, config.task)
+    candidate = _Candidate(
         saved_model,
         model_dir,
-        config,
-        run_id,
-        examples_fn=lambda: load_smoke_examples(dataset_dir, config.smoke_examples),
-        metrics_fn=lambda: (
-            _float_metrics(metrics) if metrics is not None else _evaluation_metrics(saved_model, dataset_dir)
+        examples=lambda: known_examples_of_dataset(dataset_dir, task, config.smoke_examples),
+        metrics=lambda: (
+            _float_metrics(metrics) if metrics is not None else _evaluation_metrics(task, saved_model, dataset_dir)
         ),
     )
+    return _promote(candidate, config, run_id)
+
+
+def _passing_version(
+    stages_root: str, source_stage: str, target_stage: str, version: Optional[int]
+) -> tuple[StageEntry, int]:
+    """The source stage's current entry and version, checked to be the (given) version it serves, having passed.
+
+    Raises:
+        ValueError: the stages are not consecutive, or the version is not what the source serves.
+    """
+    if source_stage not in stages.STAGES or stages.STAGES.index(source_stage) + 1 >= len(stages.STAGES):
+        raise ValueError(f"source_stage must be demo or staging (a stage with a next one), got {source_stage!r}")
+    expected = stages.STAGES[stages.STAGES.index(source_stage) + 1]
+    if target_stage != expected:
+        raise ValueError(
+            f"a version moves one stage at a time: from {source_stage} only to {expected}, not to {target_stage}"
+        )
+    current = stages.read_current(stages_root, source_stage)
+    if current is None or current.version is None:
+        raise ValueError(f"{source_stage} serves no model yet: promote one there first")
+    version = current.version if version is None else version
+    if current.version != version or not current.checks_passed:
+        raise ValueError(
+            f"{source_stage} serves version {current.version} (checks passed: {current.checks_passed}), not a "
+            f"passing version {version}: only the version a stage serves, having passed its checks, moves on to "
+            f"{expected}"
+        )
+    return current, version
 
 
 def promote_version(
     config: PromoteConfig, source_stage: str, run_id: str, version: Optional[int] = None
-) -> dict[str, Any]:
+) -> PromotionResult:
     """Promote a version that passed one stage to the next stage (demo -> staging -> prod).
 
-    The version's files, its recorded metrics and the source stage's smoke images are reused, so
-    the promote pipeline needs neither the model artifact nor the dataset.
+    The version's files, its recorded metrics and the source stage's known examples (and task)
+    are reused, so the promote pipeline needs neither the model artifact nor the dataset.
 
     Args:
         config: the target stage (``config.stage``), target, stages_root, model_name.
@@ -197,117 +314,123 @@ def promote_version(
             way it must be the version the source stage serves now, having passed its checks.
 
     Returns:
-        As :func:`promote`, plus ``source_stage`` and ``source_version``.
+        What was done, with ``source_stage`` and ``source_version``.
 
     Raises:
         ValueError: the stages are not consecutive, or the version is not what the source serves.
         PromotionError: a check failed at the target stage; it was rolled back.
     """
-    root, name = config.stages_root, config.model_name
-    if source_stage not in stages.STAGES or stages.STAGES.index(source_stage) + 1 >= len(stages.STAGES):
-        raise ValueError(f"source_stage must be demo or staging (a stage with a next one), got {source_stage!r}")
-    expected = stages.STAGES[stages.STAGES.index(source_stage) + 1]
-    if config.stage != expected:
-        raise ValueError(
-            f"a version moves one stage at a time: from {source_stage} only to {expected}, not to {config.stage}"
-        )
-    current = stages.read_current(root, source_stage)
-    if current is None or current.get("version") is None:
-        raise ValueError(f"{source_stage} serves no model yet: promote one there first")
-    version = current["version"] if version is None else version
-    passed = current.get("checks") and all(c.get("passed") for c in current["checks"].values())
-    if current["version"] != version or not passed:
-        raise ValueError(
-            f"{source_stage} serves version {current['version']} (checks passed: {bool(passed)}), not a passing "
-            f"version {version}: only the version a stage serves, having passed its checks, moves on to {expected}"
-        )
-    saved_model = stages.version_path(root, source_stage, name, version)
-    result = _promote(
+    root = config.stages_root
+    current, version = _passing_version(root, source_stage, config.stage, version)
+    saved_model = stages.version_path(root, source_stage, config.model_name, version)
+
+    def examples() -> StageExamples:
+        stored = stages.load_examples(root, source_stage)
+        return stored if config.task is None else dataclasses.replace(stored, task=get_task(config.task).name)
+
+    candidate = _Candidate(
         saved_model,
-        current.get("model_uri") or saved_model,
-        config,
-        run_id,
-        examples_fn=lambda: _stored_smoke_examples(root, source_stage),
-        metrics_fn=lambda: _float_metrics(current.get("metrics")),
-        source={"source_stage": source_stage, "source_version": version},
+        current.model_uri or saved_model,
+        examples=examples,
+        metrics=lambda: _float_metrics(current.metrics),
+        source_stage=source_stage,
+        source_version=version,
     )
-    return {**result, "source_stage": source_stage, "source_version": version}
+    return _promote(candidate, config, run_id)
 
 
-def _promote(
-    saved_model: str,
-    model_uri: str,
-    config: PromoteConfig,
-    run_id: str,
-    examples_fn: Callable[[], list[tuple[bytes, int]]],
-    metrics_fn: Callable[[], dict[str, float]],
-    source: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
+def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str) -> PromotionResult:
     root, stage, name = config.stages_root, config.stage, config.model_name
     _check_target(config)
-    sha = storage.tree_sha256(saved_model)
-    current = stages.read_current(root, stage)
+    sha = storage.tree_sha256(candidate.saved_model)
     in_service = stages.list_versions(root, stage, name)
-    base = {"action": "promote", "stage": stage, "model_uri": model_uri, "target": config.target}
-    if current and current.get("sha256") == sha and current.get("version") in in_service[-1:]:
-        log.info("%s already serves this model as version %s: nothing to do", stage, current["version"])
-        return {
-            **base,
-            "version": current["version"],
-            "previous_version": current.get("previous_version"),
-            "no_op": True,
-            "checks": current.get("checks", {}),
-            "accuracy": current.get("accuracy"),
-            "metrics": current.get("metrics", {}),
-        }
+    already = _already_served(config, candidate, sha, in_service)
+    if already is not None:
+        return already
 
-    examples = examples_fn()
-    recorded_metrics = metrics_fn()
+    examples = candidate.examples()
+    recorded_metrics = candidate.metrics()
     previous = in_service[-1] if in_service else None
-    version = stages.publish(saved_model, root, stage, name)
-    _save_smoke_examples(root, stage, examples)
+    version = stages.publish(candidate.saved_model, root, stage, name)
+    stages.save_examples(root, stage, examples)
     try:
-        result = _serve_and_check(config, version, examples)
+        report = _serve_and_check(config, version, examples)
     except Exception as err:
         # Any failure (a check, the rollout, the server not starting) takes the version out of service.
-        reason = f"{type(err).__name__}: {err}"
-        log.error("promotion of version %d to %s failed: %s; rolling back", version, stage, reason)
-        back = _roll_back(config, version, run_id, reason, examples)
-        served = f"version {back['version']} (verified)" if back["version"] is not None else "nothing"
-        raise PromotionError(
-            f"promotion of {model_uri} to {stage} as version {version} failed: {reason}. Rolled back: {stage} "
-            f"serves {served}. Fix the model (or the check settings in PromoteConfig) and promote again."
-        ) from err
+        raise _failed(config, candidate, version, run_id, examples, err) from err
     entry = stages.record(
         root,
         stage,
-        "promote",
-        version,
-        model_uri,
-        run_id,
-        checks=result["checks"],
-        metrics=recorded_metrics,
-        model_name=name,
-        sha256=sha,
-        previous_version=previous,
-        accuracy=result["accuracy"],
-        target=config.target,
-        **(source or {}),
+        StageEntry(
+            action="promote",
+            version=version,
+            model_uri=candidate.model_uri,
+            run=run_id,
+            model_name=name,
+            checks=report.checks,
+            metrics=recorded_metrics,
+            sha256=sha,
+            previous_version=previous,
+            accuracy=report.accuracy,
+            target=config.target,
+            source_stage=candidate.source_stage,
+            source_version=candidate.source_version,
+        ),
     )
-    return {
-        **base,
-        "version": version,
-        "previous_version": previous,
-        "no_op": False,
-        "checks": entry["checks"],
-        "accuracy": result["accuracy"],
-        "metrics": recorded_metrics,
-    }
+    return _result_of(entry, stage, no_op=False)
 
 
-def _roll_back(
-    config: PromoteConfig, version: int, run_id: str, reason: str, examples: list[tuple[bytes, int]]
-) -> dict[str, Any]:
+def _result_of(entry: StageEntry, stage: str, no_op: bool) -> PromotionResult:
+    return PromotionResult(
+        action=entry.action,
+        stage=stage,
+        version=entry.version,
+        previous_version=entry.previous_version,
+        no_op=no_op,
+        model_uri=entry.model_uri,
+        target=entry.target or "",
+        checks=entry.checks,
+        accuracy=entry.accuracy,
+        metrics=entry.metrics,
+        source_stage=entry.source_stage,
+        source_version=entry.source_version,
+    )
+
+
+def _already_served(
+    config: PromoteConfig, candidate: _Candidate, sha: str, in_service: list[int]
+) -> Optional[PromotionResult]:
+    """The no-op result when the stage's newest version in service is this very model, else None."""
+    current = stages.read_current(config.stages_root, config.stage)
+    if current is None or current.sha256 != sha or current.version not in in_service[-1:]:
+        return None
+    log.info("%s already serves this model as version %s: nothing to do", config.stage, current.version)
+    result = _result_of(current, config.stage, no_op=True)
+    return dataclasses.replace(
+        result,
+        action="promote",
+        model_uri=candidate.model_uri,
+        target=config.target,
+        source_stage=candidate.source_stage,
+        source_version=candidate.source_version,
+    )
+
+
+def _failed(
+    config: PromoteConfig, candidate: _Candidate, version: int, run_id: str, examples: StageExamples, err: Exception
+) -> PromotionError:
+    """Rolls the stage back after a failed promotion; returns the error to raise."""
+    reason = f"{type(err).__name__}: {err}"
+    log.error("promotion of version %d to %s failed: %s; rolling back", version, config.stage, reason)
+    back = _roll_back(config, version, run_id, reason, examples)
+    served = f"version {back.version} (verified)" if back.version is not None else "nothing"
+    return PromotionError(
+        f"promotion of {candidate.model_uri} to {config.stage} as version {version} failed: {reason}. Rolled back: "
+        f"{config.stage} serves {served}. Fix the model (or the check settings in PromoteConfig) and promote again."
+    )
+
+
+def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, examples: StageExamples) -> StageEntry:
     """Retire ``version``, make the stage serve the one before it, verify and record that."""
     root, stage, name = config.stages_root, config.stage, config.model_name
     stages.retire(root, stage, name, version)
@@ -316,59 +439,58 @@ def _roll_back(
         # Nothing was served before: the stage serves nothing, and says so in its history.
         if config.target == "kubernetes":
             log.warning("%s had no earlier version; the failed version was retired from the model path", stage)
-        stages.record(root, stage, "rollback", None, "", run_id, model_name=name, reason=reason, failed_version=version)
-        return {"version": None, "checks": {}}
-    target_version = remaining[-1]
-    earlier = stages.last_entry_for_version(root, stage, target_version) or {}
-    try:
-        checks = _serve_and_check(config, target_version, examples, rollback=True)
-    except Exception as err:
-        stages.record(
+        return stages.record(
             root,
             stage,
-            "rollback",
-            target_version,
-            earlier.get("model_uri", ""),
-            run_id,
-            checks=getattr(err, "result", {}).get("checks", {}),
-            metrics=earlier.get("metrics"),
-            model_name=name,
-            sha256=earlier.get("sha256"),
-            reason=reason,
-            failed_version=version,
-            verified=False,
+            StageEntry(
+                action="rollback",
+                version=None,
+                model_uri="",
+                run=run_id,
+                model_name=name,
+                reason=reason,
+                failed_version=version,
+                target=config.target,
+            ),
         )
+    target_version = remaining[-1]
+    earlier = stages.last_entry_for_version(root, stage, target_version)
+    entry = StageEntry(
+        action="rollback",
+        version=target_version,
+        model_uri=earlier.model_uri if earlier else "",
+        run=run_id,
+        model_name=name,
+        metrics=earlier.metrics if earlier else {},
+        sha256=earlier.sha256 if earlier else None,
+        previous_version=version,
+        target=config.target,
+        reason=reason,
+        failed_version=version,
+    )
+    try:
+        report = _serve_and_check(config, target_version, examples, rollback=True)
+    except Exception as err:
+        failed_checks = err.report.checks if isinstance(err, SmokeTestError) else ()
+        stages.record(root, stage, dataclasses.replace(entry, checks=failed_checks, verified=False))
         raise PromotionError(
             f"{stage}: rolled back from version {version} to {target_version}, but version {target_version} "
             f"fails its checks too: {err}. The stage needs attention."
         ) from err
-    stages.record(
-        root,
-        stage,
-        "rollback",
-        target_version,
-        earlier.get("model_uri", ""),
-        run_id,
-        checks=checks["checks"],
-        metrics=earlier.get("metrics"),
-        model_name=name,
-        sha256=earlier.get("sha256"),
-        reason=reason,
-        failed_version=version,
-        verified=True,
+    return stages.record(
+        root, stage, dataclasses.replace(entry, checks=report.checks, accuracy=report.accuracy, verified=True)
     )
-    return {"version": target_version, "checks": checks["checks"], "accuracy": checks["accuracy"]}
 
 
-def rollback(config: PromoteConfig, run_id: str) -> dict[str, Any]:
-    """Return a stage to the version it served before its current one, verified by smoke tests.
+def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
+    """Return a stage to the version it served before its current one, verified by the serving checks.
 
     Args:
         config: the stage, target, stages_root and model_name.
         run_id: the run that rolls back (recorded in the history).
 
     Returns:
-        ``{"action": "rollback", "stage", "version", "previous_version", "checks", "accuracy"}``.
+        What was done: ``version`` is the version served now, ``previous_version`` the one left.
 
     Raises:
         ValueError: the stage has fewer than two versions in service (nothing to return to).
@@ -382,39 +504,31 @@ def rollback(config: PromoteConfig, run_id: str) -> dict[str, Any]:
             f"cannot roll back {stage}: versions in service are {in_service} under "
             f"{stages.model_base_path(root, stage, name)}; a rollback needs an earlier version to return to"
         )
-    examples = _stored_smoke_examples(root, stage)
+    examples = stages.load_examples(root, stage)
+    if config.task is not None:
+        examples = dataclasses.replace(examples, task=get_task(config.task).name)
     back = _roll_back(config, in_service[-1], run_id, "rollback requested", examples)
-    return {
-        "action": "rollback",
-        "stage": stage,
-        "version": back["version"],
-        "previous_version": in_service[-1],
-        "no_op": False,
-        "model_uri": (stages.read_current(root, stage) or {}).get("model_uri", ""),
-        "checks": back["checks"],
-        "accuracy": back.get("accuracy"),
-        "metrics": {},
-        "target": config.target,
-    }
+    return _result_of(back, stage, no_op=False)
 
 
-def render_report(result: dict[str, Any]) -> str:
+def render_report(result: PromotionResult) -> str:
     """Render a promotion or rollback result as Markdown for the Kubeflow UI."""
-    action = result["action"]
-    lines = [f"# {action.capitalize()}: {result['stage']} serves version {result['version']}", ""]
-    if result.get("no_op"):
+    lines = [f"# {result.action.capitalize()}: {result.stage} serves version {result.version}", ""]
+    if result.no_op:
         lines += ["The stage already served this model: nothing was changed.", ""]
     lines += [
-        f"- model: `{result.get('model_uri', '')}`",
-        f"- target: {result.get('target', '')}",
-        f"- previous version: {result.get('previous_version')}",
+        f"- model: `{result.model_uri}`",
+        f"- target: {result.target}",
+        f"- previous version: {result.previous_version}",
     ]
-    if result.get("accuracy") is not None:
-        lines.append(f"- smoke accuracy on known test images: {result['accuracy']:.3f}")
-    if result.get("metrics"):
-        lines.append("- recorded metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(result["metrics"].items())))
+    if result.source_stage is not None:
+        lines.append(f"- from: {result.source_stage} version {result.source_version}")
+    if result.accuracy is not None:
+        lines.append(f"- smoke accuracy on known test images: {result.accuracy:.3f}")
+    if result.metrics:
+        lines.append("- recorded metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(result.metrics.items())))
     lines += ["", "| check | passed | detail |", "|---|---|---|"]
-    for name, check in result.get("checks", {}).items():
-        detail = str(check.get("detail", "")).replace("|", "\\|")
-        lines.append(f"| {name} | {'yes' if check.get('passed') else 'NO'} | {detail} |")
+    for check in result.checks:
+        detail = check.detail.replace("|", "\\|")
+        lines.append(f"| {check.name} | {'yes' if check.passed else 'NO'} | {detail} |")
     return "\n".join(lines) + "\n"

@@ -5,6 +5,7 @@ Layout under ``stages_root`` (a local folder or gs://)::
     <stage>/models/<model_name>/<version>/   SavedModel in TensorFlow Serving's layout
     <stage>/current.json                     what the stage serves now (a history entry)
     <stage>/history.jsonl                    one JSON line per promotion or rollback
+    <stage>/smoke_examples.json              the known examples of the last promotion
     <stage>/published.json                   content hash and source of each published version
     <stage>/retired/<model_name>/<version>/  versions taken out of service by a rollback
 
@@ -15,15 +16,21 @@ retired number).
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import datetime as _dt
 import json
-from typing import Any, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Optional
 
+from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
 from trainer import storage
+from trainer.tasks import DEFAULT_TASK, get_task
 
 STAGES = ("demo", "staging", "prod")
 ACTIONS = ("promote", "rollback")
 READY_MARKER = "saved_model.pb"
+SMOKE_FILE = "smoke_examples.json"
 
 
 def resolve_stages_root(stages_root: str, pipeline_root: str) -> str:
@@ -83,11 +90,6 @@ def _published(stages_root: str, stage: str) -> dict[str, Any]:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def published_info(stages_root: str, stage: str, model_name: str, version: int) -> Optional[dict[str, Any]]:
-    """Return what was recorded when a version was published (sha256, source, time), or None."""
-    return _published(stages_root, stage).get(model_name, {}).get(str(version))
 
 
 def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str) -> int:
@@ -153,68 +155,148 @@ def retire(stages_root: str, stage: str, model_name: str, version: int) -> None:
     storage.move_tree(src, dst)
 
 
-def read_current(stages_root: str, stage: str) -> Optional[dict[str, Any]]:
-    """Return what a stage serves now (its latest promote or rollback entry), or None if nothing.
+@dataclasses.dataclass(frozen=True)
+class StageEntry(Mapping[str, Any]):
+    """One line of a stage's ``history.jsonl``; the latest one that serves a version is ``current.json``.
+
+    On disk it is the JSON object of :meth:`to_dict` (docs/CONTRACTS.md); files written by
+    earlier versions of this code load with :meth:`from_dict`. The entry also reads as that JSON
+    mapping (``entry["metrics"]``, ``entry.get("version")``), so readers of the record as a
+    mapping, such as the evaluation gate's baseline, work on it unchanged.
+
+    Attributes:
+        action: ``promote`` or ``rollback``.
+        version: the version the stage serves after the action; None when it serves nothing
+            (the first promotion failed and was rolled back).
+        model_uri: the model folder the version came from ("" when unknown).
+        run: the pipeline run (job name) that acted.
+        time: when, ISO 8601 in UTC.
+        model_name: the served model name.
+        checks: the serving checks and their results.
+        metrics: the model's evaluation metrics (prod's are the gate's baseline).
+        sha256: the content hash of the version's SavedModel.
+        previous_version: what the stage served before a promotion.
+        accuracy: the share of known examples the prediction check got right.
+        target: ``local`` or ``kubernetes``.
+        source_stage, source_version: where a version promoted from another stage came from.
+        reason: why a rollback happened.
+        failed_version: the version a rollback took out of service.
+        verified: whether the version rolled back to passed its checks again.
+        extra: keys this code does not know (written by a newer version), kept as they were.
+    """
+
+    action: str
+    version: Optional[int]
+    model_uri: str
+    run: str
+    time: str = dataclasses.field(default_factory=lambda: _now())
+    model_name: Optional[str] = None
+    checks: tuple[CheckResult, ...] = ()
+    metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    sha256: Optional[str] = None
+    previous_version: Optional[int] = None
+    accuracy: Optional[float] = None
+    target: Optional[str] = None
+    source_stage: Optional[str] = None
+    source_version: Optional[int] = None
+    reason: Optional[str] = None
+    failed_version: Optional[int] = None
+    verified: Optional[bool] = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    _ALWAYS: ClassVar[tuple[str, ...]] = ("version", "model_uri", "model_name", "run", "time", "action")
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"unknown action {self.action!r}: expected one of {list(ACTIONS)}")
+
+    @property
+    def checks_passed(self) -> bool:
+        """The entry has checks and every one passed."""
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to ``history.jsonl`` and ``current.json``.
+
+        The keys of every entry are always there; the optional ones only when set.
+        """
+        data: dict[str, Any] = {name: getattr(self, name) for name in self._ALWAYS}
+        data["checks"] = checks_to_dict(self.checks)
+        data["metrics"] = dict(self.metrics)
+        for f in dataclasses.fields(self):
+            if f.name not in data and f.name != "extra" and getattr(self, f.name) is not None:
+                data[f.name] = getattr(self, f.name)
+        return {**self.extra, **data}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StageEntry:
+        """Reads an entry as written by :meth:`to_dict` or by earlier versions of this code.
+
+        Raises:
+            ValueError: a required key (action, version, model_uri, run) is missing.
+        """
+        missing = [k for k in ("action", "version", "run") if k not in data]
+        if missing:
+            raise ValueError(f"a stage history entry needs {missing}; got keys {sorted(data)}")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "checks", "metrics"}
+        fields = {k: v for k, v in data.items() if k in known}
+        fields["model_uri"] = fields.get("model_uri") or ""
+        return cls(
+            **fields,
+            checks=checks_from_dict(data.get("checks")),
+            metrics=dict(data.get("metrics") or {}),
+            extra={k: v for k, v in data.items() if k not in known and k not in ("checks", "metrics")},
+        )
+
+    def to_json(self, indent: Optional[int] = None) -> str:
+        """:meth:`to_dict` as JSON, keys sorted (one line without ``indent``)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StageEntry:
+        """The inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    # The read-only mapping view: the JSON object.
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+
+def read_current(stages_root: str, stage: str) -> Optional[StageEntry]:
+    """Return what a stage serves now (its latest entry that serves a version), or None if nothing.
 
     The evaluation gate reads prod's entry: its ``metrics`` are the baseline.
     """
-    return storage.read_json(storage.join(stage_dir(stages_root, stage), "current.json"))
+    data = storage.read_json(storage.join(stage_dir(stages_root, stage), "current.json"))
+    return None if data is None else StageEntry.from_dict(data)
 
 
-def read_history(stages_root: str, stage: str) -> list[dict[str, Any]]:
+def read_history(stages_root: str, stage: str) -> list[StageEntry]:
     """Return a stage's history entries, oldest first (empty if it has none)."""
     try:
         text = storage.read_text(storage.join(stage_dir(stages_root, stage), "history.jsonl"))
     except FileNotFoundError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [StageEntry.from_json(line) for line in text.splitlines() if line.strip()]
 
 
-def record(
-    stages_root: str,
-    stage: str,
-    action: str,
-    version: Optional[int],
-    model_uri: str,
-    run: str,
-    checks: Optional[dict[str, Any]] = None,
-    metrics: Optional[dict[str, Any]] = None,
-    model_name: Optional[str] = None,
-    **extra: Any,
-) -> dict[str, Any]:
+def record(stages_root: str, stage: str, entry: StageEntry) -> StageEntry:
     """Append an entry to a stage's history and, if the stage now serves a version, make it current.
 
     Args:
         stages_root: the stage store.
         stage: the stage.
-        action: ``promote`` or ``rollback``.
-        version: the version the stage serves after this action; None when it serves nothing
-            (the first promotion failed and was rolled back).
-        model_uri: the model the version came from.
-        run: the pipeline run (job name) that acted.
-        checks: the smoke checks and their results.
-        metrics: the model's evaluation metrics (the gate's baseline when this is prod).
-        model_name: the served model name.
-        **extra: more JSON-serialisable fields to keep with the entry (e.g. ``reason``).
+        entry: what happened.
 
     Returns:
-        The entry written.
+        ``entry``.
     """
-    _check_stage(stage)
-    if action not in ACTIONS:
-        raise ValueError(f"unknown action {action!r}: expected one of {list(ACTIONS)}")
-    entry: dict[str, Any] = {
-        "version": version,
-        "model_uri": model_uri,
-        "model_name": model_name,
-        "run": run,
-        "time": _now(),
-        "action": action,
-        "checks": dict(checks or {}),
-        "metrics": dict(metrics or {}),
-        **extra,
-    }
-    line = json.dumps(entry, sort_keys=True)
     folder = stage_dir(stages_root, stage)
     history_path = storage.join(folder, "history.jsonl")
     try:
@@ -222,15 +304,78 @@ def record(
     except FileNotFoundError:
         previous = b""
     # GCS objects cannot be appended to: rewrite whole (one writer per stage at a time).
-    storage.write_bytes(history_path, previous + line.encode() + b"\n")
-    if version is not None:
-        storage.write_text(storage.join(folder, "current.json"), json.dumps(entry, indent=1, sort_keys=True))
+    storage.write_bytes(history_path, previous + entry.to_json().encode() + b"\n")
+    if entry.version is not None:
+        storage.write_text(storage.join(folder, "current.json"), entry.to_json(indent=1))
     return entry
 
 
-def last_entry_for_version(stages_root: str, stage: str, version: int) -> Optional[dict[str, Any]]:
+def last_entry_for_version(stages_root: str, stage: str, version: int) -> Optional[StageEntry]:
     """Return the latest history entry that put ``version`` in service at a stage, or None."""
     for entry in reversed(read_history(stages_root, stage)):
-        if entry.get("version") == version:
+        if entry.version == version:
             return entry
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class StageExamples:
+    """The known examples a stage was last promoted with (``<stage>/smoke_examples.json``).
+
+    Kept with the stage so that a rollback or a move to the next stage, which have no dataset,
+    run the same prediction check.
+
+    Attributes:
+        task: the task whose answers ``examples`` hold.
+        examples: the known examples.
+    """
+
+    task: str
+    examples: tuple[KnownExample, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"task": ..., "examples": [{"b64": ..., "expected": ...}]}`` (answers via the task's JSON)."""
+        task = get_task(self.task)
+        return {
+            "task": self.task,
+            "examples": [
+                {"b64": base64.b64encode(e.image).decode("ascii"), "expected": task.expected_to_json(e.expected)}
+                for e in self.examples
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> StageExamples:
+        """Reads :meth:`to_dict`'s form, or the older list of ``{"b64", "label"}`` (classification)."""
+        if isinstance(data, list):  # written before tasks: classification labels
+            task_name, items, key = DEFAULT_TASK, data, "label"
+        else:
+            task_name, items, key = data.get("task") or DEFAULT_TASK, data["examples"], "expected"
+        task = get_task(task_name)
+        return cls(
+            task=task.name,
+            examples=tuple(KnownExample(base64.b64decode(d["b64"]), task.expected_from_json(d[key])) for d in items),
+        )
+
+
+def save_examples(stages_root: str, stage: str, examples: StageExamples) -> None:
+    """Writes ``<stage>/smoke_examples.json``."""
+    storage.write_bytes(
+        storage.join(stage_dir(stages_root, stage), SMOKE_FILE), json.dumps(examples.to_dict()).encode()
+    )
+
+
+def load_examples(stages_root: str, stage: str) -> StageExamples:
+    """Reads ``<stage>/smoke_examples.json``.
+
+    Raises:
+        FileNotFoundError: the stage has never been promoted to.
+    """
+    path = storage.join(stage_dir(stages_root, stage), SMOKE_FILE)
+    try:
+        data = json.loads(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{path} not found: the stage has never been promoted to, so there is nothing to verify a rollback with"
+        ) from None
+    return StageExamples.from_dict(data)

@@ -44,11 +44,11 @@ def test_bench_model_server_load(tmp_path):
         run_load(server.url, "clf", body, clients=CLIENTS, duration_s=2.0)  # warm-up
         result = run_load(server.url, "clf", body, clients=CLIENTS, duration_s=DURATION_S)
     print(
-        f"\nmodel server, {CLIENTS} clients x {result['duration_s']:.1f} s, batch {BATCH}: "
-        f"{result['requests']} requests, {result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.1f} ms, "
-        f"p95 {result['p95_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, errors {result['errors']}\n"
+        f"\nmodel server, {CLIENTS} clients x {result.duration_s:.1f} s, batch {BATCH}: "
+        f"{result.requests} requests, {result.requests_per_s:.1f} req/s, p50 {result.p50_ms:.1f} ms, "
+        f"p95 {result.p95_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, errors {result.errors}\n"
         f"in-process signature (1 thread, same batch): {in_process:.1f} calls/s, "
         f"p95 {percentile([t * 1000 for t in times], 95):.2f} ms\n"
-        f"ratio REST req/s / in-process calls/s: {result['requests_per_s'] / in_process:.2f}"
+        f"ratio REST req/s / in-process calls/s: {result.requests_per_s / in_process:.2f}"
     )
-    assert result["errors"] == 0, result["error_samples"]
+    assert result.errors == 0, result.error_samples

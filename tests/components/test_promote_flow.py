@@ -4,9 +4,10 @@ import pytest
 
 from components.promote.promote import PromotionError, promote, render_report, rollback
 from components.serving import stages
-from components.serving.checks import SmokeTestError, http_json, run_smoke_tests
+from components.serving.checks import KnownExample, SmokeTestError, http_json, run_checks
 from tests.promote_models import export_tiny_model, write_digits_dataset
 from trainer.config import PromoteConfig
+from trainer.tasks import get_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -40,13 +41,19 @@ def serving_version(cfg):
 def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     cfg = config(tmp_path, "prod")
     result = promote(models["good"], models["dataset"], cfg, run_id="run-1")
-    assert result["version"] == 1 and not result["no_op"]
-    assert all(c["passed"] for c in result["checks"].values()) and set(result["checks"]) >= {"health", "prediction"}
+    assert result.version == 1 and not result.no_op
+    names = [c.name for c in result.checks]
+    assert names == ["health", "metadata", "predict_schema", "bad_requests", "prediction", "load"]
+    assert all(c.passed for c in result.checks)
+    load = result.check("load")
+    assert 1 <= load.figures["requests"] <= cfg.load_max_requests and load.figures["errors"] == 0
     current = stages.read_current(cfg.stages_root, "prod")
-    assert current["version"] == 1 and current["run"] == "run-1" and current["action"] == "promote"
-    assert 0.7 <= current["metrics"]["accuracy"] <= 1.0  # the evaluation gate's baseline
+    assert current.version == 1 and current.run == "run-1" and current.action == "promote"
+    by_name = {c.name: c for c in result.checks}
+    assert {c.name: c for c in current.checks} == by_name  # the load test's figures are kept in the history
+    assert 0.7 <= current.metrics["accuracy"] <= 1.0  # the evaluation gate's baseline
     again = promote(models["good"], models["dataset"], cfg, run_id="run-2")
-    assert again["no_op"] and again["version"] == 1
+    assert again.no_op and again.version == 1 and {c.name: c for c in again.checks} == by_name
     assert len(stages.read_history(cfg.stages_root, "prod")) == 1
     assert stages.list_versions(cfg.stages_root, "prod", "clf") == [1]
     assert "serves version 1" in render_report(again)
@@ -60,14 +67,15 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
     assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
     assert serving_version(cfg) == 1
     current = stages.read_current(cfg.stages_root, "demo")
-    assert current["action"] == "rollback" and current["version"] == 1 and current["failed_version"] == 2
-    assert current["metrics"] == {"accuracy": 0.9} and current["verified"] is True
+    assert current.action == "rollback" and current.version == 1 and current.failed_version == 2
+    assert current.metrics == {"accuracy": 0.9} and current.verified is True
     # The next good model gets a fresh number: version numbers only grow.
-    assert promote(models["better"], models["dataset"], cfg, run_id="run-3", metrics={})["version"] == 3
+    assert promote(models["better"], models["dataset"], cfg, run_id="run-3", metrics={}).version == 3
     back = rollback(cfg, run_id="run-4")
-    assert back["version"] == 1 and back["previous_version"] == 3 and back["checks"]["prediction"]["passed"]
+    assert back.version == 1 and back.previous_version == 3 and back.check("prediction").passed
+    assert back.metrics == {"accuracy": 0.9}  # recorded with version 1
     assert serving_version(cfg) == 1
-    assert [e["action"] for e in stages.read_history(cfg.stages_root, "demo")] == [
+    assert [e.action for e in stages.read_history(cfg.stages_root, "demo")] == [
         "promote",
         "rollback",
         "promote",
@@ -83,7 +91,7 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
         promote(models["bad"], models["dataset"], cfg, run_id="run-1", metrics={})
     assert stages.read_current(cfg.stages_root, "staging") is None
     assert stages.list_versions(cfg.stages_root, "staging", "clf") == []
-    assert stages.read_history(cfg.stages_root, "staging")[-1]["version"] is None
+    assert stages.read_history(cfg.stages_root, "staging")[-1].version is None
 
 
 def test_smoke_tests_report_every_failed_check(models):
@@ -91,14 +99,17 @@ def test_smoke_tests_report_every_failed_check(models):
     from tests.promote_models import digits, png_bytes
 
     images, labels = digits()
-    examples = [(png_bytes(images[i]), int(labels[i])) for i in range(20)]
+    examples = [KnownExample(png_bytes(images[i]), int(labels[i])) for i in range(20)]
+    task = get_task("classification")
     with ModelServer(models["bad"] + "/saved_model", "clf") as srv:
         with pytest.raises(SmokeTestError) as err:
-            run_smoke_tests(srv.url, "clf", examples, min_accuracy=0.5)
-        assert "prediction:" in str(err.value) and err.value.result["checks"]["bad_requests"]["passed"]
-        with pytest.raises(SmokeTestError, match="health"):
-            run_smoke_tests(srv.url, "clf", examples, 0.0, expected_version=5, timeout_s=1)
-        assert run_smoke_tests(srv.url, "clf", examples, 0.0)["version"] == 1
+            run_checks(srv.url, "clf", examples, min_accuracy=0.5, task=task)
+        assert "prediction:" in str(err.value) and err.value.report.check("bad_requests").passed
+        assert not err.value.report.passed and err.value.report.accuracy < 0.5
+        with pytest.raises(SmokeTestError, match="health") as err:
+            run_checks(srv.url, "clf", examples, 0.0, task=task, expected_version=5, timeout_s=1)
+        assert [c.name for c in err.value.report.checks] == ["health"]  # nothing else runs without health
+        assert run_checks(srv.url, "clf", examples, 0.0, task=task, load=None).version == 1
 
 
 def test_missing_saved_model_is_explained(tmp_path, models):
@@ -150,7 +161,7 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
     monkeypatch.setattr(kube, "rollback_stage", roll_back)
     cfg = config(tmp_path, target="kubernetes", rollout_timeout_s=5.0)
     try:
-        assert promote(models["good"], models["dataset"], cfg, run_id="r1", metrics={})["version"] == 1
+        assert promote(models["good"], models["dataset"], cfg, run_id="r1", metrics={}).version == 1
         with pytest.raises(PromotionError, match="timed out.*serves version 1 \\(verified\\)"):
             promote(models["better"], models["dataset"], cfg, run_id="r2", metrics={})
     finally:
@@ -158,4 +169,44 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
             srv.stop()
     assert calls == [("deploy", 1), ("deploy", 2), ("rollback", 1)]
     current = stages.read_current(cfg.stages_root, "demo")
-    assert current["action"] == "rollback" and current["version"] == 1 and "RolloutTimeout" in current["reason"]
+    assert current.action == "rollback" and current.version == 1 and "RolloutTimeout" in current.reason
+
+
+def test_each_check_runs_alone_and_asks_the_task(models):
+    from components.serving import checks
+    from components.serving.server import ModelServer
+    from tests.promote_models import digits, png_bytes
+    from trainer.tasks import Classification, ServingSchema
+
+    class Boxes(Classification):  # a task whose responses look different: the checks must ask it
+        serving = ServingSchema(outputs=("boxes", "scores"))
+
+    images, labels = digits()
+    image = png_bytes(images[0])
+    task = get_task("classification")
+    with ModelServer(models["good"] + "/saved_model", "clf") as srv:
+        url = srv.url
+        health = checks.check_health(srv.url, "clf")
+        assert health.passed and health.figures == {"version": 1}
+        assert not checks.check_health(srv.url, "clf", expected_version=2, timeout_s=0.5).passed
+        metadata = checks.check_metadata(srv.url, "clf", task)
+        assert metadata.passed and metadata.figures == {"num_outputs": 10}
+        other = checks.check_metadata(srv.url, "clf", Boxes())
+        assert not other.passed and "outputs must include boxes, scores" in other.detail
+        assert checks.check_response_schema(srv.url, "clf", task, image, version=1, num_outputs=10).passed
+        wrong_size = checks.check_response_schema(srv.url, "clf", task, image, num_outputs=3)
+        assert not wrong_size.passed and "10 probabilities, expected 3" in wrong_size.detail
+        assert checks.check_bad_requests(srv.url, "clf").passed
+        known = [KnownExample(png_bytes(images[i]), int(labels[i])) for i in range(8)]
+        assert checks.check_known_predictions(srv.url, "clf", task, known, 0.5).passed
+        wrong = [KnownExample(e.image, (e.expected + 1) % 10) for e in known]
+        failed = checks.check_known_predictions(srv.url, "clf", task, wrong, 0.5)
+        assert not failed.passed and failed.figures["right"] <= 1 and "need 0.50" in failed.detail
+        load = checks.check_load(srv.url, "clf", image, checks.LoadSettings(clients=2, max_requests=12))
+        assert load.passed and load.figures["requests"] == 12 and load.figures["errors"] == 0
+        assert checks.CheckResult.from_dict("load", load.to_dict()) == load
+    # A server that is gone: every check reports, none raises.
+    gone = checks.check_bad_requests(url, "clf")
+    assert not gone.passed and "URLError" in gone.detail
+    down = checks.check_load(url, "clf", image, checks.LoadSettings(clients=1, max_seconds=0.5))
+    assert not down.passed and down.figures["errors"] == down.figures["requests"] > 0

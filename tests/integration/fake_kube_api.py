@@ -3,6 +3,10 @@
 It implements only the endpoints ``components/serving/deploy.py`` calls, with the API's semantics
 as far as they matter there:
 
+- discovery, what ``kubernetes.dynamic.DynamicClient`` reads before its first request:
+  ``/version``, ``/api``, ``/apis`` (APIGroupList) and ``/api/v1``, ``/apis/<group>/<version>``
+  (APIResourceList) for the kinds below; a plural in ``hidden`` is served by neither discovery
+  nor its object URLs (a cluster without that API);
 - namespaced objects under ``/api/v1/namespaces/<ns>/<plural>[/<name>]`` and
   ``/apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]`` for the serving kinds and pods;
 - GET (404 ``NotFound`` Status for a missing object or namespace), list with ``labelSelector``
@@ -20,8 +24,9 @@ as far as they matter there:
   reason (the synthesized pods then report it as a waiting container), or ends in
   ``ProgressDeadlineExceeded`` when ``deadline_exceeded(deployment)`` is true.
 
-Not implemented: watch, DELETE, strategic merge patch, admission, validation against schemas,
-authentication. ``deny`` makes writes to the named plurals answer 403 to test RBAC errors.
+Not implemented: watch, DELETE, strategic merge patch, admission, validation against schemas
+(``fieldValidation=Strict`` refuses unknown top-level fields only), authentication. ``deny``
+makes writes to the named plurals answer 403 to test RBAC errors.
 """
 
 from __future__ import annotations
@@ -53,6 +58,13 @@ KINDS = {
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
 )
+# Top-level fields of the served kinds; strict field validation refuses others (the fake checks
+# no deeper: the manifests' schema is checked by kubernetes-validate in the unit tests).
+_TOP_LEVEL_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status", "data", "binaryData", "immutable"} | {
+    "automountServiceAccountToken",
+    "imagePullSecrets",
+    "secrets",
+}
 _SERVER_FIELDS = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
 
 Path = tuple[str, ...]
@@ -130,6 +142,7 @@ class FakeKubeAPI:
         deadline_exceeded: returns True for a Deployment the controller should mark
             ``ProgressDeadlineExceeded``.
         deny: plurals whose writes answer 403 Forbidden.
+        hidden: plurals the server does not serve at all (absent from discovery, 404 on their URLs).
         read_error: given a plural and the number of this GET of one of its objects (1-based),
             returns an HTTP status to answer instead (a transient 503, say), or None.
         requests: every request as (method, path, query dict, content type).
@@ -141,6 +154,7 @@ class FakeKubeAPI:
         self.pod_failure: Callable[[dict[str, Any]], Optional[str]] = lambda deployment: None
         self.deadline_exceeded: Callable[[dict[str, Any]], bool] = lambda deployment: False
         self.deny: set[str] = set()
+        self.hidden: set[str] = set()
         self.read_error: Callable[[str, int], Optional[int]] = lambda plural, nth_read: None
         self._reads: dict[str, int] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
@@ -272,8 +286,10 @@ class FakeKubeAPI:
     ) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append((method, path, query, content_type))
+            if method == "GET" and path in self._discovery():
+                return 200, self._discovery()[path]
             match = _PATH.match(path)
-            if not match or match["plural"] not in KINDS:
+            if not match or match["plural"] not in KINDS or match["plural"] in self.hidden:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
             plural, namespace, name = match["plural"], match["ns"], match["name"]
             api_version, kind = KINDS[plural]
@@ -304,6 +320,41 @@ class FakeKubeAPI:
             if method == "PATCH" and name is not None:
                 return self._apply(plural, namespace, name, query, content_type, body)
             raise ApiError(405, "MethodNotAllowed", f"{method} {path} is not supported by the fake")
+
+    def _discovery(self) -> dict[str, dict[str, Any]]:
+        """The discovery documents by path, for the kinds served (``KINDS`` less ``hidden``)."""
+        by_group_version: dict[str, list[dict[str, Any]]] = {}
+        for plural, (api_version, kind) in KINDS.items():
+            if plural in self.hidden:
+                continue
+            by_group_version.setdefault(api_version, []).append(
+                {
+                    "name": plural,
+                    "singularName": kind.lower(),
+                    "namespaced": True,
+                    "kind": kind,
+                    "verbs": ["create", "get", "list", "patch"],
+                }
+            )
+        documents: dict[str, dict[str, Any]] = {
+            "/version": {"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake", "platform": "linux/amd64"},
+            "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+        }
+        groups = []
+        for api_version, resources in by_group_version.items():
+            path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            documents[path] = {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": api_version,
+                "resources": resources,
+            }
+            if api_version != "v1":
+                group, version = api_version.split("/")
+                entry = {"groupVersion": api_version, "version": version}
+                groups.append({"name": group, "versions": [entry], "preferredVersion": entry})
+        documents["/apis"] = {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        return documents
 
     def _read(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         stored = self._store.get((plural, namespace, name))
@@ -358,6 +409,9 @@ class FakeKubeAPI:
             )
         force = query.get("force", ["false"])[0].lower() in ("true", "1")
         applied = self._check_body(plural, namespace, name, _parse(raw))
+        unknown = sorted(set(applied) - _TOP_LEVEL_FIELDS)
+        if unknown and query.get("fieldValidation", [""])[0] == "Strict":
+            raise ApiError(400, "BadRequest", f'strict decoding error: unknown field "{unknown[0]}"')
         new_leaves = _owned_leaves(applied)
         key = (plural, namespace, name)
         existing = self._store.get(key)

@@ -298,3 +298,42 @@ def test_fake_apply_removes_fields_the_manager_stopped_applying(fake, api):
 
     apply({"a": "1", "b": "2"})
     assert apply({"a": "1"})["data"] == {"a": "1"}
+
+
+def test_apply_goes_through_discovery_and_leaves_no_cache_file(fake, api):
+    import hashlib
+    import os
+    import tempfile
+
+    deploy(api, "prod", version=1)
+    paths = [r[1] for r in fake.requests if r[0] == "GET"]
+    # The DynamicClient found each kind's URL through discovery, not a table in kube.py.
+    assert {"/version", "/apis", "/api/v1", "/apis/apps/v1", "/apis/autoscaling/v2", "/apis/policy/v1"} <= set(paths)
+    default_cache = f"osrcp-{hashlib.md5(fake.url.encode()).hexdigest()}.json"
+    assert not os.path.exists(os.path.join(tempfile.gettempdir(), default_cache))
+
+
+def test_an_api_the_cluster_does_not_serve_is_named(fake, api):
+    fake.hidden.add("horizontalpodautoscalers")
+    with pytest.raises(
+        kube.KubeDeployError, match=r"HorizontalPodAutoscaler ltp-prod/model-server.*does not serve.*autoscaling/v2"
+    ):
+        deploy(api, "prod", version=1)
+    # Nothing after the missing API was applied; what came before it was.
+    assert fake.get("deployments", "ltp-prod", "model-server") is not None
+    assert fake.get("poddisruptionbudgets", "ltp-prod", "model-server") is None
+
+
+def test_strict_field_validation_refuses_an_unknown_field(fake, api):
+    objs = kube.configure_stage(
+        kube.render_stage("demo"),
+        stage="demo",
+        stages_root=ROOT,
+        model_name="classifier",
+        version=1,
+        change_cause="x",
+    )
+    service = next(o for o in objs if o["kind"] == "Service")
+    service["spce"] = {}  # a typo the server would drop without strict validation
+    with pytest.raises(kube.KubeDeployError, match=r'Service ltp-demo/model-server failed with HTTP 400.*"spce".*Fix:'):
+        kubeapi.apply_objects(api, objs)

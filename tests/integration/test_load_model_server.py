@@ -23,10 +23,15 @@ def test_eight_clients_without_errors(tmp_path):
     body = {"instances": [{"b64": base64.b64encode(image).decode()}] * 4}
     with ModelServer(str(tmp_path / "clf"), "clf") as server:
         result = run_load(server.url, "clf", body, clients=8, duration_s=2.0)
-    print(
-        f"\nload: 8 clients x {result['duration_s']:.1f} s: {result['requests']} requests, "
-        f"{result['requests_per_s']:.0f} req/s, p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
-        f"errors {result['errors']}"
-    )
-    assert result["errors"] == 0, result["error_samples"]
-    assert result["requests"] >= 8  # every client got answers
+        bounded = run_load(server.url, "clf", body, clients=3, duration_s=30.0, max_requests=10)
+    print(f"\nload: {result.summary()}")
+    assert result.errors == 0, result.error_samples
+    assert result.requests >= 8  # every client got answers
+    # The request budget ends the run long before the time limit.
+    assert bounded.requests == 10 and bounded.errors == 0 and bounded.duration_s < 10
+    assert bounded.figures()["requests"] == 10 and "error_samples" not in bounded.figures()
+
+
+def test_bounds_are_checked():
+    with pytest.raises(ValueError, match="max_requests"):
+        run_load("http://127.0.0.1:9", "clf", {}, max_requests=0)

@@ -3,6 +3,8 @@
 import pytest
 
 from components.serving import stages
+from components.serving.checks import CheckResult
+from components.serving.stages import StageEntry
 from tests.gcs_emulator import running_emulator
 from trainer import storage
 
@@ -41,20 +43,19 @@ def test_stage_store_on_gcs(gcs, tmp_path):
     assert storage.tree_sha256(stages.version_path(root, "prod", "clf", 2)) == storage.tree_sha256(b)
 
     assert stages.read_current(root, "prod") is None
-    stages.record(
-        root, "prod", "promote", 1, "gs://m/a", "run-1", {"health": {"passed": True}}, {"accuracy": 0.9}, "clf"
-    )
-    stages.record(
-        root, "prod", "promote", 2, "gs://m/b", "run-2", {"health": {"passed": True}}, {"accuracy": 0.93}, "clf"
-    )
-    assert stages.read_current(root, "prod")["metrics"] == {"accuracy": 0.93}  # what the gate reads
+    health = (CheckResult("health", True, "version 1 AVAILABLE"),)
+    for version, uri, run, accuracy in [(1, "gs://m/a", "run-1", 0.9), (2, "gs://m/b", "run-2", 0.93)]:
+        metrics = {"accuracy": accuracy}
+        entry = StageEntry("promote", version, uri, run, model_name="clf", checks=health, metrics=metrics)
+        stages.record(root, "prod", entry)
+    assert stages.read_current(root, "prod").metrics == {"accuracy": 0.93}  # what the gate reads
 
     stages.retire(root, "prod", "clf", 2)
     assert stages.list_versions(root, "prod", "clf") == [1]
     assert storage.exists(f"{root}/prod/retired/clf/2/saved_model.pb")
-    stages.record(root, "prod", "rollback", 1, "gs://m/a", "run-3", metrics={"accuracy": 0.9})
-    assert [e["action"] for e in stages.read_history(root, "prod")] == ["promote", "promote", "rollback"]
-    assert stages.read_current(root, "prod")["version"] == 1
+    stages.record(root, "prod", StageEntry("rollback", 1, "gs://m/a", "run-3", metrics={"accuracy": 0.9}))
+    assert [e.action for e in stages.read_history(root, "prod")] == ["promote", "promote", "rollback"]
+    assert stages.read_current(root, "prod").version == 1
     assert stages.publish(b, root, "prod", "clf") == 3
 
 
@@ -68,6 +69,8 @@ def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
     dataset = write_digits_dataset(tmp_path / "dataset", count=24)
     config = PromoteConfig(stage="demo", stages_root=f"{gcs}/run-stages", model_name="clf", min_smoke_accuracy=0.6)
     result = promote(str(tmp_path / "model"), dataset, config, run_id="run-1", metrics={"accuracy": 0.9})
-    assert result["version"] == 1 and result["checks"]["prediction"]["passed"]
-    assert stages.read_current(config.stages_root, "demo")["version"] == 1
-    assert promote(str(tmp_path / "model"), dataset, config, run_id="run-2")["no_op"]
+    assert result.version == 1 and result.check("prediction").passed
+    assert stages.read_current(config.stages_root, "demo").version == 1
+    examples = stages.load_examples(config.stages_root, "demo")  # smoke_examples.json on gs://
+    assert examples.task == "classification" and len(examples.examples) == config.smoke_examples
+    assert promote(str(tmp_path / "model"), dataset, config, run_id="run-2").no_op

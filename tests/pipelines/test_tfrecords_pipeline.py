@@ -92,7 +92,7 @@ def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, f
         PromoteConfig(stages_root=str(tmp_path / "stages"), model_name="digits", min_smoke_accuracy=0.0),
         run_id="pointer",
     )
-    assert result["version"] == 1 and result["checks"]["prediction"]["passed"]
+    assert result.version == 1 and {c.name: c.passed for c in result.checks}["prediction"]
 
 
 def test_a_pointer_manifest_leads_to_the_shards(tmp_path):

@@ -76,7 +76,7 @@ def test_validation_would_catch_a_bad_object():
 def test_one_namespace_per_stage_and_only_kinds_kube_py_applies(name):
     objs = stage(name)
     assert {o["metadata"]["namespace"] for o in objs} == {f"ltp-{name}"}
-    supported = {kind for _, kind in kubeapi._RESOURCES}
+    supported = {kind for _, kind in kubeapi.APPLY_ORDER}
     assert {o["kind"] for o in objs} <= supported
     assert all(o["metadata"]["labels"]["lean-tpu-pipelines.dev/stage"] == name for o in objs)
 

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from components.serving import stages
+from components.serving.checks import CheckResult, KnownExample
 
 
 def fake_saved_model(path, payload=b"graph"):
@@ -58,27 +59,111 @@ def test_publish_refuses_a_folder_without_saved_model(tmp_path):
         stages.publish(str(tmp_path / "x"), str(tmp_path / "st"), "qa", "clf")
 
 
+def entry(action, version, model_uri, run, metrics=None, **kw):
+    return stages.StageEntry(action=action, version=version, model_uri=model_uri, run=run, metrics=metrics or {}, **kw)
+
+
 def test_record_current_history_and_retire(tmp_path):
     root = str(tmp_path / "stages")
+    health = (CheckResult("health", True, "version 1 AVAILABLE", {"version": 1}),)
     assert stages.read_current(root, "prod") is None
     assert stages.read_history(root, "prod") == []
     v1 = stages.publish(fake_saved_model(tmp_path / "a", b"A"), root, "prod", "clf")
-    stages.record(root, "prod", "promote", v1, "/m/a", "run-1", {"health": True}, {"accuracy": 0.9}, "clf")
+    stages.record(root, "prod", entry("promote", v1, "/m/a", "run-1", {"accuracy": 0.9}, checks=health))
     v2 = stages.publish(fake_saved_model(tmp_path / "b", b"B"), root, "prod", "clf")
-    stages.record(root, "prod", "promote", v2, "/m/b", "run-2", {"health": True}, {"accuracy": 0.95}, "clf")
-    assert stages.read_current(root, "prod")["metrics"] == {"accuracy": 0.95}
+    stages.record(root, "prod", entry("promote", v2, "/m/b", "run-2", {"accuracy": 0.95}, checks=health))
+    assert stages.read_current(root, "prod").metrics == {"accuracy": 0.95}
     stages.retire(root, "prod", "clf", v2)
     assert stages.list_versions(root, "prod", "clf") == [1]
-    stages.record(root, "prod", "rollback", v1, "/m/a", "run-3", metrics={"accuracy": 0.9}, reason="manual")
+    stages.record(root, "prod", entry("rollback", v1, "/m/a", "run-3", {"accuracy": 0.9}, reason="manual"))
     current = stages.read_current(root, "prod")
-    assert current["version"] == 1 and current["action"] == "rollback" and current["reason"] == "manual"
+    assert current.version == 1 and current.action == "rollback" and current.reason == "manual"
     history = stages.read_history(root, "prod")
-    assert [e["action"] for e in history] == ["promote", "promote", "rollback"]
-    assert set(history[0]) >= {"version", "model_uri", "run", "time", "action", "checks", "metrics"}
+    assert [e.action for e in history] == ["promote", "promote", "rollback"]
+    assert history[0].checks == health and history[0].checks_passed and not history[2].checks_passed
+    # On disk: the contract's keys (docs/CONTRACTS.md), and the mapping view reads the same JSON.
+    first = json.loads((tmp_path / "stages/prod/history.jsonl").read_text().splitlines()[0])
+    assert set(first) == {"version", "model_uri", "model_name", "run", "time", "action", "checks", "metrics"}
+    assert first["checks"] == {"health": {"passed": True, "detail": "version 1 AVAILABLE", "figures": {"version": 1}}}
+    assert dict(history[0]) == first and history[0]["metrics"] == {"accuracy": 0.9}
     # A retired number is never reused: version numbers only grow.
     assert stages.publish(fake_saved_model(tmp_path / "c", b"C"), root, "prod", "clf") == 3
     assert json.loads((tmp_path / "stages/prod/published.json").read_text())["clf"]["3"]["source"].endswith("c")
     with pytest.raises(FileNotFoundError, match="not in service"):
         stages.retire(root, "prod", "clf", 2)
     with pytest.raises(ValueError, match="unknown action"):
-        stages.record(root, "prod", "deploy", 1, "", "r")
+        entry("deploy", 1, "", "r")
+
+
+# Files in the form the code before the typed records wrote them (its record() calls' keys and shapes).
+OLD_HISTORY = (
+    '{"accuracy": 0.9375, "action": "promote", "checks": {"bad_requests": {"detail": "6 bad requests answered with '
+    'errors", "passed": true}, "health": {"detail": "version 1 AVAILABLE", "passed": true}, "metadata": {"detail": '
+    '"signatures [\'serving_default\', \'serving_tensors\']; 10 classes", "passed": true}, "predict_schema": '
+    '{"detail": "row and columnar responses have the expected schema", "passed": true}, "prediction": {"detail": '
+    '"15/16 right (0.94 >= 0.50)", "passed": true}}, "metrics": {"accuracy": 0.91, "loss": 0.31}, "model_name": '
+    '"classifier", "model_uri": "/runs/train/model", "previous_version": null, "run": "end-to-end-1", "sha256": '
+    '"ab12", "target": "local", "time": "2025-06-01T10:00:00+00:00", "version": 1}\n'
+    '{"action": "rollback", "checks": {}, "failed_version": 1, "metrics": {}, "model_name": "classifier", '
+    '"model_uri": "", "reason": "SmokeTestError: ...", "run": "end-to-end-2", "time": "2025-06-02T10:00:00+00:00", '
+    '"version": null}\n'
+    '{"action": "promote", "checks": {"health": {"detail": "version 2 AVAILABLE", "passed": true}}, "metrics": {}, '
+    '"model_name": "classifier", "model_uri": "/runs/x", "run": "promote-3", "source_stage": "demo", '
+    '"source_version": 4, "time": "2025-06-03T10:00:00+00:00", "version": 2, "some_future_key": [1, 2]}\n'
+)
+OLD_CURRENT = """{
+ "action": "rollback",
+ "checks": {"health": {"detail": "version 1 AVAILABLE", "passed": true}},
+ "failed_version": 2,
+ "metrics": {"accuracy": 0.9},
+ "model_name": "clf",
+ "model_uri": "/m/a",
+ "reason": "SmokeTestError: prediction failed",
+ "run": "run-2",
+ "sha256": null,
+ "time": "2025-06-01T10:00:00+00:00",
+ "verified": true,
+ "version": 1
+}"""
+OLD_EXAMPLES = '[{"b64": "iVBORw0K", "label": 3}, {"b64": "AAEC", "label": 7}]'
+
+
+def test_files_written_before_the_typed_records_still_load(tmp_path):
+    folder = tmp_path / "stages" / "demo"
+    folder.mkdir(parents=True)
+    (folder / "history.jsonl").write_text(OLD_HISTORY)
+    (folder / "current.json").write_text(OLD_CURRENT)
+    (folder / "smoke_examples.json").write_text(OLD_EXAMPLES)
+    root = str(tmp_path / "stages")
+
+    first, failed, moved = stages.read_history(root, "demo")
+    assert first.version == 1 and first.accuracy == 0.9375 and first.metrics == {"accuracy": 0.91, "loss": 0.31}
+    assert [c.name for c in first.checks] == ["bad_requests", "health", "metadata", "predict_schema", "prediction"]
+    assert first.checks_passed
+    assert failed.version is None and failed.failed_version == 1 and failed.model_uri == ""
+    assert moved.source_stage == "demo" and moved.source_version == 4
+    assert moved.extra == {"some_future_key": [1, 2]} and moved["some_future_key"] == [1, 2]
+    # Unknown keys survive a rewrite.
+    assert stages.StageEntry.from_json(moved.to_json()) == moved
+
+    current = stages.read_current(root, "demo")
+    assert current.action == "rollback" and current.version == 1 and current.verified is True
+    assert current.sha256 is None and current.metrics == {"accuracy": 0.9}
+    assert current.get("metrics") == {"accuracy": 0.9}  # what the evaluation gate reads
+
+    examples = stages.load_examples(root, "demo")
+    assert examples.task == "classification"
+    assert [e.expected for e in examples.examples] == [3, 7]
+    assert examples.examples[1].image == bytes([0, 1, 2])
+
+
+def test_known_examples_round_trip_with_their_task(tmp_path):
+    root = str(tmp_path / "stages")
+    with pytest.raises(FileNotFoundError, match="never been promoted"):
+        stages.load_examples(root, "staging")
+    written = stages.StageExamples("classification", (KnownExample(b"png", 4), KnownExample(b"jpg", 0)))
+    stages.save_examples(root, "staging", written)
+    on_disk = json.loads((tmp_path / "stages/staging/smoke_examples.json").read_text())
+    expected = [{"b64": "cG5n", "expected": 4}, {"b64": "anBn", "expected": 0}]
+    assert on_disk == {"task": "classification", "examples": expected}
+    assert stages.load_examples(root, "staging") == written

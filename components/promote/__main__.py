@@ -1,0 +1,176 @@
+r"""Command line: ``python -m components.promote {promote,rollback,promote-version} ...`` (no Kubeflow).
+
+The three components of the promote step, with the same configuration (``PromoteConfig``: every
+field is a flag, a ``--config`` YAML gives the rest) and the same stage store, checks, rollback
+and history as in a pipeline. It prints the Markdown report the component writes (``--json``: the
+result as JSON) and can write it to a file (``--report``).
+
+Examples::
+
+    python -m components.promote promote --model-dir runs/model --dataset data/fmnist \
+        --stage demo --stages-root runs/stages
+    python -m components.promote promote-version --source-stage demo --stage staging \
+        --stages-root gs://bucket/stages --target kubernetes
+    python -m components.promote rollback --stage demo --stages-root runs/stages
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from trainer.config import ConfigError, PromoteConfig
+from trainer.tasks import TASKS
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _field_help() -> dict[str, str]:
+    """The ``Attributes:`` lines of PromoteConfig's docstring, by field: one source for the help."""
+    text = PromoteConfig.__doc__ or ""
+    helps: dict[str, str] = {}
+    name = None
+    for line in text.split("Attributes:", 1)[-1].splitlines():
+        match = re.match(r"^\s{8}(\w+): (.*)$", line)
+        if match:
+            name, helps[match[1]] = match[1], match[2]
+        elif name and line.strip():
+            helps[name] += " " + line.strip()
+    return {k: v.replace("``", "") for k, v in helps.items()}
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per PromoteConfig field (``--stages-root`` for ``stages_root``), default: the config's."""
+    hints = typing.get_type_hints(PromoteConfig)
+    helps = _field_help()
+    group = parser.add_argument_group("PromoteConfig (flags override --config)")
+    group.add_argument("--config", help="YAML: PromoteConfig fields, or a whole-run Config with a promote: section")
+    for f in dataclasses.fields(PromoteConfig):
+        hint = hints[f.name]
+        default = "none" if f.default is None else f.default
+        help_text = f"{helps.get(f.name, '')} (default {default})"
+        kwargs: dict[str, Any] = {"dest": f.name, "default": None, "help": help_text}
+        args = typing.get_args(hint)
+        if f.name == "task":
+            kwargs["choices"] = sorted(TASKS)
+        elif typing.get_origin(hint) is typing.Literal:
+            kwargs["choices"] = list(args)
+        elif typing.get_origin(hint) in (typing.Union, types.UnionType):
+            kwargs["type"] = next(a for a in args if a is not type(None))
+        else:
+            kwargs["type"] = hint
+        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m components.promote",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit status: 0 done, 1 the checks failed (the stage was rolled back), 2 bad input.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="{promote,rollback,promote-version}")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_text, description=help_text)
+        c.add_argument("--run-id", help="the run recorded in the stage history (default cli-<UTC time>)")
+        c.add_argument("--report", help="also write the Markdown report to this file")
+        c.add_argument("--json", action="store_true", help="print the result as JSON instead of the report")
+        return c
+
+    promote = command("promote", "publish a model to a stage, serve it, check it; roll back on any failure")
+    promote.add_argument("--model-dir", required=True, help="the model folder (saved_model/ inside) or a SavedModel")
+    promote.add_argument("--dataset", required=True, help="the dataset whose test split gives the known examples")
+    promote.add_argument(
+        "--metrics",
+        help="a JSON file of evaluation metrics to record (the gate's baseline); default: score the test split",
+    )
+    _add_config_flags(promote)
+
+    _add_config_flags(command("rollback", "return a stage to the version it served before, checked"))
+
+    move = command("promote-version", "move the version a stage serves (having passed) to the next stage")
+    move.add_argument("--source-stage", required=True, choices=["demo", "staging"], help="the stage it comes from")
+    move.add_argument("--version", type=int, help="the source stage's version (default: the one it serves)")
+    _add_config_flags(move)
+    return p
+
+
+def load_config(path: Optional[str], flags: dict[str, Any]) -> PromoteConfig:
+    """PromoteConfig from a YAML file (its fields, or a whole-run Config's ``promote:``) and flags.
+
+    Raises:
+        ConfigError: a bad file, key or value.
+    """
+    data: Any = {}
+    if path:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise ConfigError(f"--config {path}: {err}") from err
+        if not isinstance(data, dict):
+            raise ConfigError(f"--config {path}: expected a mapping, got {type(data).__name__}")
+        if isinstance(data.get("promote"), dict):
+            data = data["promote"]
+    return PromoteConfig.from_dict({**data, **{k: v for k, v in flags.items() if v is not None}})
+
+
+def _metrics(path: Optional[str]) -> Optional[dict[str, Any]]:
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"--metrics {path}: {err}; give a JSON object such as the evaluation's metrics") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"--metrics {path}: expected a JSON object of metric -> value, got {type(data).__name__}")
+    return data
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parses the arguments, runs the command, prints the report.
+
+    Returns:
+        The exit status: 0 done, 1 the checks failed (rolled back), 2 bad input.
+    """
+    args = _parser().parse_args(argv)
+    from components.promote.promote import PromotionError, promote, promote_version, render_report, rollback
+    from trainer.tasks import TaskError
+
+    names = {f.name for f in dataclasses.fields(PromoteConfig)}
+    run_id = args.run_id or "cli-" + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        config = load_config(args.config, {k: v for k, v in vars(args).items() if k in names})
+        if args.command == "promote":
+            result = promote(args.model_dir, args.dataset, config, run_id, metrics=_metrics(args.metrics))
+        elif args.command == "rollback":
+            result = rollback(config, run_id)
+        else:
+            result = promote_version(config, args.source_stage, run_id, version=args.version)
+    except PromotionError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ConfigError, TaskError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    report = render_report(result)
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(report)
+    print(json.dumps(result.to_dict(), indent=1) if args.json else report, end="" if not args.json else "\n")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

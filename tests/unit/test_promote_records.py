@@ -1,0 +1,116 @@
+"""The promote step's typed results, its task lookup and its command line's parsing (no TensorFlow)."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from components.promote import __main__ as cli
+from components.promote.promote import PromotionResult, render_report, task_of_model
+from components.serving.checks import CheckResult
+from trainer.config import ConfigError, PromoteConfig
+from trainer.tasks import TaskError
+
+CHECKS = (
+    CheckResult("health", True, "version 3 AVAILABLE", {"version": 3}),
+    CheckResult("prediction", False, "2/16 right | low", {"accuracy": 0.125}),
+)
+
+
+def result(**kw):
+    fields = dict(action="promote", stage="staging", version=3, previous_version=2, no_op=False, model_uri="/m")
+    return PromotionResult(**{**fields, "target": "local", "checks": CHECKS, "accuracy": 0.125, **kw})
+
+
+def test_promotion_result_round_trips_through_json():
+    original = result(metrics={"accuracy": 0.9}, source_stage="demo", source_version=5)
+    data = json.loads(json.dumps(original.to_dict()))
+    assert data["checks"]["prediction"] == {
+        "passed": False,
+        "detail": "2/16 right | low",
+        "figures": {"accuracy": 0.125},
+    }
+    assert PromotionResult.from_dict(data) == original
+    assert original.check("health").figures == {"version": 3}
+    with pytest.raises(KeyError, match="no check 'load' ran"):
+        original.check("load")
+
+
+def test_report_shows_the_version_the_checks_and_where_it_came_from():
+    text = render_report(result(metrics={"accuracy": 0.9}, source_stage="demo", source_version=5))
+    assert text.startswith("# Promote: staging serves version 3\n")
+    assert "- from: demo version 5" in text and "- recorded metrics: accuracy=0.9" in text
+    assert "| health | yes | version 3 AVAILABLE |" in text
+    assert "| prediction | NO | 2/16 right \\| low |" in text  # a | in a detail does not break the table
+    assert "nothing was changed" in render_report(result(no_op=True))
+
+
+def test_task_of_model(tmp_path):
+    assert task_of_model(str(tmp_path)).name == "classification"  # no training.json: a model from before tasks
+    (tmp_path / "training.json").write_text(json.dumps({"steps": 10}))
+    assert task_of_model(str(tmp_path)).name == "classification"  # no "task" key: the same
+    (tmp_path / "training.json").write_text(json.dumps({"task": "classification"}))
+    assert task_of_model(str(tmp_path)).name == "classification"
+    (tmp_path / "training.json").write_text(json.dumps({"task": "segmentation"}))
+    with pytest.raises(TaskError, match="unknown task 'segmentation'"):
+        task_of_model(str(tmp_path))
+    assert task_of_model(str(tmp_path), configured="classification").name == "classification"
+
+
+def test_config_fields_and_validation():
+    with pytest.raises(ConfigError, match="promote.task: expected one of"):
+        PromoteConfig(task="segmentation")
+    with pytest.raises(ConfigError, match="load_max_requests"):
+        PromoteConfig(load_max_requests=0)
+
+
+def test_cli_flags_are_the_config_fields(tmp_path, capsys):
+    path = tmp_path / "run.yaml"
+    path.write_text("promote:\n  stage: prod\n  model_name: clf\n  load_clients: 2\n")
+    config = cli.load_config(str(path), {"model_name": "other", "smoke_examples": None})
+    assert (config.stage, config.model_name, config.load_clients, config.smoke_examples) == ("prod", "other", 2, 16)
+    path.write_text("stage: staging\nnot_a_field: 1\n")
+    with pytest.raises(ConfigError, match="not_a_field: unknown key"):
+        cli.load_config(str(path), {})
+    parser = cli._parser()
+    args = parser.parse_args(["rollback", "--stage", "prod", "--load-max-seconds", "0.5", "--task", "classification"])
+    assert (args.stage, args.load_max_seconds, args.task) == ("prod", 0.5, "classification")
+    with pytest.raises(SystemExit):
+        cli.main(["promote", "--help"])
+    text = capsys.readouterr().out
+    for field in dataclasses.fields(PromoteConfig):
+        assert f"--{field.name.replace('_', '-')}" in text
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["promote", "--help"], ["rollback", "--help"], ["promote-version", "--help"]]
+)
+def test_help_works_without_tensorflow(argv):
+    code = (
+        "import runpy, sys; sys.argv = ['x', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('components.promote', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "assert 'tensorflow' not in sys.modules, 'help imported TensorFlow'\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True).stdout
+    assert "usage: python -m components.promote" in out
+
+
+def test_model_server_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "components.serving.server", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--model-base-path" in out and "--model-name" in out
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    assert cli.main(["rollback", "--stage", "demo", "--stages-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot roll back demo: versions in service are []") and err.count("\n") == 1
+    assert cli.main(["promote", "--model-dir", str(tmp_path), "--dataset", str(tmp_path), "--stages-root", "x"]) == 2
+    assert "not a model folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["promote-version", "--source-stage", "prod", "--stage", "prod"])
+    assert exit_.value.code == 2  # argparse: prod has no next stage
