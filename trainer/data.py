@@ -24,7 +24,6 @@ from trainer.tfrecords import DatasetError, split_count
 
 log = logging.getLogger(__name__)
 
-_ENCODED_KEY = "image/encoded"
 # Records parsed and decoded per call on the way into the in-memory cache.
 _DECODE_BATCH = 256
 
@@ -50,9 +49,15 @@ def image_shape_of(manifest: Mapping[str, Any]) -> tuple[int, int, int]:
         ) from err
 
 
-def cached_size_mb(manifest: Mapping[str, Any], split: str) -> float:
-    """The memory a split's decoded images take (uint8), in MB: what ``make_dataset(cache=True)`` holds."""
-    height, width, channels = image_shape_of(manifest)
+def cached_size_mb(manifest: Mapping[str, Any], split: str, shape: tuple[int, int, int] | None = None) -> float:
+    """The memory a split's decoded images take (uint8), in MB: what ``make_dataset(cache=True)`` holds.
+
+    Args:
+        manifest: the dataset's manifest.
+        split: the split.
+        shape: the decoded (model input) shape; ``None`` for the dataset's own image shape.
+    """
+    height, width, channels = shape or image_shape_of(manifest)
     return split_count(manifest, split) * height * width * channels / 1e6
 
 
@@ -87,6 +92,7 @@ def make_dataset(
     manifest: Mapping[str, Any] | None = None,
     options_threads: int | None = None,
     task: Task | None = None,
+    model_options: Mapping[str, Any] | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``(images, targets)`` batches from a split of a TFRecord dataset.
 
@@ -106,7 +112,10 @@ def make_dataset(
             many times that fit in memory (``cached_size_mb`` tells the size).
         manifest: the already-loaded manifest (saves a read); loaded from ``dataset_dir`` if ``None``.
         options_threads: size of tf.data's private thread pool; ``None`` lets tf.data decide.
-        task: reads the record features and makes the targets; ``None`` for the dataset's task.
+        task: reads the record features, decodes the images to the model's input shape and makes
+            the targets; ``None`` for the dataset's task.
+        model_options: the model's options (``TrainConfig.model_options``): a task may take its
+            input size from them (detection's ``image_size``).
 
     Returns:
         A dataset of ``images`` float32 ``[B, H, W, C]`` in [0, 1] and the task's targets
@@ -122,7 +131,7 @@ def make_dataset(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     manifest = manifest if manifest is not None else tfrecords.load_manifest(dataset_dir)
     task = task or task_of_manifest(manifest)
-    height, width, channels = image_shape_of(manifest)
+    shape = task.input_shape(manifest, model_options or {})
     split_count(manifest, split)
     files = tfrecords.shard_paths(dataset_dir, split, manifest)
     compression = manifest.get("compression") or ""
@@ -141,19 +150,11 @@ def make_dataset(
         **parallel,
     )
     # Only the features the task reads: parsing fewer keys is cheaper than parsing the whole record.
-    spec = {k: tfrecords.FEATURE_SPEC[k] for k in (_ENCODED_KEY, *task.feature_keys())}
-    shape = (height, width, channels)
+    spec = {k: tfrecords.FEATURE_SPEC[k] for k in task.feature_keys()}
 
     def parse(serialized):
-        # One parse_example call per batch, then the images decoded on the host.
-        features = tf.io.parse_example(serialized, spec)
-        images = tf.map_fn(
-            lambda data: tf.ensure_shape(tfrecords.decode_image(data, channels=channels), shape),
-            features[_ENCODED_KEY],
-            fn_output_signature=tf.TensorSpec(shape, tf.uint8),
-            parallel_iterations=16,
-        )
-        return task.to_inputs(features, images)
+        # One parse_example call per batch, then the task decodes the images on the host.
+        return task.decode(tf.io.parse_example(serialized, spec), shape, model_options or {})
 
     def scale(images, targets):
         return tf.cast(images, tf.float32) * (1.0 / 255.0), targets
@@ -179,7 +180,7 @@ def make_dataset(
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         ds = ds.map(lambda s: scale(*parse(s)), num_parallel_calls=autotune, deterministic=not training)
     if training and augment:
-        ds = ds.map(_augmenter(shape, seed), num_parallel_calls=autotune, deterministic=False)
+        ds = ds.map(lambda x, y: task.augment(x, y, shape, seed), num_parallel_calls=autotune, deterministic=False)
     ds = ds.prefetch(autotune)
 
     options = tf.data.Options()
@@ -188,22 +189,3 @@ def make_dataset(
         options.threading.private_threadpool_size = options_threads
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.with_options(options)
-
-
-def _augmenter(shape: tuple[int, int, int], seed: int | None):
-    import tensorflow as tf
-
-    height, width, _ = shape
-    pad_h, pad_w = max(1, height // 8), max(1, width // 8)
-
-    # Flips and translations leave a class label valid; a task whose targets move with the image
-    # (boxes) brings its own augmentation.
-    def augment(images, labels):
-        images = tf.image.random_flip_left_right(images, seed=seed)
-        # Random translation: pad by 1/8 of the side and crop back to the original size.
-        padded = tf.pad(images, [[0, 0], [pad_h, pad_h], [pad_w, pad_w], [0, 0]], mode="REFLECT")
-        batch = tf.shape(images)[0]
-        images = tf.image.random_crop(padded, tf.stack([batch, height, width, shape[2]]), seed=seed)
-        return images, labels
-
-    return augment

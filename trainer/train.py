@@ -494,7 +494,7 @@ def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strate
                 raise TrainingError(str(err)) from err
             prepared.task.compile(
                 model,
-                keras.optimizers.Adam(learning_rate=settings.learning_rate),
+                prepared.task.optimizer(settings.learning_rate, settings.total_steps(config), config.model_options),
                 steps_per_execution=settings.steps_per_execution,
                 jit_compile=settings.jit_compile,
             )
@@ -513,7 +513,8 @@ def _inputs(
 ) -> tuple[Any, Any, Optional[int], bool]:
     """The training input, the validation input (or None) with its step count, and whether it caches."""
     manifest, task = prepared.manifest, prepared.task
-    cache = 0 < data.cached_size_mb(manifest, config.train_split) <= config.cache_max_mb
+    shape = task.input_shape(manifest, config.model_options)
+    cache = 0 < data.cached_size_mb(manifest, config.train_split, shape) <= config.cache_max_mb
     train_ds = data.make_dataset(
         dataset_dir,
         config.train_split,
@@ -526,6 +527,7 @@ def _inputs(
         cache=cache,
         manifest=manifest,
         task=task,
+        model_options=config.model_options,
     )
     if prepared.val_split is None:
         return train_ds, None, config.validation_steps, cache
@@ -537,6 +539,7 @@ def _inputs(
         drop_remainder=settings.drop_remainder,
         manifest=manifest,
         task=task,
+        model_options=config.model_options,
     )
     val_count = data.split_count(manifest, prepared.val_split)
     batch = settings.global_batch
@@ -593,7 +596,7 @@ def _summary(
         val_loss=last.get("val_loss"),
         val_accuracy=last.get("val_accuracy"),
         class_names=list(prepared.manifest["classes"]),
-        image_shape=list(data.image_shape_of(prepared.manifest)),
+        image_shape=list(prepared.task.input_shape(prepared.manifest, config.model_options)),
         dataset=dataset_dir,
         dataset_fingerprint=prepared.dataset_fp,
         config_fingerprint=prepared.fingerprint,
@@ -608,7 +611,7 @@ def _export(model: Any, model_dir: str, effective: TrainConfig, summary: Trainin
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
-    prepared.task.export(model, saved, prepared.manifest)
+    prepared.task.export(model, saved, prepared.manifest, effective.model_options)
     model.save(_join(model_dir, "model.keras"))
     storage.write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
     storage.write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))

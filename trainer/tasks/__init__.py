@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from trainer.tasks.base import Metric, ServingSchema, Task, TaskError
 from trainer.tasks.classification import Classification
+from trainer.tasks.detection import Detection
 
 DEFAULT_TASK = "classification"
 
-TASKS: dict[str, Task] = {task.name: task for task in (Classification(),)}
+TASKS: dict[str, Task] = {task.name: task for task in (Classification(), Detection())}
 
 
 def get_task(name: str | None) -> Task:
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_TASK",
     "TASKS",
     "Classification",
+    "Detection",
     "Metric",
     "ServingSchema",
     "Task",

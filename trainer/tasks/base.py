@@ -105,8 +105,22 @@ class Task:
         """The record features training reads (parsing fewer keys is cheaper)."""
         raise NotImplementedError
 
-    def to_inputs(self, features: Mapping[str, Any], images: Any) -> tuple[Any, Any]:
-        """Model inputs and targets of a parsed batch whose images are already decoded."""
+    def input_shape(self, manifest: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[int, int, int]:
+        """The model's ``(height, width, channels)`` for a dataset and the model's options."""
+        raise NotImplementedError
+
+    def decode(
+        self, features: Mapping[str, Any], shape: tuple[int, int, int], options: Mapping[str, Any]
+    ) -> tuple[Any, Any]:
+        """A parsed batch of records -> (uint8 images ``[B, *shape]``, targets), inside tf.data."""
+        raise NotImplementedError
+
+    def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
+        """Random augmentation of a float batch in [0, 1]; targets move with the images."""
+        raise NotImplementedError
+
+    def optimizer(self, learning_rate: float, total_steps: int, options: Mapping[str, Any]) -> Any:
+        """The Keras optimizer for ``total_steps`` steps at ``learning_rate`` (already batch-scaled)."""
         raise NotImplementedError
 
     def check_dataset(self, manifest: Mapping[str, Any]) -> None:
@@ -120,7 +134,7 @@ class Task:
         """Compiles ``model`` with the task's loss and training metrics."""
         raise NotImplementedError
 
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any], options: Mapping[str, Any]) -> str:
         """Writes the SavedModel with the task's signatures; returns ``export_dir``."""
         raise NotImplementedError
 

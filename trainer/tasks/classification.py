@@ -71,11 +71,46 @@ class Classification(Task):
         """The image and its label."""
         return (_ENCODED_KEY, _LABEL_KEY)
 
-    def to_inputs(self, features: Mapping[str, Any], images: Any) -> tuple[Any, Any]:
-        """``(images, int32 labels)``."""
+    def input_shape(self, manifest: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[int, int, int]:
+        """The dataset's own image shape (one size for all its images; else resize at conversion)."""
+        from trainer import data
+
+        return data.image_shape_of(manifest)
+
+    def decode(
+        self, features: Mapping[str, Any], shape: tuple[int, int, int], options: Mapping[str, Any]
+    ) -> tuple[Any, Any]:
+        """The images decoded as stored (checked against ``shape``) and int32 labels."""
         import tensorflow as tf
 
+        from trainer import tfrecords
+
+        images = tf.map_fn(
+            lambda data: tf.ensure_shape(tfrecords.decode_image(data, channels=shape[2]), shape),
+            features[_ENCODED_KEY],
+            fn_output_signature=tf.TensorSpec(shape, tf.uint8),
+            parallel_iterations=16,
+        )
         return images, tf.cast(features[_LABEL_KEY], tf.int32)
+
+    def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
+        """Horizontal flips and translations by up to 1/8 of the side: a class label stays valid."""
+        import tensorflow as tf
+
+        height, width, channels = shape
+        pad_h, pad_w = max(1, height // 8), max(1, width // 8)
+        images = tf.image.random_flip_left_right(images, seed=seed)
+        # Random translation: pad by 1/8 of the side and crop back to the original size.
+        padded = tf.pad(images, [[0, 0], [pad_h, pad_h], [pad_w, pad_w], [0, 0]], mode="REFLECT")
+        batch = tf.shape(images)[0]
+        images = tf.image.random_crop(padded, tf.stack([batch, height, width, channels]), seed=seed)
+        return images, targets
+
+    def optimizer(self, learning_rate: float, total_steps: int, options: Mapping[str, Any]) -> Any:
+        """Adam at a constant rate (the notebook's)."""
+        import keras
+
+        return keras.optimizers.Adam(learning_rate=learning_rate)
 
     def check_dataset(self, manifest: Mapping[str, Any]) -> None:
         """A classifier needs a single image shape (checked by ``data.image_shape_of``) and 2+ classes."""
@@ -126,7 +161,7 @@ class Classification(Task):
             jit_compile=jit_compile,
         )
 
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any], options: Mapping[str, Any]) -> str:
         """Bytes-in and tensors-in signatures returning ``probabilities`` and ``classes``."""
         from trainer import data
         from trainer.export import export_saved_model
