@@ -57,6 +57,15 @@ def staged_uri(staging: str, notebook: Path, data: bytes) -> str:
     return storage.join(staging, "notebooks", f"{notebook.stem}-{digest}.ipynb")
 
 
+def check_staging(staging: str) -> None:
+    """Raises SubmitError unless ``staging`` is a gs:// folder (the cluster must read the notebook)."""
+    if not storage.is_gcs(staging):
+        raise SubmitError(
+            f"--staging {staging}: expected a gs://BUCKET/folder the cluster can read (the step downloads "
+            "the notebook from there)"
+        )
+
+
 def upload_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any]) -> str:
     """Checks the parameters against the notebook, then uploads it (once per content) to ``staging``.
 
@@ -71,11 +80,7 @@ def upload_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any])
     from components.notebook.execute import read_notebook
     from components.notebook.params import prepare
 
-    if not storage.is_gcs(staging):
-        raise SubmitError(
-            f"--staging {staging}: expected a gs://BUCKET/folder the cluster can read (the step downloads "
-            "the notebook from there)"
-        )
+    check_staging(staging)
     if not notebook.is_file():
         raise SubmitError(f"notebook {notebook} does not exist")
     prepare(read_notebook(notebook, f"notebook {notebook}"), parameters, str(notebook))
@@ -195,6 +200,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit"
             return fail(err)
     try:
         parameters = parse_pairs(args.param or [], "-p")
+        check_staging(args.staging)
         import kfp
 
         client = kfp.Client(host=args.host, namespace=args.namespace)

@@ -2,10 +2,12 @@
 
 Examples::
 
-    python -m components.notebook run components/notebook/examples/gpu_vs_tpu.ipynb out/nb \\
-        -p dataset=out/digits -p 'batch_sizes=[32, 64]' -p epochs=2
-    python -m components.notebook submit my.ipynb --host https://KFP_HOST/pipeline \\
+    python -m components.notebook run components/notebook/examples/gpu_vs_tpu.ipynb out/nb
+        -p dataset=$PWD/out/digits -p 'batch_sizes=[32, 64]' -p epochs=2
+    python -m components.notebook submit my.ipynb --host https://KFP_HOST/pipeline
         --staging gs://BUCKET/notebooks -p epochs=5 --accelerator tpu-v2-8
+
+The notebook runs in a fresh working directory: give data paths absolute (or gs://).
 
 ``run`` writes ``<output>/<name>.ipynb`` (executed), ``<name>.html``, ``files/`` and ``result.json``;
 exit status 0 when the notebook ran through, 1 when a cell failed or a time limit was hit, 2 for

@@ -47,9 +47,7 @@ def run_notebook(
         timeout_s=timeout_s,
         files_dir=files_dir,
     )
-    outputs = NotebookOutputs(
-        executed_notebook.path, page.path, files.path, executed_notebook.uri, page.uri, files.uri
-    )
+    outputs = NotebookOutputs(executed_notebook.path, page.path, files.path, executed_notebook.uri, page.uri, files.uri)
     result = run(config, outputs).to_dict()
     summary = {k: result[k] for k in ("files", "cells", "duration_s", "parameters")}
     executed_notebook.metadata.update({"source": notebook, "cells": summary["cells"]})

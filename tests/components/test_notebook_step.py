@@ -29,7 +29,9 @@ def write_notebook(path: Path, parameters: str, *cells: str) -> Path:
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(parameters)
     cell.metadata["tags"] = ["parameters"]
-    nb.cells = [nbformat.v4.new_markdown_cell("# A test notebook"), cell] + [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.cells = [nbformat.v4.new_markdown_cell("# A test notebook"), cell] + [
+        nbformat.v4.new_code_cell(c) for c in cells
+    ]
     nbformat.write(nb, path)
     return path
 
