@@ -133,3 +133,16 @@ def test_the_demo_notebook_runs_under_kfp_local_on_the_cpu(tmp_path):
     assert "batch 16: 2 steps per epoch" in page  # printed output
     assert network_references(page) == []
     assert len(page) < 600_000  # shown inline in the Kubeflow UI: keep it small
+
+
+def test_compiling_and_submitting_import_neither_tensorflow_nor_papermill():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pathlib, tempfile; from pipelines import compile as c; import pipelines.submit;"
+        "c.compile_all(pathlib.Path(tempfile.mkdtemp()), names=['notebook']);"
+        "heavy = sorted(m for m in ('tensorflow', 'keras', 'papermill', 'nbconvert') if m in sys.modules);"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=DEMO.parents[3])
