@@ -9,6 +9,7 @@ paths the launcher uploads after a success.
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -145,10 +146,34 @@ def test_the_whole_run_timeout_kills_notebook_and_kernel_and_keeps_what_ran(tmp_
         "print('never reached')",
     )
     out = outputs_in(tmp_path)
+    seen_while_running = []
+
+    def watch():
+        # what survives a pod killed from outside (OOM, preemption): the copy made while it runs
+        while not done.is_set():
+            try:
+                nb = read(out.notebook_uri)
+            except (OSError, ValueError):
+                nb = None
+            if nb is not None and any(
+                o.get("text", "").startswith("kernel pid") for c in nb.cells for o in c.get("outputs", [])
+            ):
+                seen_while_running.append(time.monotonic() - start)
+                return
+            time.sleep(0.2)
+
+    done = threading.Event()
+    watcher = threading.Thread(target=watch)
     start = time.monotonic()
-    with pytest.raises(NotebookRunError) as caught:
-        run_notebook(NotebookConfig(notebook=str(nb), timeout_s=12, sync_every_s=1), out)
+    watcher.start()
+    try:
+        with pytest.raises(NotebookRunError) as caught:
+            run_notebook(NotebookConfig(notebook=str(nb), timeout_s=12, sync_every_s=1), out)
+    finally:
+        done.set()
+        watcher.join()
     elapsed = time.monotonic() - start
+    assert seen_while_running and seen_while_running[0] < 12, "the notebook so far was not copied during the run"
     assert 12 <= elapsed < 40
     err = caught.value
     assert err.reason == "timeout" and err.cell == 4
