@@ -209,7 +209,7 @@ def _is_running(cell: Any) -> bool:
 
 def _describe_cell(nb: Any, number: Optional[int], cell: Any) -> str:
     if cell is None:
-        return "before any cell ran (kernel start)"
+        return "the kernel start (no cell had run yet)"
     total = len(_user_cells(nb))
     count = cell.get("execution_count")
     source = "\n".join(f"    {line}" for line in cell.source.splitlines()[:12])
@@ -283,6 +283,33 @@ def _environment(jupyter_dir: Path, files_dir: Path) -> dict[str, str]:
     return env
 
 
+def _supervise(proc: subprocess.Popen, snapshots: _Snapshots, deadline: float, sync_every_s: float) -> bool:
+    """Waits for papermill, copying its saves every ``sync_every_s``; kills it at ``deadline``.
+
+    Returns:
+        Whether the deadline was hit.
+    """
+    next_sync = time.monotonic() + sync_every_s
+    try:
+        while True:
+            try:
+                proc.wait(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+                return False
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                if now >= deadline:
+                    _kill_tree(proc)
+                    return True
+                if now >= next_sync:
+                    snapshots.poll(copy=True)
+                    next_sync = now + sync_every_s
+    except BaseException:
+        # Interrupted (Ctrl-C, a failed copy): leave no papermill or kernel running behind.
+        if proc.poll() is None:
+            _kill_tree(proc)
+        raise
+
+
 def run_notebook(config: NotebookConfig, outputs: NotebookOutputs) -> NotebookResult:
     """Executes ``config.notebook`` with its parameters and writes the notebook, its page and files.
 
@@ -334,21 +361,7 @@ def run_notebook(config: NotebookConfig, outputs: NotebookOutputs) -> NotebookRe
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "components.notebook.runner", str(request)], env=env, cwd=work)
         snapshots = _Snapshots(executed, keep_notebook)
-        timed_out = False
-        next_sync = start + config.sync_every_s
-        while True:
-            try:
-                proc.wait(timeout=min(1.0, max(0.05, start + config.timeout_s - time.monotonic())))
-                break
-            except subprocess.TimeoutExpired:
-                now = time.monotonic()
-                if now >= start + config.timeout_s:
-                    _kill_tree(proc)
-                    timed_out = True
-                    break
-                if now >= next_sync:
-                    snapshots.poll(copy=True)
-                    next_sync = now + config.sync_every_s
+        timed_out = _supervise(proc, snapshots, start + config.timeout_s, config.sync_every_s)
         duration = time.monotonic() - start
         snapshots.poll(copy=False)
         status_file = request.parent / "status.json"
