@@ -66,11 +66,8 @@ def check_staging(staging: str) -> None:
         )
 
 
-def upload_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any]) -> str:
-    """Checks the parameters against the notebook, then uploads it (once per content) to ``staging``.
-
-    Returns:
-        The notebook's gs:// URI.
+def check_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any]) -> None:
+    """Checks, without the network, that the notebook exists and declares the parameters.
 
     Raises:
         SubmitError: ``staging`` is not a gs:// folder, or the notebook is missing.
@@ -84,6 +81,20 @@ def upload_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any])
     if not notebook.is_file():
         raise SubmitError(f"notebook {notebook} does not exist")
     prepare(read_notebook(notebook, f"notebook {notebook}"), parameters, str(notebook))
+
+
+def upload_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any]) -> str:
+    """Checks the parameters against the notebook, then uploads it (once per content) to ``staging``.
+
+    Returns:
+        The notebook's gs:// URI.
+
+    Raises:
+        SubmitError: ``staging`` is not a gs:// folder, or the notebook is missing.
+        components.notebook.execute.NotebookInputError: the file is not a notebook.
+        components.notebook.params.NotebookParameterError: a parameter the notebook does not declare.
+    """
+    check_notebook(notebook, staging, parameters)
     data = notebook.read_bytes()
     uri = staged_uri(staging, notebook, data)
     if not storage.exists(uri):
@@ -169,7 +180,7 @@ def submit(
 
 def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit") -> int:
     """Command-line entry point."""
-    from components.cli import fail, parse_pairs
+    from components.cli import EXIT_FAILED, fail, parse_pairs
     from components.notebook.execute import NotebookInputError
     from components.notebook.params import NotebookParameterError
     from trainer.config import ConfigError
@@ -200,9 +211,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit"
             return fail(err)
     try:
         parameters = parse_pairs(args.param or [], "-p")
-        check_staging(args.staging)
-        import kfp
+        # Everything that can be checked here is, before the client talks to the cluster.
+        check_notebook(args.notebook, args.staging, parameters)
+    except (SubmitError, ConfigError, NotebookInputError, NotebookParameterError) as err:
+        return fail(err)
+    import kfp
+    import kfp_server_api
+    import urllib3
 
+    try:
         client = kfp.Client(host=args.host, namespace=args.namespace)
         submitted = submit(
             client,
@@ -218,8 +235,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit"
             cell_timeout_s=args.cell_timeout_s,
             timeout_s=args.timeout_s,
         )
-    except (SubmitError, ConfigError, NotebookInputError, NotebookParameterError) as err:
-        return fail(err)
+    except (urllib3.exceptions.HTTPError, kfp_server_api.ApiException) as err:
+        # Not bad input (exit 2): the cluster said no or did not answer; the notebook may be uploaded.
+        print(f"error: the Kubeflow Pipelines API at {args.host} did not take the run: {err}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"notebook: {submitted.notebook_uri}")
     print(f"run: {submitted.url}")
     return 0

@@ -112,3 +112,13 @@ def test_submit_with_a_preset_and_the_command_line_errors(tmp_path, capsys):
     assert "expected a gs://BUCKET/folder" in capsys.readouterr().err
     assert submit.main([str(DEMO), "--host", "http://h", "--staging", "gs://b/s", "--accelerator", "tpu-v9"]) == 2
     assert "unknown 'tpu-v9'" in capsys.readouterr().err
+
+
+def test_an_unreachable_host_is_one_error_line_after_the_local_checks(capsys, tmp_path):
+    # the notebook and parameters are checked before the client talks to the cluster
+    assert submit.main([str(tmp_path / "missing.ipynb"), "--host", "http://127.0.0.1:9", "--staging", "gs://b/s"]) == 2
+    assert "missing.ipynb does not exist" in capsys.readouterr().err
+    assert submit.main([str(DEMO), "--host", "http://127.0.0.1:9", "--staging", "gs://b/s", "-p", "epoch=1"]) == 2
+    assert "epoch are not assigned" in capsys.readouterr().err
+    assert submit.main([str(DEMO), "--host", "http://127.0.0.1:9", "--staging", "gs://b/s", "-p", "epochs=1"]) == 1
+    assert "the Kubeflow Pipelines API at http://127.0.0.1:9 did not take the run" in capsys.readouterr().err
