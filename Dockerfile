@@ -14,7 +14,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/lean-tpu-pipelines
-# Installed editable so the package finds manifests/ beside it (the kubernetes promotion target).
+# Installed editable so the package finds manifests/ beside it (the kubernetes promotion target)
+# and the demo notebook is at /opt/lean-tpu-pipelines/components/notebook/examples/gpu_vs_tpu.ipynb
+# (pipelines.notebook.DEMO_NOTEBOOK).
 COPY pyproject.toml README.md ./
 COPY trainer trainer
 COPY components components
@@ -22,7 +24,7 @@ COPY pipelines pipelines
 COPY manifests manifests
 RUN case "$VARIANT" in \
       cpu|gpu|tpu) pip install -e ".[$VARIANT]" ;; \
-      tpu-vm) pip install -e . "tensorflow-tpu==2.21.0" \
+      tpu-vm) pip install -e ".[notebook]" "tensorflow-tpu==2.21.0" \
                 -f https://storage.googleapis.com/libtpu-releases/index.html ;; \
       *) echo "unknown VARIANT=$VARIANT (cpu, gpu, tpu, tpu-vm)" >&2; exit 1 ;; \
     esac \

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Any
+from typing import Any, Optional
 
 from kfp import kubernetes
 
@@ -253,12 +253,14 @@ def set_accelerator(
     return set_retries(task, retries)
 
 
-def apply_preset(task: Any, preset: str = DEFAULT_PRESET) -> Any:
+def apply_preset(task: Any, preset: str = DEFAULT_PRESET, retries: Optional[int] = None) -> Any:
     """Applies a compile-time accelerator preset (``tpu-v2-8``, ``gke-tpu-v5e-2x4``, ``gpu-1``, ``cpu``...).
 
     Args:
         task: the pipeline task.
         preset: a key of ``PRESETS``, or a parseable ``gke-tpu-*``/``gpu-*`` name.
+        retries: task retries; None for the preset's (preemption retries suit resumable training,
+            not a step that would rerun a failing cell from the start).
 
     Returns:
         The task, for chaining.
@@ -281,4 +283,4 @@ def apply_preset(task: Any, preset: str = DEFAULT_PRESET) -> Any:
         kubernetes.add_node_selector(task, key, value)
     for key in p.tolerations:
         kubernetes.add_toleration(task, key=key, operator="Exists", effect="NoSchedule")
-    return set_retries(task, p.retries)
+    return set_retries(task, p.retries if retries is None else retries)
