@@ -601,7 +601,7 @@ def _summary(
         dataset_fingerprint=prepared.dataset_fp,
         config_fingerprint=prepared.fingerprint,
         history=history,
-        finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
 
 

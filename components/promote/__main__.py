@@ -149,7 +149,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from trainer.tasks import TaskError
 
     names = {f.name for f in dataclasses.fields(PromoteConfig)}
-    run_id = args.run_id or "cli-" + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_id = args.run_id or "cli-" + datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
         config = load_config(args.config, {k: v for k, v in vars(args).items() if k in names})
         if args.command == "promote":

@@ -89,7 +89,7 @@ def _published(stages_root: str, stage: str) -> dict[str, Any]:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str) -> int:
