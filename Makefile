@@ -8,10 +8,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-# make run knobs: DATA is a folder of class subfolders, or a built-in name (fashion-mnist, digits).
-DATA ?= fashion-mnist
-LIMIT ?= 20000
-EPOCHS ?= 3
+# make run knobs: TASK is classification or detection; DATA a folder of class subfolders, a COCO
+# instances.json, or a built-in name (fashion-mnist, digits; shapes for detection). DATA, LIMIT and
+# EPOCHS left empty take the task's defaults (pipelines/run_local.py).
+TASK ?= classification
+DATA ?=
+LIMIT ?=
+EPOCHS ?=
 STEPS ?= 0
 PROD ?= false
 OUT ?= local_outputs
@@ -45,9 +48,10 @@ data: ## Install the demo data (Debian's dataset-fashion-mnist) when missing
 	       "the converter falls back to Keras' downloader"; \
 	fi
 
-run: setup ## Run the end-to-end pipeline locally (kfp.local); DATA=folder LIMIT=0 (all) EPOCHS=N PROD=true
-	$(PY) -m pipelines.run_local --data '$(DATA)' --limit $(LIMIT) --epochs $(EPOCHS) \
-	  --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' $(if $(filter true,$(PROD)),--to-prod)
+run: setup ## Run the end-to-end pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true
+	$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) \
+	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
+	  $(if $(filter true,$(PROD)),--to-prod)
 
 test: setup ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q

@@ -21,6 +21,7 @@ from kfp import compiler
 # File name -> module defining ``pipeline`` (a @dsl.pipeline function).
 PIPELINES = {
     "end_to_end": "pipelines.end_to_end",
+    "detection": "pipelines.detection",
     "tfrecords": "pipelines.tfrecords",
     "benchmark": "pipelines.benchmark",
     "gpu_vs_tpu": "pipelines.gpu_vs_tpu",

@@ -7,30 +7,9 @@ No TensorFlow here: compiling stays fast.
 
 from kfp import dsl
 
-from components.benchmark.component import benchmark_inference
-from components.convert.component import convert_to_tfrecords
-from components.evaluate.component import evaluate_model
-from components.promote.component import promote_model
-from components.train.component import train_model
-from pipelines import accelerators
+from pipelines import accelerators, flow
 
 NAME = "end-to-end"
-
-
-def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name):
-    task = promote_model(
-        model=trained,
-        dataset=dataset,
-        evaluation=evaluation,
-        stage=stage,
-        stages_root=stages_root,
-        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
-        target=serving_target,
-        model_name=served_model_name,
-        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-    )
-    # Promotion changes what a stage serves: never answer it from the cache.
-    return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
 
 
 @dsl.pipeline(
@@ -45,6 +24,7 @@ def pipeline(
     source: str = "fashion-mnist",
     limit_per_split: int = 0,
     model: str = "mnist_cnn",
+    model_options: dict = {},  # noqa: B006 (a pipeline default, never mutated)
     epochs: int = 5,
     steps_per_epoch: int = 0,
     batch_size_per_replica: int = 128,
@@ -67,6 +47,8 @@ def pipeline(
             or COCO JSON, local or gs://; or a built-in dataset: fashion-mnist, digits.
         limit_per_split: keep at most this many images per split (a quick subset); 0 keeps all.
         model: the model builder (mnist_cnn is the GPU-vs-TPU notebook's CNN).
+        model_options: extra arguments of the model builder, e.g. {backbone: mobilenet_v2} for
+            transfer_classifier; empty for none.
         epochs: training epochs.
         steps_per_epoch: training steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
@@ -85,56 +67,23 @@ def pipeline(
         served_model_name: the name models are served under (/v1/models/<name>).
         promote_to_prod: after staging passed, promote to prod as well.
     """
-    converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
-        "Convert to TFRecords"
-    )
-    dataset = converted.outputs["dataset"]
-
-    trained_task = train_model(
-        dataset=dataset,
-        model_name=model,
+    flow.build(
+        source=source,
+        limit_per_split=limit_per_split,
+        model=model,
+        model_options=model_options,
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
         batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate,
-        accelerator="auto",
-    ).set_display_name("Train")
-    accelerators.set_accelerator(trained_task, accelerator_type, accelerator_count)
-    trained = trained_task.outputs["model"]
-
-    evaluated = (
-        evaluate_model(
-            model=trained,
-            dataset=dataset,
-            value_thresholds=value_thresholds,
-            change_thresholds=change_thresholds,
-            stages_root=stages_root,
-            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
-        )
-        .set_display_name("Evaluate and gate")
-        # The gate compares with what prod serves now, which changes between runs.
-        .set_caching_options(False)
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        value_thresholds=value_thresholds,
+        change_thresholds=change_thresholds,
+        benchmark_images=benchmark_images,
+        benchmark_batch_size=benchmark_batch_size,
+        serving_target=serving_target,
+        stages_root=stages_root,
+        served_model_name=served_model_name,
+        promote_to_prod=promote_to_prod,
     )
-
-    benchmarked = benchmark_inference(
-        model=trained,
-        dataset=dataset,
-        num_images=benchmark_images,
-        batch_size=benchmark_batch_size,
-        accelerator="cpu-8",
-    ).set_display_name("Benchmark inference")
-
-    demo = _promote(
-        "demo", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
-    )
-    demo.after(evaluated, benchmarked)
-    with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
-        staging = _promote(
-            "staging", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
-        )
-        staging.after(demo)
-        with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
-            prod = _promote(
-                "prod", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
-            )
-            prod.after(staging)

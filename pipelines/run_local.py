@@ -56,7 +56,22 @@ def task_outputs(run_dir: Path) -> dict[str, dict[str, Any]]:
     return result
 
 
-def summarize(run_dir: Path, stages_root: Path, model_name: str) -> str:
+# Per task: the pipeline module, the summary's headline metrics, and make run's defaults.
+TASKS: dict[str, dict[str, Any]] = {
+    "classification": {
+        "pipeline": "pipelines.end_to_end",
+        "headline": (("test accuracy", "accuracy"),),
+        "defaults": {"data": "fashion-mnist", "limit": 20000, "epochs": 3, "model_name": "classifier"},
+    },
+    "detection": {
+        "pipeline": "pipelines.detection",
+        "headline": (("test AP@0.5", "ap50"), ("test AP@[.5:.95]", "ap")),
+        "defaults": {"data": "shapes", "limit": 0, "epochs": 6, "model_name": "detector"},
+    },
+}
+
+
+def summarize(run_dir: Path, stages_root: Path, model_name: str, task: str = "classification") -> str:
     """A few lines for the person at the terminal: where things are and how they went."""
     from components.serving import stages
 
@@ -71,12 +86,14 @@ def summarize(run_dir: Path, stages_root: Path, model_name: str) -> str:
     def fmt(value: Any, spec: str) -> str:
         return "n/a" if value is None else format(value, spec)
 
+    headline = "   ".join(
+        f"{label}: {fmt(metric('evaluate', 'metrics', key), '.4f')}" for label, key in TASKS[task]["headline"]
+    )
     lines = [
         "",
         "== lean-tpu-pipelines: local run finished ==",
         f"artifacts:          {run_dir}",
-        f"test accuracy:      {fmt(metric('evaluate', 'metrics', 'accuracy'), '.4f')}"
-        f"   (blessed: {metric('evaluate', 'parameters', 'Output')})",
+        f"{headline}   (blessed: {metric('evaluate', 'parameters', 'Output')})",
         f"training:           {fmt(metric('train', 'metrics', 'images_per_sec'), ',.0f')} images/s",
         f"inference:          {fmt(metric('benchmark', 'metrics', 'images_per_sec'), ',.0f')} images/s in-process, "
         f"{fmt(metric('benchmark', 'metrics', 'http_images_per_sec'), ',.0f')} images/s over REST",
@@ -93,10 +110,15 @@ def summarize(run_dir: Path, stages_root: Path, model_name: str) -> str:
 
 def run(args: argparse.Namespace) -> str:
     """Runs the pipeline once and returns the summary."""
+    import importlib
+
     from kfp import local
 
-    from pipelines import end_to_end
-
+    settings = TASKS[args.task]
+    for key, value in settings["defaults"].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    flow = importlib.import_module(settings["pipeline"])
     check_source(args.data)
     root = Path(args.pipeline_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -104,7 +126,7 @@ def run(args: argparse.Namespace) -> str:
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
     started = time.time() - 1
     try:
-        end_to_end.pipeline(
+        flow.pipeline(
             source=args.data,
             limit_per_split=args.limit,
             epochs=args.epochs,
@@ -116,18 +138,22 @@ def run(args: argparse.Namespace) -> str:
         )
     except RuntimeError as err:
         raise RunError(f"the pipeline failed: {err} (the failing step's log is above)") from None
-    return summarize(latest_run_dir(root, end_to_end.NAME, started), stages_root, args.model_name)
+    return summarize(latest_run_dir(root, flow.NAME, started), stages_root, args.model_name, args.task)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``make run``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="fashion-mnist", help="image folder, manifest, or fashion-mnist/digits")
-    parser.add_argument("--limit", type=int, default=20000, help="images per split, 0 = all")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--task", choices=sorted(TASKS), default="classification")
+    parser.add_argument(
+        "--data", help="image folder, manifest, COCO JSON, or a built-in: fashion-mnist, digits (classification), "
+        "shapes (detection); default: the task's built-in"
+    )  # fmt: skip
+    parser.add_argument("--limit", type=int, help="images per split, 0 = all; default 20000 (detection: all)")
+    parser.add_argument("--epochs", type=int, help="default 3 (detection: 6)")
     parser.add_argument("--steps-per-epoch", type=int, default=0, help="0 = one pass over the training split")
     parser.add_argument("--benchmark-images", type=int, default=3200)
-    parser.add_argument("--model-name", default="classifier")
+    parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")
     parser.add_argument("--pipeline-root", default="local_outputs")
     parser.add_argument("--to-prod", action="store_true", help="promote to prod after staging passed")
     args = parser.parse_args(argv)

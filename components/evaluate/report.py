@@ -13,6 +13,21 @@ def _fmt(value: Optional[float], digits: int = 4) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _decision_lines(
+    title: str, decision: Decision, model_uri: str, baseline_entry: Optional[Mapping[str, Any]]
+) -> list[str]:
+    """The report's head, the same for every task: title, model, decision with reasons, baseline."""
+    lines = [f"# {title}", ""]
+    if model_uri:
+        lines += [f"Model: `{model_uri}`", ""]
+    lines += [f"## Decision: {'BLESSED' if decision.blessed else 'NOT BLESSED'}", ""]
+    lines += [f"- {reason}" for reason in decision.reasons]
+    if baseline_entry is None:
+        return [*lines, "", "Baseline: none (prod serves no model yet)."]
+    version, uri = baseline_entry.get("version", "?"), baseline_entry.get("model_uri", "?")
+    return [*lines, "", f"Baseline: prod version {version} (`{uri}`)."]
+
+
 def render_report(
     result: EvaluationResult,
     decision: Decision,
@@ -35,18 +50,7 @@ def render_report(
         The report text.
     """
     m = result.metrics
-    lines = [f"# Evaluation on the {split} split", ""]
-    if model_uri:
-        lines += [f"Model: `{model_uri}`", ""]
-    lines += [f"## Decision: {'BLESSED' if decision.blessed else 'NOT BLESSED'}", ""]
-    lines += [f"- {reason}" for reason in decision.reasons]
-    if baseline_entry is not None:
-        lines += [
-            "",
-            f"Baseline: prod version {baseline_entry.get('version', '?')} (`{baseline_entry.get('model_uri', '?')}`).",
-        ]
-    else:
-        lines += ["", "Baseline: none (prod serves no model yet)."]
+    lines = _decision_lines(f"Evaluation on the {split} split", decision, model_uri, baseline_entry)
     lines += ["", "## Metrics", "", "| metric | value | prod |", "|---|---:|---:|"]
     base = decision.baseline or {}
     for name in ("accuracy", "top_k_accuracy", "loss", "macro_precision", "macro_recall", "macro_f1"):
@@ -80,3 +84,45 @@ def blessing_record(decision: Decision, metrics: Mapping[str, float], model_uri:
         "model_uri": model_uri,
         "split": split,
     }
+
+
+def render_detection_report(
+    result: Any,
+    decision: Decision,
+    split: str,
+    model_uri: str = "",
+    baseline_entry: Optional[Mapping[str, Any]] = None,
+    worst: int = 3,
+) -> str:
+    """Renders a detection evaluation as Markdown: decision, COCO metrics, AP per class, worst classes.
+
+    Args:
+        result: a ``trainer.tasks.detection.DetectionEvaluation``.
+        decision: the gate's decision.
+        split: the split that was scored.
+        model_uri: where the model is (shown for reference).
+        baseline_entry: prod's current record for the same model name, or None.
+        worst: how many of the weakest classes to list.
+
+    Returns:
+        The report text.
+    """
+    m = result.metrics
+    lines = _decision_lines(f"Detection evaluation on the {split} split", decision, model_uri, baseline_entry)
+    base = decision.baseline or {}
+    labels = {"ap": "AP@[.50:.95]", "ap50": "AP@0.50", "ap75": "AP@0.75", "ar100": "AR@100"}
+    lines += [
+        "",
+        "## COCO metrics (pycocotools, through the exported model)",
+        "",
+        "| metric | value | prod |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {label} | {_fmt(m.get(name))} | {_fmt(base.get(name))} |" for name, label in labels.items()]
+    lines.append(f"| images | {int(m.get('num_examples', 0))} | |")
+    lines += ["", "## Per class", "", "| class | AP@[.50:.95] | AP@0.50 | instances |", "|---|---:|---:|---:|"]
+    lines += [f"| {c['name']} | {c['ap']:.4f} | {c['ap50']:.4f} | {c['instances']} |" for c in result.per_class]
+    weakest = sorted(result.per_class, key=lambda c: c["ap"])[:worst]
+    lines += ["", "## Weakest classes", ""]
+    lines += [f"- {c['name']}: AP {c['ap']:.4f} over {c['instances']} instances" for c in weakest]
+    return "\n".join(lines) + "\n"

@@ -11,13 +11,13 @@ import os
 from typing import Any, Optional
 
 from components.evaluate.gate import Decision, decide, validate_thresholds
-from components.evaluate.report import blessing_record, render_report
+from components.evaluate.report import blessing_record, render_detection_report, render_report
 from trainer.config import EvaluateConfig
 from trainer.tasks import TaskError, task_of_model
 
 BASELINE_STAGE = "prod"
 # The Markdown report of each task's evaluation result (the step's own rendering).
-REPORTS = {"classification": render_report}
+REPORTS = {"classification": render_report, "detection": render_detection_report}
 
 
 @dataclasses.dataclass(frozen=True)

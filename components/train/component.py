@@ -1,5 +1,7 @@
 """KFP component: train a model on TFRecords with the accelerator the pod was given."""
 
+from typing import Optional
+
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components.images import project_component
@@ -17,6 +19,7 @@ def train_model(
     learning_rate: float = 0.001,
     accelerator: str = "auto",
     config_yaml: str = "",
+    model_options: Optional[dict] = None,
 ):
     """Trains ``model_name`` on the dataset and writes the model folder (SavedModel, .keras, card).
 
@@ -35,6 +38,8 @@ def train_model(
         accelerator: ``auto`` detects; ``tpu``, ``gpu``, ``cpu`` fail if not there.
         config_yaml: further TrainConfig fields as YAML (e.g. ``precision: float32``); the
             parameters above win over it. Empty for none.
+        model_options: the model builder's options (detection: image_size, anchor_size, preset,
+            ...); they win over ``model_options`` in ``config_yaml``. None or empty for none.
     """
     import trainer  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow is imported)
     from components.train.run import checkpoint_uri, describe_model, scalar_metrics, train_config
@@ -48,6 +53,7 @@ def train_model(
         batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate,
         accelerator=accelerator,
+        model_options=model_options,
     )
     summary = train(dataset.path, model.path, config, checkpoint_dir=checkpoint_uri(model.uri))
     model.metadata.update(describe_model(summary, config))

@@ -13,11 +13,12 @@ if TYPE_CHECKING:
     from trainer.train import TrainingSummary
 
 
-def train_config(config_yaml: str = "", **fields: Any) -> TrainConfig:
+def train_config(config_yaml: str = "", model_options: Mapping[str, Any] | None = None, **fields: Any) -> TrainConfig:
     """Builds the TrainConfig from optional YAML plus the component's explicit parameters.
 
     Args:
         config_yaml: YAML mapping of TrainConfig fields, or empty.
+        model_options: the model builder's options; None or empty leaves the YAML's (or none).
         **fields: fields set by the component's parameters; they override the YAML.
 
     Returns:
@@ -31,6 +32,8 @@ def train_config(config_yaml: str = "", **fields: Any) -> TrainConfig:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"train config_yaml: expected a YAML mapping of TrainConfig fields, got {data!r}")
+    if model_options:
+        fields["model_options"] = dict(model_options)
     return TrainConfig.from_dict({**data, **fields})
 
 

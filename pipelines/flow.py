@@ -1,0 +1,114 @@
+"""The wiring of the main flow, written once: convert -> train -> evaluate/gate -> benchmark ->
+demo -> (blessed) staging -> (asked for) prod.
+
+``end_to_end`` (classification) and ``detection`` are two pipelines with their own defaults for
+the Kubeflow run form; both call :func:`build` inside their ``@dsl.pipeline`` body. No TensorFlow
+here: compiling stays fast.
+"""
+
+from kfp import dsl
+
+from components.benchmark.component import benchmark_inference
+from components.convert.component import convert_to_tfrecords
+from components.evaluate.component import evaluate_model
+from components.promote.component import promote_model
+from components.train.component import train_model
+from pipelines import accelerators
+
+
+def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name):
+    task = promote_model(
+        model=trained,
+        dataset=dataset,
+        evaluation=evaluation,
+        stage=stage,
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        target=serving_target,
+        model_name=served_model_name,
+        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    )
+    # Promotion changes what a stage serves: never answer it from the cache.
+    return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
+
+
+def build(
+    *,
+    source,
+    limit_per_split,
+    model,
+    model_options,
+    epochs,
+    steps_per_epoch,
+    batch_size_per_replica,
+    learning_rate,
+    accelerator_type,
+    accelerator_count,
+    value_thresholds,
+    change_thresholds,
+    benchmark_images,
+    benchmark_batch_size,
+    serving_target,
+    stages_root,
+    served_model_name,
+    promote_to_prod,
+) -> None:
+    """Adds the flow's tasks to the pipeline being defined; the arguments are its parameters.
+
+    The task (classification, detection) is not a parameter: the dataset says it (dataset.json's
+    ``task``), and every step asks it.
+    """
+    converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
+        "Convert to TFRecords"
+    )
+    dataset = converted.outputs["dataset"]
+
+    trained_task = train_model(
+        dataset=dataset,
+        model_name=model,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        model_options=model_options,
+        accelerator="auto",
+    ).set_display_name("Train")
+    accelerators.set_accelerator(trained_task, accelerator_type, accelerator_count)
+    trained = trained_task.outputs["model"]
+
+    evaluated = (
+        evaluate_model(
+            model=trained,
+            dataset=dataset,
+            value_thresholds=value_thresholds,
+            change_thresholds=change_thresholds,
+            stages_root=stages_root,
+            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        )
+        .set_display_name("Evaluate and gate")
+        # The gate compares with what prod serves now, which changes between runs.
+        .set_caching_options(False)
+    )
+
+    benchmarked = benchmark_inference(
+        model=trained,
+        dataset=dataset,
+        num_images=benchmark_images,
+        batch_size=benchmark_batch_size,
+        accelerator="cpu-8",
+    ).set_display_name("Benchmark inference")
+
+    demo = _promote(
+        "demo", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+    )
+    demo.after(evaluated, benchmarked)
+    with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
+        staging = _promote(
+            "staging", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+        )
+        staging.after(demo)
+        with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
+            prod = _promote(
+                "prod", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+            )
+            prod.after(staging)

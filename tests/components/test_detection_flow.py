@@ -1,0 +1,172 @@
+"""Detection through every step on a real (small) RetinaNet: export, evaluation and gate, serving
+and its checks, REST against in-process mAP, the benchmark, weights from a path, resume after a kill."""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.detection_fixtures import tiny_detection
+from trainer.tasks import get_task
+
+pytestmark = pytest.mark.slow
+
+TASK = get_task("detection")
+
+
+@pytest.fixture(scope="module")
+def det():
+    return tiny_detection()
+
+
+@pytest.fixture(scope="module")
+def served(det):
+    from components.serving.server import ModelServer
+
+    with ModelServer(os.path.join(det["model"], "saved_model"), "detector") as server:
+        yield server
+
+
+def _post(url, images):
+    from components.serving.checks import http_json
+
+    body = {"instances": [{"b64": base64.b64encode(b).decode()} for b in images]}
+    status, answer = http_json("POST", url, body, timeout_s=120)
+    assert status == 200, answer
+    return answer["predictions"]
+
+
+def test_the_model_folder_says_detection_and_serves_the_detection_outputs(det):
+    import tensorflow as tf
+
+    summary = json.loads(Path(det["model"], "training.json").read_text())
+    assert summary["task"] == "detection" and summary["model"] == "retinanet" and summary["steps"] == 48
+    assert summary["image_shape"] == [64, 64, 3] and summary["class_names"] == ["square", "circle", "triangle"]
+    loaded = tf.saved_model.load(os.path.join(det["model"], "saved_model"))
+    outputs = loaded.signatures["serving_default"].structured_outputs
+    assert set(outputs) == set(TASK.serving.outputs)
+    assert "detection_boxes" in Path(det["model"], "model_card.md").read_text()
+
+
+def test_boxes_are_normalised_to_the_original_image_whatever_its_size(det):
+    # The same picture at twice the size letterboxes back to the model's 64 px: the boxes, being
+    # normalised to the image sent, must come out the same.
+    import io
+
+    from PIL import Image
+
+    from trainer.tasks.detection import box_iou, predict_in_process, read_detection_split
+
+    _loaded, fn = TASK.serving_function(os.path.join(det["model"], "saved_model"), {})
+    record = next(r for r in read_detection_split(det["dataset"], "test", 50) if r["boxes"])
+    big = io.BytesIO()
+    Image.open(io.BytesIO(record["encoded"])).resize((128, 128), Image.BICUBIC).save(big, format="PNG")
+    small_pred, big_pred = predict_in_process(fn, [record["encoded"], big.getvalue()], 2)
+    assert small_pred["num_detections"] > 0 and big_pred["num_detections"] > 0
+    assert box_iou(small_pred["detection_boxes"][0], big_pred["detection_boxes"][0]) > 0.8
+    TASK.check_prediction(big_pred)
+
+
+def test_evaluation_gate_and_report_through_the_exported_model(det, tmp_path):
+    from components.evaluate.run import run_evaluation
+    from trainer.config import EvaluateConfig
+
+    outcome = run_evaluation(det["model"], det["dataset"], EvaluateConfig(value_thresholds={"ap50": 0.0}))
+    assert outcome.task == "detection" and outcome.confusion is None
+    assert set(outcome.metrics) == {"ap", "ap50", "ap75", "ar100", "num_examples"}
+    assert 0.0 <= outcome.metrics["ap"] <= outcome.metrics["ap50"] <= 1.0 and outcome.decision.blessed
+    assert "| square |" in outcome.report and "AP@0.50" in outcome.report
+    strict = run_evaluation(det["model"], det["dataset"], EvaluateConfig(value_thresholds={"ap50": 1.01}))
+    assert not strict.decision.blessed and any("FAIL: ap50" in r for r in strict.decision.reasons)
+    with pytest.raises(ValueError, match="unknown metric 'accuracy'"):
+        run_evaluation(det["model"], det["dataset"], EvaluateConfig(value_thresholds={"accuracy": 0.5}))
+
+
+def test_served_map_from_rest_answers_equals_the_evaluation(det, served):
+    from trainer.config import EvaluateConfig
+    from trainer.tasks.detection import coco_evaluate, read_detection_split
+
+    records = read_detection_split(det["dataset"], "test")
+    url = f"{served.url}/v1/models/detector:predict"
+    rest = [
+        p
+        for start in range(0, len(records), 32)
+        for p in _post(url, [r["encoded"] for r in records[start : start + 32]])
+    ]
+    over_rest = coco_evaluate(records, rest, ["square", "circle", "triangle"]).metrics
+    in_process = TASK.evaluate(os.path.join(det["model"], "saved_model"), det["dataset"], EvaluateConfig()).metrics
+    assert abs(over_rest["ap50"] - in_process["ap50"]) <= 0.005
+    assert abs(over_rest["ap"] - in_process["ap"]) <= 0.005
+
+
+def test_the_serving_checks_ask_the_detection_task(det, served):
+    from components.serving.checks import KnownExample, run_checks
+
+    examples = [KnownExample(image, expected) for image, expected in TASK.known_examples(det["dataset"], "test", 8)]
+    report = run_checks(served.url, "detector", examples, 0.0, task=TASK, expected_version=1, load=None)
+    passed = {c.name: c.passed for c in report.checks}
+    assert passed["metadata"] and passed["predict_schema"] and passed["bad_requests"] and passed["prediction"]
+
+
+def test_the_benchmark_times_the_detector_in_process_and_served(det):
+    from components.benchmark.run import run_benchmark
+    from trainer.config import BenchmarkConfig
+
+    row = run_benchmark(det["model"], det["dataset"], BenchmarkConfig(num_images=64, batch_size=16, rounds=1))
+    assert row.timing.num_images == 64 and row.timing.images_per_sec > 0 and row.http.images_per_sec > 0
+
+
+def test_a_detector_starts_from_saved_weights(det, tmp_path):
+    import keras
+
+    from trainer.tasks.detection import DetectorOptions, build_detector
+
+    trained = keras.saving.load_model(os.path.join(det["model"], "model.keras"))
+    path = str(tmp_path / "detector.weights.h5")
+    trained.save_weights(path)
+    fresh = build_detector(DetectorOptions(), 3)
+    loaded = build_detector(DetectorOptions(weights=path), 3)
+    name = "classification_head"
+    want = trained.get_layer(name).get_weights()[-1]
+    assert np.allclose(loaded.get_layer(name).get_weights()[-1], want)
+    assert not np.allclose(fresh.get_layer(name).get_weights()[-1], want)
+
+
+def test_a_killed_detection_training_resumes(det, tmp_path):
+    from trainer.config import TrainConfig
+    from trainer.train import train
+
+    config = TrainConfig(
+        model="retinanet", epochs=2, steps_per_epoch=12, batch_size_per_replica=8, learning_rate=0.016,
+        checkpoint_every_steps=4, steps_per_execution=1, validation_split=None, seed=3,
+    )  # fmt: skip
+    model_dir = tmp_path / "model"
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text(config.to_yaml())
+    cmd = [sys.executable, "-m", "trainer", "--dataset", det["dataset"], "--model-dir", str(model_dir)]
+    child = subprocess.Popen(
+        [*cmd, "--config", str(config_file), "--log-level", "WARNING"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    marker = model_dir / "checkpoints" / "checkpoint"
+    deadline = time.monotonic() + 300
+    try:
+        while not marker.exists():
+            assert child.poll() is None, "the training ended before a checkpoint could be interrupted"
+            assert time.monotonic() < deadline, "no checkpoint appeared within 300 s"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+    assert not (model_dir / "training.json").exists()
+    summary = train(det["dataset"], str(model_dir), config)
+    assert 0 < summary.resumed_from_step < 24 and summary.steps == 24
+    assert (model_dir / "saved_model" / "saved_model.pb").exists()

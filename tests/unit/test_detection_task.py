@@ -1,0 +1,84 @@
+"""The detection task's TF-free side: options, the served-prediction schema, known-example matching,
+the metric table the gate reads, and the anchor coverage arithmetic."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from trainer.tasks import TaskError, get_task
+from trainer.tasks.detection import DetectorOptions, anchor_coverage, box_iou
+
+TASK = get_task("detection")
+
+
+def prediction(boxes, scores, classes):
+    pad = 4 - len(boxes)
+    return {
+        "detection_boxes": [list(b) for b in boxes] + [[0.0] * 4] * pad,
+        "detection_scores": list(scores) + [0.0] * pad,
+        "detection_classes": list(classes) + [0.0] * pad,
+        "detection_class_names": ["square" if c == 1 else "circle" for c in classes] + [""] * pad,
+        "num_detections": float(len(boxes)),
+    }
+
+
+def test_the_task_imports_without_tensorflow_and_gives_the_gate_its_metrics():
+    code = (
+        "import sys; from trainer.tasks import get_task; t = get_task('detection'); "
+        "print(sorted(t.directions().items())); "
+        "assert 'tensorflow' not in sys.modules and 'keras_hub' not in sys.modules"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert "('ap50', True)" in out and "('ar100', True)" in out
+    assert TASK.headline_metric == "ap50" and TASK.default_value_thresholds == {"ap50": 0.5}
+
+
+def test_options_presets_overrides_and_bad_values():
+    small = DetectorOptions.from_options({})
+    assert small.image_size == 64 and small.aspect_ratios == (1.0,) and small.max_level == 4
+    tpu = DetectorOptions.from_options({"preset": "tpu-512", "max_boxes": 50.0})  # kfp.local: ints as floats
+    assert tpu.image_size == 512 and tpu.max_boxes == 50 and isinstance(tpu.max_boxes, int)
+    assert tpu.stackwise_blocks == (3, 4, 6, 3) and tpu.use_p5
+    with pytest.raises(TaskError, match="unknown detector option; known"):
+        DetectorOptions.from_options({"anchor": 3})
+    with pytest.raises(TaskError, match="multiple of 2\\*\\*max_level"):
+        DetectorOptions.from_options({"image_size": 100})
+    with pytest.raises(TaskError, match="unknown 'huge'"):
+        DetectorOptions.from_options({"preset": "huge"})
+    with pytest.raises(TaskError, match="64 filters in its first stack"):
+        DetectorOptions.from_options({"stackwise_filters": [32, 64, 128]})
+
+
+def test_served_prediction_schema():
+    good = prediction([[0.1, 0.1, 0.5, 0.5]], [0.9], [1.0])
+    TASK.check_prediction(good)
+    with pytest.raises(TaskError, match="prediction keys"):
+        TASK.check_prediction({k: v for k, v in good.items() if k != "num_detections"})
+    with pytest.raises(TaskError, match="not a normalised"):
+        TASK.check_prediction(prediction([[0.5, 0.1, 0.2, 0.5]], [0.9], [1.0]))
+    with pytest.raises(TaskError, match="sorted"):
+        TASK.check_prediction(prediction([[0.1, 0.1, 0.5, 0.5]] * 2, [0.3, 0.9], [1.0, 1.0]))
+    with pytest.raises(TaskError, match="label-map ids"):
+        TASK.check_prediction(prediction([[0.1, 0.1, 0.5, 0.5]], [0.9], [0.0]))
+
+
+def test_known_examples_match_by_class_and_overlap():
+    truth = [{"box": [0.1, 0.1, 0.5, 0.5], "label": 0}]
+    assert TASK.matches(prediction([[0.12, 0.1, 0.5, 0.52]], [0.8], [1.0]), truth)
+    assert not TASK.matches(prediction([[0.12, 0.1, 0.5, 0.52]], [0.8], [2.0]), truth)  # wrong class
+    assert not TASK.matches(prediction([[0.6, 0.6, 0.9, 0.9]], [0.8], [1.0]), truth)  # elsewhere
+    assert not TASK.matches(prediction([[0.12, 0.1, 0.5, 0.52]], [0.1], [1.0]), truth)  # too unsure
+    assert TASK.matches(prediction([[0.5, 0.5, 0.6, 0.6]], [0.1], [1.0]), [])  # a negative, low score
+    assert not TASK.matches(prediction([[0.5, 0.5, 0.6, 0.6]], [0.9], [1.0]), [])
+    assert TASK.expected_from_json([{"box": [0, 0, 1, 1], "label": 2.0}]) == [{"box": [0.0, 0.0, 1.0, 1.0], "label": 2}]
+
+
+def test_box_iou_and_anchor_coverage():
+    assert box_iou([0, 0, 10, 10], [0, 0, 10, 10]) == 1.0
+    assert box_iou([0, 0, 10, 10], [0, 5, 10, 15]) == pytest.approx(50 / 150)
+    anchors = np.array([[0, 0, 20, 20], [40, 40, 60, 60]], "float32")
+    best = anchor_coverage(np.array([[0, 0, 20, 20], [40, 40, 50, 50], [0, 0, 2, 2]], "float32"), anchors)
+    assert best.tolist() == pytest.approx([1.0, 0.25, 0.01])
+    assert anchor_coverage(np.zeros((0, 4)), anchors).shape == (0,)
