@@ -26,7 +26,7 @@ def check_source(source: str) -> None:
     """
     from components.convert import sources
 
-    if source in sources.BUILTINS:
+    if sources.is_builtin(source):
         return
     try:
         sources.open_source(source)
@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``make run``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="fashion-mnist", help="image folder, manifest, or fashion-mnist/digits")
+    parser.add_argument(
+        "--data", default="fashion-mnist", help="image folder, manifest, COCO .json, or fashion-mnist/digits/shapes"
+    )
     parser.add_argument("--limit", type=int, default=20000, help="images per split, 0 = all")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps-per-epoch", type=int, default=0, help="0 = one pass over the training split")
