@@ -26,7 +26,7 @@ def check_source(source: str) -> None:
     """
     from components.convert import sources
 
-    if source in sources.BUILTINS:
+    if sources.is_builtin(source):
         return
     try:
         sources.open_source(source)

@@ -171,7 +171,9 @@ class ConvertConfig(ConfigBase):
 
     Attributes:
         source: a path or gs:// URI (image folder, CSV/JSONL manifest, .npz, IDX folder or COCO
-            JSON), or a built-in dataset name: ``fashion-mnist`` or ``digits``.
+            JSON), or a built-in dataset name: ``fashion-mnist`` or ``digits`` (classification), or
+            ``shapes`` (detection: 3000 generated images of squares, circles and triangles, made once
+            into ``~/.cache/lean-tpu-pipelines``; ``shapes:<count>`` for another count).
         source_format: one of the source kinds; ``None`` detects it from the source.
         splits: split name -> share, used when the source does not give splits; must add up to 1.
         limit_per_split: keep at most this many examples per split (a quick subset), or all.

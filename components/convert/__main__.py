@@ -3,6 +3,7 @@
 Examples::
 
     python -m components.convert fashion-mnist out/fmnist --limit-per-split 1000
+    python -m components.convert shapes out/shapes
     python -m components.convert ~/photos out/photos --resize 224 224 --verify
     python -m components.convert gs://bucket/labels.csv gs://bucket/datasets/v1 --workers 16
 """
@@ -20,8 +21,9 @@ from trainer.config import ConfigError, ConvertConfig
 def main(argv: list[str] | None = None) -> int:
     """Parses the arguments, converts, optionally verifies; prints a one-line error on bad input."""
     p = argparse.ArgumentParser(prog="python -m components.convert", description=__doc__.split("\n")[0])
-    p.add_argument("source", help="image folder, .csv/.jsonl manifest, .npz, IDX folder, COCO .json, "
-                   "fashion-mnist or digits (local or gs://)")  # fmt: skip
+    p.add_argument("source", help="image folder, .csv/.jsonl manifest, .npz, IDX folder, COCO .json "
+                   "(local or gs://), or a built-in: fashion-mnist, digits, shapes (detection; "
+                   "shapes:<count> for another count than 3000)")  # fmt: skip
     p.add_argument("output", help="the dataset folder to write (local or gs://)")
     p.add_argument("--config", help="a YAML file with a ConvertConfig section; flags override it")
     p.add_argument("--format", dest="source_format", choices=KINDS)
@@ -56,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = ", ".join(f"{k}={v['count']}" for k, v in manifest["splits"].items())
     empty = manifest.get("empty_classes") or []
     note = f"; {len(empty)} empty class folders: {', '.join(empty)}" if empty else ""
+    boxes = manifest.get("boxes")
+    if boxes is not None:  # detection: what became of the boxes (rejected.jsonl lists the dropped ones)
+        note += (
+            f"; boxes: {boxes['kept']} kept, {boxes['clipped']} clipped, {boxes['dropped']} dropped, "
+            f"{boxes['orphan_annotations']} orphan annotations; {boxes['negatives']} images without boxes"
+        )
     print(f"dataset: {args.output} ({counts}; {manifest['rejected']} rejected{note})")
     return 0
 

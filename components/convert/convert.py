@@ -186,6 +186,12 @@ def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
     order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
     settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
     key = sources._hash([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
+    if source.task == "detection" and config.resize is not None:
+        raise ConvertError(
+            f"convert.resize {list(config.resize)} with the detection source {config.source}: resizing here would "
+            "crop or pad the images away from their boxes; keep the images at their size (drop resize): the "
+            "detection trainer letterboxes images and their boxes together"
+        )
     plan = Plan(key, source, {})
     index = 0
     for split in order + [s for s in config.splits if s not in by_split]:
@@ -424,6 +430,8 @@ def _write_results(
                 "rejected": [],
                 "converted": collections.Counter(),
                 "shapes": set(),
+                "boxes": collections.Counter(),
+                "dropped": [],
             }
         if not in_place:
             res.write_to(f)
@@ -434,6 +442,8 @@ def _write_results(
         acc["rejected"].extend(res.rejected)
         acc["converted"].update(res.converted)
         acc["shapes"].update(res.shapes)
+        acc["boxes"].update(res.boxes)
+        acc["dropped"].extend(res.dropped)
         stats["images"] += res.count
         stats["rejected"] += len(res.rejected)
         progress.add(res.count + len(res.rejected))
@@ -455,6 +465,9 @@ def _write_results(
                 "converted": dict(acc["converted"]),
                 "shapes": "mixed" if "mixed" in shapes or len(shapes) > 1 else [list(s) for s in shapes],
             }
+            if plan.source.task == "detection":
+                marker["boxes"] = dict(acc["boxes"])
+                marker["dropped"] = acc["dropped"]
             to_publish.append((temps[shard.file], shard.file, marker))
             flush(False)
     if f is not None:
@@ -498,6 +511,8 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
     splits: dict[str, Any] = {}
     rejected: list[dict] = []
     converted: collections.Counter = collections.Counter()
+    boxes: collections.Counter = collections.Counter()
+    dropped: list[dict] = []
     shapes: set = set()
     mixed = False
     for split, shards in plan.splits.items():
@@ -509,6 +524,8 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
             class_counts.update({int(k): v for k, v in m["class_counts"].items()})
             rejected.extend(m["rejected"])
             converted.update(m["converted"])
+            boxes.update(m.get("boxes", {}))
+            dropped.extend(m.get("dropped", []))
             if m["shapes"] == "mixed":
                 mixed = True
             else:
@@ -526,6 +543,7 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
         image = {"height": h, "width": w, "channels": c}
     manifest = {
         "schema_version": SCHEMA_VERSION,
+        "task": plan.source.task,
         "source": {"uri": plan.source.uri, "format": plan.source.kind, "fingerprint": plan.source.fingerprint},
         "classes": classes,
         "image": image,
@@ -539,6 +557,20 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
         "plan_key": plan.key,
         "config": config.to_dict(),
     }
+    if plan.source.task == "detection":
+        orphans = plan.source.rejected
+        manifest["boxes"] = {
+            "kept": boxes["kept"],
+            "clipped": boxes["clipped"],
+            "dropped": boxes["dropped"],
+            "dropped_reasons": dict(collections.Counter(_reason_kind(r["reason"]) for r in dropped)),
+            "crowd": boxes["crowd"],
+            "negatives": boxes["negatives"],  # images kept without any box
+            "orphan_annotations": len(orphans),
+        }
+        # One file for every rejection: images first, then dropped boxes and orphan annotations,
+        # which carry an ``annotation_id`` (their image, if any, was kept).
+        rejected = rejected + dropped + orphans
     planned = {s.file for s in plan.shards}
     for name in sizes:  # shards of an earlier, different plan must not look like part of this one
         if SHARD_RE.match(name) and name not in planned:
@@ -559,6 +591,10 @@ def _up_to_date(plan: Plan, out: Output) -> dict | None:
         for s in info["shards"]:
             if sizes.get(s["file"]) != s["bytes"]:
                 return None
+    # Written before the task was recorded: the file stays as it is (no reconversion for a key that
+    # only names what the plan already fixes: every such dataset of a detection source was planned by
+    # an older COCO reader and is not up to date), and what is returned says it.
+    manifest.setdefault("task", plan.source.task)
     return manifest
 
 

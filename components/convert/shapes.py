@@ -83,6 +83,34 @@ def make_image(rng: np.random.Generator, size: int = DEFAULT_SIZE) -> tuple[byte
     return out.getvalue(), objects
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Writes under a temporary name, then renames: a concurrent generation never reads half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def cache_root() -> Path:
+    """Where generated data is kept: ``$XDG_CACHE_HOME/lean-tpu-pipelines`` (``~/.cache/...`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lean-tpu-pipelines"
+
+
+def cached(count: int = DEFAULT_COUNT, seed: int = 0, size: int = DEFAULT_SIZE) -> Path:
+    """The ``instances.json`` of a generation in the cache, generated there on first use.
+
+    The folder name carries everything the bytes depend on (generator version, count, seed, and the
+    size when not the default), so a generation is made once per machine and reused. Where the
+    cache cannot be written (a read-only home in a container), the system's temporary folder is used.
+    """
+    name = f"shapes-v{GENERATOR_VERSION}-{count}-{seed}" + (f"-{size}px" if size != DEFAULT_SIZE else "")
+    try:
+        return generate(cache_root() / name, count, size, seed)
+    except PermissionError:
+        return generate(Path(tempfile.gettempdir()) / "lean-tpu-pipelines" / name, count, size, seed)
+
+
 def generate(folder: str | Path, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE, seed: int = 0) -> Path:
     """Writes ``count`` images and ``instances.json`` (COCO) under ``folder``; returns the JSON's path.
 
@@ -106,7 +134,7 @@ def generate(folder: str | Path, count: int = DEFAULT_COUNT, size: int = DEFAULT
     for i in range(count):
         data, objects = make_image(rng, size)
         name = f"images/{i:05d}.png"
-        (folder / name).write_bytes(data)
+        _write_atomic(folder / name, data)
         images.append({"id": i + 1, "file_name": name, "width": size, "height": size})
         for obj in objects:
             x, y, w, h = obj["bbox"]

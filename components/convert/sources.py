@@ -6,8 +6,8 @@ split, and a reference to the bytes), never the images themselves. Worker proces
 items they were given, so memory stays bounded whatever the size of the source.
 
 Kinds: ``folder`` (one subfolder per class), ``csv``/``jsonl`` manifests, ``npz``, ``idx``
-(MNIST-style, optionally gzipped), ``coco`` (detection JSON), and the built-in ``fashion-mnist``
-and ``digits``. Local paths and gs:// URIs.
+(MNIST-style, optionally gzipped), ``coco`` (detection JSON), and the built-in ``fashion-mnist``,
+``digits`` and ``shapes`` (detection, generated: :mod:`components.convert.shapes`). Local paths and gs:// URIs.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from trainer import storage
 from trainer.storage import is_gcs, read_bytes  # read_bytes: the workers' local fast path (os.read)
 from trainer.tfrecords import NO_LABEL
 
-KINDS = ("folder", "csv", "jsonl", "npz", "idx", "coco", "fashion-mnist", "digits")
-BUILTINS = ("fashion-mnist", "digits")
+KINDS = ("folder", "csv", "jsonl", "npz", "idx", "coco", "fashion-mnist", "digits", "shapes")
+BUILTINS = ("fashion-mnist", "digits", "shapes")
+TASKS = ("classification", "detection")
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_CLASSES = [
     "T-shirt/top",
@@ -53,7 +54,8 @@ FASHION_MNIST_CLASSES = [
 ]
 EXPECTED = (
     "an image folder (one subfolder per class), a .csv/.jsonl manifest, a .npz file, a folder of "
-    "IDX files, a COCO .json file, or a built-in name: fashion-mnist, digits"
+    "IDX files, a COCO .json file, or a built-in name: fashion-mnist, digits, shapes (detection; "
+    "shapes:<count> for another count)"
 )
 
 
@@ -95,6 +97,9 @@ class Source:
     ignored: dict[str, int] = field(default_factory=dict)
     empty_classes: list[str] = field(default_factory=list)  # class folders without images (folder sources)
     options: dict[str, Any] = field(default_factory=dict)  # what a Loader needs
+    task: str = "classification"  # what the dataset is for: one of TASKS, recorded in dataset.json
+    # What was rejected while scanning (COCO annotations of images that do not exist), as rejected.jsonl rows.
+    rejected: list[dict[str, Any]] = field(default_factory=list)
 
     def spec(self) -> dict[str, Any]:
         """Plain data from which a worker process rebuilds the loader."""
@@ -133,8 +138,8 @@ def _is_idx_name(name: str) -> bool:
 
 def detect(uri: str) -> str:
     """The kind of a source from its name and, for folders, what is inside."""
-    if uri in BUILTINS:
-        return uri
+    if is_builtin(uri):
+        return uri.split(":", 1)[0]
     if not _exists(uri):
         raise SourceError(f"source not found: {uri}; expected {EXPECTED}")
     lower = uri.lower().rstrip("/")
@@ -178,6 +183,7 @@ def open_source(
         "coco": _open_coco,
         "fashion-mnist": _open_fashion_mnist,
         "digits": _open_digits,
+        "shapes": _open_shapes,
     }[kind]
     source = opener(uri, kind, classes)
     if not source.items:
@@ -426,27 +432,109 @@ def _open_manifest(uri: str, kind: str, classes: list[str] | None) -> Source:
 # --------------------------------------------------------------------------------------------
 
 
+# Bump when what the COCO reader makes of the same file changes (v2: strict checks, boxes normalised by
+# the image file's true size in the worker). It joins COCO fingerprints only, so that COCO datasets are
+# converted again while every other dataset stays up to date.
+COCO_READER_VERSION = 2
+
+
+def _coco_entries(data: dict[str, Any], name: str, uri: str) -> list[dict]:
+    entries = data[name]
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise SourceError(f"{uri}: '{name}' must be a list of objects, got {type(entries).__name__}")
+    return entries
+
+
+def _coco_field(entry: dict, field_name: str, what: str, n: int, uri: str) -> Any:
+    if field_name not in entry:
+        raise SourceError(
+            f"{uri}: {what} #{n} ({json.dumps(entry)[:80]}) has no '{field_name}'; every COCO {what} needs one: "
+            "add it or drop the entry"
+        )
+    return entry[field_name]
+
+
 def _open_coco(uri: str, kind: str, classes: list[str] | None) -> Source:
+    """Scans a COCO detection file: images, their raw boxes, and what the file gets wrong.
+
+    Systemic defects raise :class:`SourceError` naming the file and the fix (an image id listed
+    twice, an undeclared category, a missing required field, no annotation matching any image).
+    Annotations of image ids that do not exist are listed in ``Source.rejected`` (an export
+    filtered to fewer images leaves them behind; they harm nothing, so they are reported, not
+    fatal). Boxes stay in the file's pixel ``[x, y, width, height]``: the worker normalises them by
+    the size of the image file itself, after checking the declared size against it.
+    """
     try:
         data = json.loads(read_bytes(uri))
     except json.JSONDecodeError as err:
         raise SourceError(f"{uri} is not valid JSON: {err}") from None
     if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
         raise SourceError(f"{uri}: expected COCO JSON with images, annotations and categories")
-    cats = sorted(data["categories"], key=lambda c: c["id"])
-    names = [c["name"] for c in cats]
+    cats = _coco_entries(data, "categories", uri)
+    for n, cat in enumerate(cats):
+        _coco_field(cat, "id", "category", n, uri)
+        _coco_field(cat, "name", "category", n, uri)
+    ids = Counter(c["id"] for c in cats)
+    twice = sorted(i for i, k in ids.items() if k > 1)
+    if twice:
+        raise SourceError(f"{uri}: category ids {twice} are declared more than once; give each category one id")
+    cats = sorted(cats, key=lambda c: c["id"])
+    names = [str(c["name"]) for c in cats]
     index = {c["id"]: i for i, c in enumerate(cats)}
     base = posixpath.dirname(uri) if is_gcs(uri) else os.path.dirname(os.path.abspath(uri))
-    by_image: dict[Any, list[dict]] = {}
-    for ann in data["annotations"]:
-        if ann.get("category_id") not in index:
+    images: dict[Any, dict] = {}
+    for n, img in enumerate(_coco_entries(data, "images", uri)):
+        image_id = _coco_field(img, "id", "image", n, uri)
+        _coco_field(img, "file_name", "image", n, uri)
+        if image_id in images:
             raise SourceError(
-                f"{uri}: annotation {ann.get('id')} has category_id {ann.get('category_id')}, "
-                f"not among the categories {sorted(index)}"
+                f"{uri}: image id {image_id!r} is listed twice ({images[image_id]['file_name']!r} and "
+                f"{img['file_name']!r}); one id would be two images, which could land in different splits "
+                "(a leak) and mix their boxes: give every image its own id"
             )
-        by_image.setdefault(ann["image_id"], []).append(ann)
+        images[image_id] = img
+    by_image: dict[Any, list[dict]] = {}
+    orphans: list[dict] = []
+    annotations = _coco_entries(data, "annotations", uri)
+    for n, ann in enumerate(annotations):
+        image_id = _coco_field(ann, "image_id", "annotation", n, uri)
+        category = _coco_field(ann, "category_id", "annotation", n, uri)
+        if category not in index:
+            raise SourceError(
+                f"{uri}: annotation {ann.get('id')} has category_id {category!r}, not among the declared "
+                f"categories {sorted(index)}; declare it under 'categories' ({{\"id\": {category!r}, "
+                '"name": ...}) or drop the annotations that use it'
+            )
+        if image_id not in images:
+            orphans.append(
+                {
+                    "key": f"annotation:{ann.get('id')}",
+                    "path": uri,
+                    "split": None,
+                    "reason": f"orphan annotation: image_id {image_id!r} is not among the images",
+                    "annotation_id": ann.get("id"),
+                    "bbox": ann.get("bbox"),
+                }
+            )
+            continue
+        by_image.setdefault(image_id, []).append(ann)
+    if annotations and not by_image:
+        raise SourceError(
+            f"{uri}: none of the {len(annotations)} annotations belongs to one of the {len(images)} images "
+            f"(annotation image_ids e.g. {sorted({str(a['image_id']) for a in annotations})[:3]}, image ids "
+            f"e.g. {sorted(str(i) for i in images)[:3]}); the annotations come from another file or the ids "
+            "were renumbered: fix the image_id of the annotations"
+        )
+    if orphans:
+        log.warning(
+            "%s: %d annotations refer to image ids that are not among the images (e.g. %s); they are left out "
+            "and listed in rejected.jsonl",
+            uri,
+            len(orphans),
+            [o["annotation_id"] for o in orphans[:3]],
+        )
     items, missing, fp = [], [], []
-    for img in data["images"]:
+    for img in images.values():
         path = _resolve(base, img["file_name"])
         if not is_gcs(path) and not os.path.exists(path):
             alt = _resolve(base, posixpath.join("images", img["file_name"]))
@@ -455,32 +543,55 @@ def _open_coco(uri: str, kind: str, classes: list[str] | None) -> Source:
             else:
                 missing.append(img["file_name"])
                 continue
-        w, h = float(img["width"]), float(img["height"])
-        boxes, labels, texts, crowd = [], [], [], []
-        for ann in by_image.get(img["id"], []):
-            x, y, bw, bh = (float(v) for v in ann["bbox"])
-            box = [y / h, x / w, (y + bh) / h, (x + bw) / w]
-            boxes.append([min(1.0, max(0.0, v)) for v in box])
-            labels.append(index[ann["category_id"]])
-            texts.append(names[index[ann["category_id"]]])
-            crowd.append(int(ann.get("iscrowd", 0)))
+        anns = by_image.get(img["id"], [])
+        declared = (img.get("width"), img.get("height"))
+        boxes = {
+            "bbox": [a.get("bbox") for a in anns],
+            "ids": [a.get("id") for a in anns],
+            "labels": [index[a["category_id"]] for a in anns],
+            "is_crowd": [int(bool(a.get("iscrowd", 0))) for a in anns],
+            "declared": declared if declared != (None, None) else None,
+        }
         size = 0 if is_gcs(path) else os.path.getsize(path)
-        fp.append((path, size))
+        fp.append((img["file_name"], size))
         ext = posixpath.splitext(path)[1].lower()
-        items.append(
-            Item(
-                img["file_name"],
-                NO_LABEL,
-                path,
-                None,
-                size,
-                EXTENSIONS.get(ext),
-                boxes={"boxes": boxes, "labels": labels, "texts": texts, "is_crowd": crowd},
-            )
-        )
+        items.append(Item(str(img["file_name"]), NO_LABEL, path, None, size, EXTENSIONS.get(ext), boxes=boxes))
     if missing:
-        raise SourceError(f"{uri}: {len(missing)} images point nowhere (e.g. {missing[:3]})")
-    return Source(kind, uri, names, items, _hash([read_bytes(uri), *fp]))
+        raise SourceError(
+            f"{uri}: {len(missing)} images point nowhere (e.g. {missing[:3]}); file_name is relative to the "
+            "JSON's folder or its images/ folder: fix the names or drop those images"
+        )
+    fingerprint = _hash(["coco", COCO_READER_VERSION, read_bytes(uri), *fp])
+    return Source(kind, uri, names, items, fingerprint, task="detection", rejected=orphans)
+
+
+def is_builtin(uri: str) -> bool:
+    """A built-in name: ``fashion-mnist``, ``digits``, ``shapes`` or ``shapes:<count>``."""
+    return uri in BUILTINS or uri.startswith("shapes:")
+
+
+def _shapes_count(uri: str) -> int:
+    if uri == "shapes":
+        from components.convert.shapes import DEFAULT_COUNT
+
+        return DEFAULT_COUNT
+    text = uri.split(":", 1)[1]
+    if not text.isdigit() or int(text) < 1:
+        raise SourceError(f"bad built-in source {uri!r}: expected 'shapes' or 'shapes:<count>' (e.g. shapes:500)")
+    return int(text)
+
+
+def _open_shapes(uri: str, kind: str, classes: list[str] | None) -> Source:
+    """The built-in detection data: generated once into the cache, then read as the COCO file it is."""
+    from components.convert import shapes
+
+    count = _shapes_count(uri)
+    path = shapes.cached(count)
+    src = _open_coco(str(path), "coco", None)
+    src.kind, src.uri = "shapes", uri
+    # Where the cache lives is no part of the data: the fingerprint does not depend on it.
+    src.fingerprint = _hash(["shapes", shapes.GENERATOR_VERSION, count, src.fingerprint])
+    return src
 
 
 # --------------------------------------------------------------------------------------------

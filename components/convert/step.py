@@ -66,6 +66,7 @@ def dataset_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
     splits = manifest["splits"]
     return {
         "schema_version": manifest["schema_version"],
+        "task": manifest.get("task") or "classification",  # absent in manifests written before it was recorded
         "classes": manifest["classes"],
         "num_classes": len(manifest["classes"]),
         "image": manifest["image"],
@@ -76,6 +77,10 @@ def dataset_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
         "rejected": manifest["rejected"],
         "empty_classes": manifest.get("empty_classes", []),
     }
+
+
+def _metric_name(reason: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in reason.lower())
 
 
 def summarize(
@@ -94,7 +99,15 @@ def summarize(
         convert_seconds=round(seconds, 3),
     )
     for reason, n in manifest.get("rejected_reasons", {}).items():
-        metrics["rejected_" + "".join(c if c.isalnum() else "_" for c in reason.lower())] = n
+        metrics["rejected_" + _metric_name(reason)] = n
+    boxes = manifest.get("boxes")  # detection datasets
+    if boxes is not None:
+        for name in ("kept", "clipped", "dropped", "crowd"):
+            metrics[f"boxes_{name}"] = boxes[name]
+        for reason, n in boxes["dropped_reasons"].items():
+            metrics["boxes_dropped_" + _metric_name(reason)] = n
+        metrics["negatives"] = boxes["negatives"]
+        metrics["annotations_orphaned"] = boxes["orphan_annotations"]
     if verify:
         from components.convert.verify import verify as verify_dataset
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,8 @@ class ChunkResult:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     converted: Counter = field(default_factory=Counter)
     shapes: set = field(default_factory=set)  # distinct (h, w, c), at most a few kept
+    boxes: Counter = field(default_factory=Counter)  # detection: kept, clipped, dropped, crowd, negatives
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # detection: one rejected.jsonl row per dropped box
     size: int = 0  # bytes of the framed chunk
     crc: int = 0  # CRC-32C of those bytes
 
@@ -124,7 +127,11 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
         shape = (info.height, info.width, info.channels)
         if shape not in shapes:
             shapes.add(shape if len(shapes) < 3 else "mixed")
-        boxes = item.boxes
+        boxes = None
+        if item.boxes is not None:
+            boxes = _detection_boxes(item, info, res)
+            if boxes is None:  # the image was rejected
+                continue
         parts = encode_example_parts(
             image=data,
             image_format=info.format,
@@ -137,7 +144,7 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
             sha256=sha256(data).hexdigest(),
             boxes=boxes["boxes"] if boxes is not None else None,
             box_labels=boxes["labels"] if boxes is not None else None,
-            box_texts=boxes["texts"] if boxes is not None else None,
+            box_texts=[classes[i] for i in boxes["labels"]] if boxes is not None else None,
             is_crowd=boxes["is_crowd"] if boxes is not None else None,
             extra=item.extra,
         )
@@ -148,6 +155,68 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
         out = [gzip.compress(b"".join(out), compresslevel=6, mtime=0)]  # mtime=0: same bytes every run
     res.data = out
     return res
+
+
+def _detection_boxes(item: sources.Item, info: imaging.ImageInfo, res: ChunkResult) -> dict[str, list] | None:
+    """An image's COCO boxes normalised by the image file's true size, or None when the image is rejected.
+
+    The declared width and height must be those of the file: boxes are in the declared frame, and
+    scaling them by another size would misplace every one of them without a trace. Boxes partly
+    outside the image are clipped (counted); empty, negative-size, malformed and wholly outside
+    boxes are dropped, each with a ``rejected.jsonl`` row. An image left without boxes is a negative.
+    """
+    raw = item.boxes
+    width, height = info.width, info.height
+    declared = raw.get("declared")
+    if declared is not None and (declared[0], declared[1]) != (width, height):
+        dw, dh = declared
+        rotated = " (swapped: a 90-degree EXIF rotation?)" if (dw, dh) == (height, width) else ""
+        res.rejected.append(
+            _reject(
+                item,
+                f"size mismatch: the COCO file declares {dw}x{dh} (width x height), the image file is "
+                f"{width}x{height}{rotated}; its boxes are in the declared frame and cannot be placed: fix the "
+                "image's width and height in the COCO file (or annotate the file as it is)",
+            )
+        )
+        return None
+    out: dict[str, list] = {"boxes": [], "labels": [], "is_crowd": []}
+    for bbox, ann_id, label, crowd in zip(raw["bbox"], raw["ids"], raw["labels"], raw["is_crowd"], strict=True):
+        reason, box = _check_box(bbox, width, height)
+        if box is None:
+            res.boxes["dropped"] += 1
+            res.dropped.append({**_reject(item, reason), "annotation_id": ann_id, "bbox": bbox})
+            continue
+        if reason is not None:
+            res.boxes["clipped"] += 1
+        res.boxes["kept"] += 1
+        res.boxes["crowd"] += crowd
+        out["boxes"].append(box)
+        out["labels"].append(label)
+        out["is_crowd"].append(crowd)
+    if not out["boxes"]:
+        res.boxes["negatives"] += 1
+    return out
+
+
+def _check_box(bbox: Any, width: int, height: int) -> tuple[str | None, list[float] | None]:
+    """(reason, normalised ``[ymin, xmin, ymax, xmax]``): the box is None when dropped, the reason set when clipped."""
+    if not isinstance(bbox, (list, tuple)) or len(bbox) != 4 or not all(_finite(v) for v in bbox):
+        return f"malformed box: expected [x, y, width, height] as 4 finite numbers, got {bbox!r}", None
+    x, y, w, h = (float(v) for v in bbox)
+    if w < 0 or h < 0:
+        return f"negative-size box: width {w:g}, height {h:g} (inverted corners?)", None
+    if w == 0 or h == 0:
+        return f"zero-area box: width {w:g}, height {h:g}", None
+    x0, y0, x1, y1 = max(0.0, x), max(0.0, y), min(float(width), x + w), min(float(height), y + h)
+    if x1 <= x0 or y1 <= y0:
+        return f"box outside the image: [x, y, w, h] {[x, y, w, h]} in a {width}x{height} image", None
+    clipped = (x0, y0, x1, y1) != (x, y, x + w, y + h)
+    return ("clipped" if clipped else None), [y0 / height, x0 / width, y1 / height, x1 / width]
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _reject(item: sources.Item, reason: str) -> dict[str, Any]:

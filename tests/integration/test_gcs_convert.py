@@ -86,3 +86,32 @@ def test_empty_class_folders_on_gcs_are_reported(photos):
     manifest = convert(config, "gs://data/classes-out")
     assert manifest["classes"] == ["a"] and manifest["empty_classes"] == ["docs", "empty"]
     assert load_manifest("gs://data/classes-out")["empty_classes"] == ["docs", "empty"]
+
+
+def test_coco_on_gcs_is_read_strictly(emulator):
+    bucket = _bucket()
+    for i in range(2):
+        buf = io.BytesIO()
+        Image.fromarray(np.full((8, 10, 3), 90, np.uint8)).save(buf, "PNG")  # 10 wide, 8 high
+        bucket.blob(f"coco/images/{i}.png").upload_from_string(buf.getvalue())
+    coco = {
+        "images": [
+            {"id": 1, "file_name": "images/0.png", "width": 10, "height": 8},
+            {"id": 2, "file_name": "images/1.png", "width": 20, "height": 16},  # not the file's size
+        ],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 3, "bbox": [6, 4, 8, 6]},  # partly outside: clipped
+            {"id": 2, "image_id": 1, "category_id": 3, "bbox": [1, 1, 0, 2]},  # zero area: dropped
+            {"id": 3, "image_id": 2, "category_id": 3, "bbox": [1, 1, 2, 2]},
+        ],
+        "categories": [{"id": 3, "name": "thing"}],
+    }
+    bucket.blob("coco/instances.json").upload_from_string(json.dumps(coco))
+    config = ConvertConfig(source="gs://data/coco/instances.json", splits={"train": 1.0}, workers=1)
+    manifest = convert(config, "gs://data/coco-out")
+    assert manifest["task"] == "detection" and manifest["splits"]["train"]["count"] == 1
+    assert manifest["rejected_reasons"] == {"size mismatch": 1}
+    assert manifest["boxes"]["clipped"] == 1 and manifest["boxes"]["dropped"] == 1
+    rows = [json.loads(line) for line in bucket.blob("coco-out/rejected.jsonl").download_as_text().splitlines()]
+    assert [r.get("annotation_id") for r in rows] == [None, 2]
+    assert verify("gs://data/coco-out")["records"] == 1
