@@ -253,7 +253,7 @@ class _Model:
             message = err.message.strip().splitlines()
             reason = next((m for m in message if "Detected at node" not in m and m.strip()), str(err))
             raise RequestError(HTTPStatus.BAD_REQUEST, f"the model rejected the input: {reason.strip()}") from None
-        values = {k: v.numpy().tolist() for k, v in outputs.items()}
+        values = {k: _json_value(k, v.numpy()) for k, v in outputs.items()}
         if not row:
             return {"outputs": values if len(values) > 1 else next(iter(values.values()))}
         if len(values) == 1:
@@ -374,6 +374,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         self._route("POST")
+
+
+def _json_value(name: str, array: Any) -> Any:
+    """An output tensor as TensorFlow Serving's REST API writes it.
+
+    String tensors are UTF-8 text, except outputs whose name ends in ``_bytes``, which are
+    base64 (``{"b64": ...}``), as in TensorFlow Serving.
+    """
+    if array.dtype != object:
+        return array.tolist()
+    flat = [
+        {"b64": base64.b64encode(v).decode("ascii")} if name.endswith("_bytes") else v.decode("utf-8", "replace")
+        for v in array.reshape(-1)
+    ]
+    nested: Any = flat
+    for dim in reversed(array.shape[1:]):
+        nested = [nested[i : i + dim] for i in range(0, len(nested), dim)]
+    return nested if array.ndim else nested[0]
 
 
 def _parse_json(raw: bytes) -> dict[str, Any]:
