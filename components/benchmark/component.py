@@ -39,6 +39,9 @@ def benchmark_inference(
     Returns:
         The result row (no nested statistics), for the join step.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.run import render_single, run_benchmark, scalar_metrics, summary_row
     from trainer.config import BenchmarkConfig
 
@@ -70,6 +73,9 @@ def join_benchmarks(results: list, report: Output[Markdown], chart: Output[HTML]
     Returns:
         ``fastest`` and ``cheapest``: the accelerators' names.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.table import best_of, render_html, render_markdown
 
     with open(report.path, "w", encoding="utf-8") as f:
@@ -103,13 +109,17 @@ def training_sweep(
     Returns:
         ``{"accelerator": ..., "results": [...]}`` for the join step.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.params import none_if_empty
     from trainer.benchmark import training_sweep as sweep
 
     results = sweep(
         dataset.path,
         batch_sizes=[int(b) for b in batch_sizes],
         epochs=epochs,
-        steps_per_epoch=steps_per_epoch or None,
+        steps_per_epoch=none_if_empty(steps_per_epoch),
         accelerator=strategy,
         model_name=model_name,
     )
@@ -125,6 +135,9 @@ def join_sweeps(sweeps: list, report: Output[Markdown], chart: Output[HTML]):
         report: the Markdown tables.
         chart: an HTML page with grouped bar charts (inline SVG).
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.table import render_sweep_html, render_sweep_markdown
 
     with open(report.path, "w", encoding="utf-8") as f:

@@ -19,6 +19,7 @@ import datetime as _dt
 import json
 from typing import Any, Optional
 
+from components.params import none_if_empty
 from trainer import storage
 
 STAGES = ("demo", "staging", "prod")
@@ -26,17 +27,18 @@ ACTIONS = ("promote", "rollback")
 READY_MARKER = "saved_model.pb"
 
 
-def resolve_stages_root(stages_root: str, pipeline_root: str) -> str:
+def resolve_stages_root(stages_root: Optional[str], pipeline_root: str) -> str:
     """Return the stages root: ``stages_root`` if given, else ``<pipeline_root>/stages``.
 
     Args:
-        stages_root: a folder or gs:// URI; "" means "derive it from the pipeline root".
+        stages_root: a folder or gs:// URI; None (or a pipeline's "") derives it from the pipeline root.
         pipeline_root: the pipeline's root (``dsl.PIPELINE_ROOT_PLACEHOLDER`` at run time).
 
     Raises:
         ValueError: both are empty.
     """
-    if stages_root:
+    stages_root = none_if_empty(stages_root)
+    if stages_root is not None:
         return stages_root
     if not pipeline_root:
         raise ValueError(

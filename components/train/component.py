@@ -36,6 +36,9 @@ def train_model(
         config_yaml: further TrainConfig fields as YAML (e.g. ``precision: float32``); the
             parameters above win over it. Empty for none.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     import trainer  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow is imported)
     from components.train.run import checkpoint_uri, describe_model, train_config
     from trainer.train import train
