@@ -10,7 +10,7 @@ kfp.local accepts it (``Optional[str|float|dict] = None`` on a component), a com
 
 from __future__ import annotations
 
-from typing import Any, Optional, TypeVar
+from typing import Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -31,8 +31,3 @@ def none_if_empty(value: Optional[T]) -> Optional[T]:
     if isinstance(value, (int, float, str, dict, list, tuple)) and not value:
         return None
     return value
-
-
-def nonempty(params: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """``params`` with ``none_if_empty`` applied to the entries named in ``names``."""
-    return {k: none_if_empty(v) if k in names else v for k, v in params.items()}
