@@ -1,7 +1,7 @@
 r"""``python -m trainer`` / ``ltp-train``: the same training as the pipeline step, outside KFP.
 
-This is what the plain TPU Job in ``manifests/tpu-job/`` runs. Importing ``trainer`` first sets
-``TF_ENABLE_ONEDNN_OPTS`` before TensorFlow loads (the package does it on import).
+This is what the plain TPU Job in ``manifests/tpu-job/`` runs. ``main()`` sets TensorFlow's
+load-time environment (``trainer.runtime``, oneDNN on) before anything imports TensorFlow.
 
 Examples:
     python -m trainer --dataset data/fashion-mnist --model-dir models/run1 --epochs 3
@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-import trainer  # noqa: F401  (environment for TensorFlow, before anything imports it)
 from trainer.config import Config, ConfigError, TrainConfig
+from trainer.runtime import configure_tensorflow_env
 
 # Flags that map one-to-one onto TrainConfig fields.
 _FLAGS = {
@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> 
     Returns:
         The exit status: 0 on success, 2 for a bad config or dataset, 1 for a failed training.
     """
+    configure_tensorflow_env()  # before trainer.train imports TensorFlow
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, help="dataset folder or gs:// URI (with dataset.json)")
     parser.add_argument("--model-dir", required=True, help="model folder or gs:// URI (resumes if it has checkpoints)")

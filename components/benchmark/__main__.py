@@ -26,6 +26,7 @@ from pathlib import Path
 
 from components.cli import EXIT_OK, check_folder, fail, load_section, write_files
 from trainer.config import BenchmarkConfig, ConfigError
+from trainer.runtime import configure_tensorflow_env
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -194,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 done, 2 bad input (flags, config, price table, model, dataset, rows).
     """
     args = _parser().parse_args(argv)
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.prices import PriceTableError
     from trainer.benchmark import BenchmarkError
     from trainer.evaluate import EvaluationError

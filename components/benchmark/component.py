@@ -40,6 +40,9 @@ def benchmark_inference(
         The result row without the nested statistics (``BenchmarkRow.summary().to_dict()``), for
         the join step.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.run import render_single, run_benchmark
     from trainer.config import BenchmarkConfig
 
@@ -72,6 +75,9 @@ def join_benchmarks(results: list, report: Output[Markdown], chart: Output[HTML]
     Returns:
         ``fastest`` and ``cheapest``: the accelerators' names.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.table import best_of, render_html, render_markdown
 
     with open(report.path, "w", encoding="utf-8") as f:
@@ -105,14 +111,18 @@ def training_sweep(
     Returns:
         ``{"accelerator": ..., "results": [...]}`` (``SweepRun.to_dict``) for the join step.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.rows import SweepRun
+    from components.params import none_if_empty
     from trainer.benchmark import training_sweep as sweep
 
     results = sweep(
         dataset.path,
         batch_sizes=[int(b) for b in batch_sizes],
         epochs=epochs,
-        steps_per_epoch=steps_per_epoch or None,
+        steps_per_epoch=none_if_empty(steps_per_epoch),
         accelerator=strategy,
         model_name=model_name,
     )
@@ -128,6 +138,9 @@ def join_sweeps(sweeps: list, report: Output[Markdown], chart: Output[HTML]):
         report: the Markdown tables.
         chart: an HTML page with grouped bar charts (inline SVG).
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.table import render_sweep_html, render_sweep_markdown
 
     with open(report.path, "w", encoding="utf-8") as f:

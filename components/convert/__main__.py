@@ -16,10 +16,12 @@ import sys
 
 from components.convert.sources import KINDS, ConvertError
 from trainer.config import ConfigError, ConvertConfig
+from trainer.runtime import configure_tensorflow_env
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parses the arguments, converts, optionally verifies; prints a one-line error on bad input."""
+    configure_tensorflow_env()  # --verify reads the shards back with TensorFlow
     p = argparse.ArgumentParser(prog="python -m components.convert", description=__doc__.split("\n")[0])
     p.add_argument("source", help="image folder, .csv/.jsonl manifest, .npz, IDX folder, COCO .json "
                    "(local or gs://), or a built-in: fashion-mnist, digits, shapes (detection; "

@@ -5,6 +5,8 @@
 spreads one conversion over many pods (pipelines/tfrecords.py).
 """
 
+from typing import Optional
+
 from kfp.dsl import Dataset, Input, Metrics, Output
 
 from components.images import project_component
@@ -17,9 +19,9 @@ def convert_to_tfrecords(
     metrics: Output[Metrics],
     limit_per_split: int = 0,
     target_shard_mb: float = 100.0,
-    compression: str = "",
+    compression: Optional[str] = None,
     verify: bool = True,
-    source_format: str = "",
+    source_format: Optional[str] = None,
     stratify: bool = False,
     power_of_two_shards: bool = False,
     resize_height: int = 0,
@@ -30,14 +32,31 @@ def convert_to_tfrecords(
 ):
     """Converts a source (image folder, manifest, arrays, COCO or a built-in) into sharded TFRecords.
 
-    0 and "" mean "none" (kfp.local cannot take None pipeline parameters).
+    The parameters are ConvertConfig's fields (docs/tfrecords.md; ``resize`` as ``resize_height``
+    and ``resize_width``). ``None``, or the stand-ins ``0`` and ``""`` that a pipeline passes
+    (kfp.local refuses ``Optional[int] = None`` here and ``Optional[str] = None`` on a pipeline),
+    mean "none": keep all images, no compression, detect the format, keep the size, every core.
+    ``verify`` reads every shard back and checks it against dataset.json.
     """
-    from components.convert.step import artifact_location, make_config, run_step
+    from trainer.runtime import configure_tensorflow_env
 
-    config = make_config(
-        source, limit_per_split, target_shard_mb, compression, source_format, stratify,
-        power_of_two_shards, resize_height, resize_width, resize_mode, seed, workers,
-    )  # fmt: skip
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.convert.step import artifact_location, config_from_params, run_step
+
+    config = config_from_params(
+        source=source,
+        source_format=source_format,
+        limit_per_split=limit_per_split,
+        target_shard_mb=target_shard_mb,
+        compression=compression,
+        stratify=stratify,
+        power_of_two_shards=power_of_two_shards,
+        resize_height=resize_height,
+        resize_width=resize_width,
+        resize_mode=resize_mode,
+        seed=seed,
+        workers=workers,
+    )
     metadata, scores = run_step(config, artifact_location(dataset), verify=verify)
     dataset.metadata.update(metadata)
     for name, value in scores.items():
@@ -51,8 +70,8 @@ def plan_tfrecords(
     parallelism: int = 4,
     limit_per_split: int = 0,
     target_shard_mb: float = 100.0,
-    compression: str = "",
-    source_format: str = "",
+    compression: Optional[str] = None,
+    source_format: Optional[str] = None,
     stratify: bool = False,
     power_of_two_shards: bool = False,
     resize_height: int = 0,
@@ -63,20 +82,38 @@ def plan_tfrecords(
 ) -> list:
     """Plans a fan-out conversion: the dataset folder, shard ranges for up to ``parallelism`` pods.
 
-    A single list output: kfp.local cannot loop over one field of a NamedTuple output.
+    The conversion parameters are those of ``convert_to_tfrecords``; the plan writes the config
+    into the dataset folder, where every worker and the finalize step read it. A single list
+    output: kfp.local cannot loop over one field of a NamedTuple output.
     """
-    from components.convert.step import artifact_location, make_config, plan_step
+    from trainer.runtime import configure_tensorflow_env
 
-    config = make_config(
-        source, limit_per_split, target_shard_mb, compression, source_format, stratify,
-        power_of_two_shards, resize_height, resize_width, resize_mode, seed, workers,
-    )  # fmt: skip
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.convert.step import artifact_location, config_from_params, plan_step
+
+    config = config_from_params(
+        source=source,
+        source_format=source_format,
+        limit_per_split=limit_per_split,
+        target_shard_mb=target_shard_mb,
+        compression=compression,
+        stratify=stratify,
+        power_of_two_shards=power_of_two_shards,
+        resize_height=resize_height,
+        resize_width=resize_width,
+        resize_mode=resize_mode,
+        seed=seed,
+        workers=workers,
+    )
     return plan_step(config, artifact_location(dataset), parallelism)
 
 
 @project_component
 def write_tfrecord_shards(dataset: Input[Dataset], start: int, stop: int) -> int:
     """Writes shards ``[start, stop)`` of the plan into the planned folder; returns images written."""
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.convert.step import artifact_location, shards_step
 
     return shards_step(artifact_location(dataset), start, stop)["images"]
@@ -85,6 +122,9 @@ def write_tfrecord_shards(dataset: Input[Dataset], start: int, stop: int) -> int
 @project_component
 def finalize_tfrecords(staged: Input[Dataset], dataset: Output[Dataset], metrics: Output[Metrics], verify: bool = True):
     """Writes dataset.json once every shard exists; the output Dataset is the planned folder."""
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.convert.step import artifact_location, finalize_step
 
     metadata, scores = finalize_step(artifact_location(staged), verify, pointer=artifact_location(dataset))

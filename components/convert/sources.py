@@ -817,19 +817,33 @@ def _open_fashion_mnist(uri: str, kind: str, classes: list[str] | None) -> Sourc
     return src
 
 
-def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
+# scikit-learn's copy of the UCI handwritten digits (1,797 8x8 images), shipped with the package so
+# that the built-in source needs neither scikit-learn (about 150 MB with SciPy, in no image) nor a
+# download. Made by ``load_digits()`` of the scikit-learn version stored inside, intensities 0..16
+# scaled to 0..255 (docs/tfrecords.md).
+DIGITS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits.npz")
 
-    d = load_digits()
-    # 0..16 intensities -> 0..255 so that the PNGs look like ordinary 8-bit images.
-    return np.rint(d.images * (255.0 / 16.0)).astype(np.uint8), d.target.astype(np.int64)
+
+def _digits_file() -> tuple[np.ndarray, np.ndarray, str]:
+    if not os.path.isfile(DIGITS_FILE):
+        raise SourceError(
+            f"the built-in digits data is missing: expected {DIGITS_FILE}, part of the package; "
+            "reinstall lean-tpu-pipelines (its package data includes components/convert/digits.npz)"
+        )
+    with np.load(DIGITS_FILE, allow_pickle=False) as z:
+        return z["images"], z["labels"].astype(np.int64), str(z["sklearn_version"])
+
+
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    images, labels, _ = _digits_file()
+    return images, labels
 
 
 def _open_digits(uri: str, kind: str, classes: list[str] | None) -> Source:
-    images, labels = _digits_arrays()
-    import sklearn
-
-    fp = _hash(["sklearn-digits", sklearn.__version__, hashlib.sha256(images.tobytes()).hexdigest()])
+    images, labels, version = _digits_file()
+    # The same fingerprint as when the arrays came from scikit-learn itself (that version, same
+    # pixels): a dataset converted before keeps matching its source.
+    fp = _hash(["sklearn-digits", version, hashlib.sha256(images.tobytes()).hexdigest()])
     names = [str(i) for i in range(10)]
     return _array_source(kind, "digits", {"all": labels}, {"all": images}, names, fp, False, {})
 

@@ -4,49 +4,39 @@ summarise into artifact metadata and metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
 from components.convert.convert import convert, finalize, plan_ranges, write_shards
+from components.params import none_if_empty
 from trainer import storage
-from trainer.config import ConvertConfig
+from trainer.config import ConfigError, ConvertConfig
 from trainer.tfrecords import MANIFEST_NAME
 
 
-def make_config(
-    source: str,
-    limit_per_split: int = 0,
-    target_shard_mb: float = 100.0,
-    compression: str = "",
-    source_format: str = "",
-    stratify: bool = False,
-    power_of_two_shards: bool = False,
-    resize_height: int = 0,
-    resize_width: int = 0,
-    resize_mode: str = "crop",
-    seed: int = 0,
-    workers: int = 0,
-) -> ConvertConfig:
-    """A ConvertConfig from component parameters, where 0 and "" mean None (kfp.local has no None)."""
-    if bool(resize_height) != bool(resize_width):
-        from trainer.config import ConfigError
+def config_from_params(**params: Any) -> ConvertConfig:
+    """The ConvertConfig from the convert components' flat parameters (the run form's names).
 
+    The names are ConvertConfig's fields, except that ``resize`` arrives as ``resize_height`` and
+    ``resize_width`` (a run form has no pair field). A field that may be None takes KFP's stand-in
+    for "none" (``0``, ``""``), translated by ``components.params.none_if_empty``; parameters left
+    out keep ConvertConfig's defaults.
+
+    Raises:
+        ConfigError: an unknown name, only one of the two resize sizes, or an invalid value.
+    """
+    params = dict(params)
+    height = none_if_empty(params.pop("resize_height", None))
+    width = none_if_empty(params.pop("resize_width", None))
+    if (height is None) != (width is None):
         raise ConfigError(
-            f"convert.resize: give both resize_height and resize_width (or neither), got {resize_height}x{resize_width}"
+            f"convert.resize: give both resize_height and resize_width (or neither), got {height or 0}x{width or 0}"
         )
-    return ConvertConfig(
-        source=source,
-        source_format=source_format or None,
-        limit_per_split=limit_per_split or None,
-        target_shard_mb=target_shard_mb,
-        compression=compression or None,
-        stratify=stratify,
-        power_of_two_shards=power_of_two_shards,
-        resize=(resize_height, resize_width) if resize_height else None,
-        resize_mode=resize_mode,
-        seed=seed,
-        workers=workers or None,
-    )
+    if height is not None:
+        params["resize"] = (height, width)
+    nullable = {f.name for f in dataclasses.fields(ConvertConfig) if f.default is None}
+    return ConvertConfig.from_dict({k: none_if_empty(v) if k in nullable else v for k, v in params.items()})
 
 
 def artifact_location(artifact: Any) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from components.cli import EXIT_FAILED, EXIT_OK, check_folder, fail, load_section, parse_pairs, write_files
 from trainer.config import ConfigError, EvaluateConfig
+from trainer.runtime import configure_tensorflow_env
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 done, 1 not blessed (with ``--require-blessed``), 2 bad input.
     """
     args = _parser().parse_args(argv)
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.evaluate.gate import ThresholdError
     from trainer.evaluate import EvaluationError
     from trainer.tfrecords import DatasetError

@@ -46,6 +46,9 @@ def evaluate_model(
     Returns:
         True when every configured threshold passed; False otherwise or when none is configured.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.evaluate.run import run_evaluation, write_outputs
     from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from components.cli import EXIT_FAILED, EXIT_OK, fail, load_section, parse_pairs, write_files
 from trainer.config import ConfigError
+from trainer.runtime import configure_tensorflow_env
 
 PROG = "python -m components.notebook"
 
@@ -62,6 +63,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Parses the arguments and runs or submits the notebook."""
+    configure_tensorflow_env()  # the kernel inherits it
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a notebook here, as the pipeline step does")

@@ -36,6 +36,9 @@ def run_notebook(
     Returns:
         ``NotebookResult.to_dict()`` without the local paths: files, cells, duration_s, parameters.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # the kernel inherits it
     from components.notebook.config import NotebookConfig
     from components.notebook.execute import NotebookOutputs
     from components.notebook.execute import run_notebook as run

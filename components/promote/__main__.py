@@ -31,6 +31,7 @@ from typing import Any, Optional
 import yaml
 
 from trainer.config import ConfigError, PromoteConfig
+from trainer.runtime import configure_tensorflow_env
 from trainer.tasks import TASKS
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -145,6 +146,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         The exit status: 0 done, 1 the checks failed (rolled back), 2 bad input.
     """
     args = _parser().parse_args(argv)
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.promote.promote import PromotionError, promote, promote_version, render_report, rollback
     from trainer.tasks import TaskError
 

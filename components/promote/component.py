@@ -38,6 +38,9 @@ def promote_model(
     Returns:
         The version the stage serves now.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.promote.promote import promote, render_report
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
@@ -80,6 +83,9 @@ def rollback_stage_op(
     Returns:
         The version the stage serves after the rollback.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.promote.promote import render_report, rollback
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
@@ -126,6 +132,10 @@ def promote_version_op(
     Returns:
         The version ``stage`` serves now.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.params import none_if_empty
     from components.promote.promote import promote_version, render_report
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
@@ -133,7 +143,7 @@ def promote_version_op(
     config = PromoteConfig(
         stage=stage, target=target, stages_root=resolve_stages_root(stages_root, pipeline_root), model_name=model_name
     )
-    result = promote_version(config, source_stage, run_id=run_id or "unknown", version=version or None)
+    result = promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
     with open(report.path, "w") as f:
         f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result.version, "source_version": result.source_version})

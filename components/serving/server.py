@@ -37,6 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
 
+from trainer.runtime import configure_tensorflow_env
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -522,6 +524,7 @@ class ModelServer:
 
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the server from the command line until interrupted."""
+    configure_tensorflow_env()  # before the model is loaded (TensorFlow reads it on import)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-base-path", required=True, help="version folders or a SavedModel folder")
     parser.add_argument("--model-name", required=True, help="served as /v1/models/<name>")

@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Optional
 
+from components.params import none_if_empty
 from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
 from trainer import storage
 from trainer.tasks import DEFAULT_TASK, get_task
@@ -33,17 +34,18 @@ READY_MARKER = "saved_model.pb"
 SMOKE_FILE = "smoke_examples.json"
 
 
-def resolve_stages_root(stages_root: str, pipeline_root: str) -> str:
+def resolve_stages_root(stages_root: Optional[str], pipeline_root: str) -> str:
     """Return the stages root: ``stages_root`` if given, else ``<pipeline_root>/stages``.
 
     Args:
-        stages_root: a folder or gs:// URI; "" means "derive it from the pipeline root".
+        stages_root: a folder or gs:// URI; None (or a pipeline's "") derives it from the pipeline root.
         pipeline_root: the pipeline's root (``dsl.PIPELINE_ROOT_PLACEHOLDER`` at run time).
 
     Raises:
         ValueError: both are empty.
     """
-    if stages_root:
+    stages_root = none_if_empty(stages_root)
+    if stages_root is not None:
         return stages_root
     if not pipeline_root:
         raise ValueError(

@@ -41,7 +41,9 @@ def train_model(
         model_options: the model builder's options (detection: image_size, anchor_size, preset,
             ...); they win over ``model_options`` in ``config_yaml``. None or empty for none.
     """
-    import trainer  # noqa: F401  (sets TF_ENABLE_ONEDNN_OPTS before TensorFlow is imported)
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.train.run import checkpoint_uri, describe_model, scalar_metrics, train_config
     from trainer.train import train
 

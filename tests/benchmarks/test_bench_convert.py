@@ -3,9 +3,14 @@
 (a) the 60,000 Fashion-MNIST training images from IDX, PNG-encoded: this converter (worker
     processes, hand-framed records) against a single-process loop building one tf.train.Example per
     image and writing it with tf.io.TFRecordWriter, both using the same PNG encoder.
-(b) ~2,000 generated JPEG photos (224x224 and larger), bytes kept, headers validated, checksums:
-    against the same TensorFlow loop, and against the I/O ceiling of merely concatenating the files
-    into one file; plus the share of the disk's raw write bandwidth reached.
+(b) 20,000 generated JPEG photos (224x224 and larger, ~27 KB each, over 0.5 GB), bytes kept,
+    headers validated, checksums: against the same TensorFlow loop, and against the I/O ceiling of
+    merely concatenating the files into one file; plus the share of the disk's raw write bandwidth
+    reached. At this scale each side runs for seconds, so process start and pool start-up no
+    longer decide the ratio (at 2,000 photos, about 0.1 s, it ranged 0.31x-0.69x across runs).
+
+The photos are generated once per run (a module fixture in a temporary folder, removed at the end)
+and read once before any side is timed, so every side starts with the same warm page cache.
 
 Every measurement runs in a fresh process, as each side runs for real: the baseline is a script
 that imports TensorFlow (its import is not timed), the converter runs without it (as in its step
@@ -33,7 +38,7 @@ import pytest
 
 pytestmark = pytest.mark.benchmark
 
-ROUNDS = 3
+ROUNDS = 5  # medians of 5: on the shared 2-core machine single rounds vary by 2x
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -172,7 +177,10 @@ def _report(name: str, runs: list[dict], nbytes: float | None = None) -> float:
     mb = (nbytes if nbytes is not None else runs[0]["bytes"]) / seconds / 1e6
     spread = ", ".join(f"{r['seconds']:.2f}" for r in runs)
     rate = f"{n / seconds:>8.0f} img/s {mb:>7.1f} MB/s"
-    print(f"  {name:<38} {rate}  median {seconds:.3f}s of [{spread}], {cpu:.0f} us CPU/img")
+    # CPU seconds per wall second: how many cores the side got (2 at most here, 1 for one process);
+    # on a shared machine the other processes decide it, so it explains a low or a noisy rate.
+    cores = statistics.median(r["cpu"] / r["seconds"] for r in runs)
+    print(f"  {name:<38} {rate}  median {seconds:.3f}s of [{spread}], {cpu:.0f} us CPU/img, {cores:.2f} cores")
     return n / seconds
 
 
@@ -214,6 +222,10 @@ def test_bench_idx_to_png_records(tmp_path):
     print(f"  CPU per image, baseline / convert: {base_cpu / ours_cpu:.2f}x (CPU-bound work, split across workers)")
 
 
+PHOTOS = 20_000
+DISTINCT = 500  # distinct pictures; each is written PHOTOS // DISTINCT times with its own comment
+
+
 def _photo(seed, size):
     from PIL import Image
 
@@ -223,30 +235,67 @@ def _photo(seed, size):
     base = np.stack([(x * (1 + seed % 5)) % 256, (y * 2) % 256, ((x + y) // 2) % 256], axis=-1)
     noise = rng.integers(0, 40, (h, w, 3))
     buf = io.BytesIO()
-    Image.fromarray((base + noise).clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+    Image.fromarray((base + noise).clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=92)
     return buf.getvalue()
 
 
-def test_bench_jpeg_folder_bytes_kept(tmp_path):
-    src = tmp_path / "photos"
+def _with_comment(jpeg: bytes, text: bytes) -> bytes:
+    """The same JPEG with a COM segment after SOI: still a valid JPEG, with its own bytes (and sha256)."""
+    return jpeg[:2] + b"\xff\xfe" + (len(text) + 2).to_bytes(2, "big") + text + jpeg[2:]
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """PHOTOS distinct, valid JPEG files in 10 class folders, deterministic, read once (page cache warm).
+
+    Encoding 20,000 pictures would take longer than the benchmark; DISTINCT pictures are encoded and
+    each copy gets a different comment segment, which the converter reads, validates and hashes as a
+    file of its own. The folder is removed at the end of the module.
+    """
+    import shutil
+
+    from PIL import Image
+
+    src = tmp_path_factory.mktemp("photos")
+    bases = [_photo(i, (224 + (i % 3) * 32, 224 + (i % 5) * 16)) for i in range(DISTINCT)]
     total = 0
-    for i in range(2000):
+    for i in range(PHOTOS):
         cls = src / f"class{i % 10}"
-        cls.mkdir(parents=True, exist_ok=True)
-        data = _photo(i, (224 + (i % 3) * 32, 224 + (i % 5) * 16))
+        cls.mkdir(exist_ok=True)
+        data = _with_comment(bases[i % DISTINCT], b"copy %08d" % i)
         (cls / f"{i:05d}.jpg").write_bytes(data)
         total += len(data)
+    # Genuinely valid JPEGs: a sample decodes fully with Pillow.
+    for i in range(0, PHOTOS, PHOTOS // 20):
+        with Image.open(src / f"class{i % 10}" / f"{i:05d}.jpg") as im:
+            im.load()
+    assert total >= 0.5e9, f"the photos make {total / 1e9:.2f} GB, the benchmark needs >= 0.5 GB"
+    # Read everything once: the first timed side must not pay for a cold cache the others do not.
+    for cls in sorted(os.listdir(src)):
+        for name in os.listdir(src / cls):
+            (src / cls / name).read_bytes()
+    yield src, total
+    shutil.rmtree(src, ignore_errors=True)
+
+
+def test_bench_jpeg_folder_bytes_kept(photos, tmp_path):
+    src, total = photos
     runs = _rounds(["concat", "baseline-jpeg", "convert"], src, tmp_path)
-    assert runs["convert"][0]["n"] == 2000
+    assert runs["convert"][0]["n"] == runs["concat"][0]["n"] == runs["baseline-jpeg"][0]["n"] == PHOTOS
     raw = _raw_write_mb_s(str(tmp_path))
 
-    print(f"\n(b) JPEG folder, bytes kept, 2000 photos, {total / 1e6:.1f} MB, {_load_note()}")
+    print(f"\n(b) JPEG folder, bytes kept, {PHOTOS} photos, {total / 1e6:.1f} MB, {_load_note()}")
     ceiling = _report("concatenate files (I/O ceiling)", runs["concat"], total)
     base = _report("baseline (1 process, TFRecordWriter)", runs["baseline-jpeg"], total)
     ours = _report("convert (validate, sha256, workers)", runs["convert"], total)
     print(f"  ratio convert / concatenation: {ours / ceiling:.2f}x (target >= 0.5x)")
     print(f"  ratio convert / baseline: {ours / base:.2f}x")
-    ours_mb_s = total * ours / 2000 / 1e6
+    cpu = {side: statistics.median(r["cpu"] for r in runs[side]) for side in runs}
+    print(
+        f"  CPU per image, convert / concatenation: {cpu['convert'] / cpu['concat']:.2f}x "
+        "(validating, sha256 and framing on top of the same reads and writes; two workers share it)"
+    )
+    ours_mb_s = total * ours / PHOTOS / 1e6
     print(
         f"  raw disk write (fsync'd, 256 MB): {raw:.0f} MB/s; convert reached {ours_mb_s / raw:.0%} of it "
         "(its writes land in the page cache, as the concatenation's do)"

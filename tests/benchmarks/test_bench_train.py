@@ -115,7 +115,9 @@ def input_only(dataset: str, batch: int, images: int, cache: bool) -> float:
 
 def worker() -> None:
     """Serves JSON-line requests on stdin until EOF."""
-    import trainer  # noqa: F401  (environment before TensorFlow, as every entry point does)
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before TensorFlow, as every entry point does (the parent's value wins)
 
     # Answers go to the original stdout; everything else (Keras progress lines) to stderr.
     answers = os.fdopen(os.dup(1), "w")

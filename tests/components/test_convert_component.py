@@ -35,9 +35,21 @@ def test_component_signature_is_the_contract():
     params = convert_to_tfrecords.component_spec.inputs
     assert list(params)[:4] == ["source", "limit_per_split", "target_shard_mb", "compression"]
     assert params["limit_per_split"].default == 0
-    assert params["compression"].default == ""
+    assert params["compression"].default is None and params["compression"].optional  # Optional[str] = None
     assert params["verify"].default is True
     assert set(convert_to_tfrecords.component_spec.outputs) == {"dataset", "metrics"}
+
+
+@pytest.mark.slow
+def test_component_takes_optional_and_stand_in_parameters(local_kfp):
+    """kfp.local 2.17.3 runs Optional[str] parameters given a value, left at None, or given ""."""
+    gz = convert_to_tfrecords(
+        source="digits", limit_per_split=12, compression="GZIP", source_format="digits", workers=1, verify=False
+    )
+    assert gz.outputs["dataset"].metadata["compression"] == "GZIP"
+    plain = convert_to_tfrecords(source="digits", limit_per_split=12, compression="", workers=1, verify=False)
+    assert plain.outputs["dataset"].metadata["compression"] is None
+    assert plain.outputs["dataset"].metadata["counts"] == {"train": 12, "validation": 12, "test": 12}
 
 
 @pytest.mark.slow
