@@ -83,7 +83,7 @@ def summarize(run_dir: Path, stages_root: Path, model_name: str) -> str:
         f"stages ({stages_root}):",
     ]
     for stage in ("demo", "staging", "prod"):
-        current = stages.read_current(str(stages_root), stage)
+        current = stages.read_current(str(stages_root), stage, model_name)
         served = (
             f"{model_name} version {current['version']} (run {current.get('run', '?')})" if current else "nothing yet"
         )

@@ -47,14 +47,14 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     assert all(c.passed for c in result.checks)
     load = result.check("load")
     assert 1 <= load.figures["requests"] <= cfg.load_max_requests and load.figures["errors"] == 0
-    current = stages.read_current(cfg.stages_root, "prod")
+    current = stages.read_current(cfg.stages_root, "prod", "clf")
     assert current.version == 1 and current.run == "run-1" and current.action == "promote"
     by_name = {c.name: c for c in result.checks}
     assert {c.name: c for c in current.checks} == by_name  # the load test's figures are kept in the history
     assert 0.7 <= current.metrics["accuracy"] <= 1.0  # the evaluation gate's baseline
     again = promote(models["good"], models["dataset"], cfg, run_id="run-2")
     assert again.no_op and again.version == 1 and {c.name: c for c in again.checks} == by_name
-    assert len(stages.read_history(cfg.stages_root, "prod")) == 1
+    assert len(stages.read_history(cfg.stages_root, "prod", "clf")) == 1
     assert stages.list_versions(cfg.stages_root, "prod", "clf") == [1]
     assert "serves version 1" in render_report(again)
 
@@ -66,7 +66,7 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
         promote(models["bad"], models["dataset"], cfg, run_id="run-2")
     assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
     assert serving_version(cfg) == 1
-    current = stages.read_current(cfg.stages_root, "demo")
+    current = stages.read_current(cfg.stages_root, "demo", "clf")
     assert current.action == "rollback" and current.version == 1 and current.failed_version == 2
     assert current.metrics == {"accuracy": 0.9} and current.verified is True
     # The next good model gets a fresh number: version numbers only grow.
@@ -75,7 +75,7 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
     assert back.version == 1 and back.previous_version == 3 and back.check("prediction").passed
     assert back.metrics == {"accuracy": 0.9}  # recorded with version 1
     assert serving_version(cfg) == 1
-    assert [e.action for e in stages.read_history(cfg.stages_root, "demo")] == [
+    assert [e.action for e in stages.read_history(cfg.stages_root, "demo", "clf")] == [
         "promote",
         "rollback",
         "promote",
@@ -89,9 +89,9 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
     cfg = config(tmp_path, "staging")
     with pytest.raises(PromotionError, match="serves nothing"):
         promote(models["bad"], models["dataset"], cfg, run_id="run-1", metrics={})
-    assert stages.read_current(cfg.stages_root, "staging") is None
+    assert stages.read_current(cfg.stages_root, "staging", "clf") is None
     assert stages.list_versions(cfg.stages_root, "staging", "clf") == []
-    assert stages.read_history(cfg.stages_root, "staging")[-1].version is None
+    assert stages.read_history(cfg.stages_root, "staging", "clf")[-1].version is None
 
 
 def test_smoke_tests_report_every_failed_check(models):
@@ -168,7 +168,7 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
         for srv in servers:
             srv.stop()
     assert calls == [("deploy", 1), ("deploy", 2), ("rollback", 1)]
-    current = stages.read_current(cfg.stages_root, "demo")
+    current = stages.read_current(cfg.stages_root, "demo", "clf")
     assert current.action == "rollback" and current.version == 1 and "RolloutTimeout" in current.reason
 
 

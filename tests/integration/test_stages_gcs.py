@@ -42,20 +42,22 @@ def test_stage_store_on_gcs(gcs, tmp_path):
     # A version copied within GCS keeps its identity (content hash).
     assert storage.tree_sha256(stages.version_path(root, "prod", "clf", 2)) == storage.tree_sha256(b)
 
-    assert stages.read_current(root, "prod") is None
+    assert stages.read_current(root, "prod", "clf") is None
     health = (CheckResult("health", True, "version 1 AVAILABLE"),)
     for version, uri, run, accuracy in [(1, "gs://m/a", "run-1", 0.9), (2, "gs://m/b", "run-2", 0.93)]:
         metrics = {"accuracy": accuracy}
         entry = StageEntry("promote", version, uri, run, model_name="clf", checks=health, metrics=metrics)
         stages.record(root, "prod", entry)
-    assert stages.read_current(root, "prod").metrics == {"accuracy": 0.93}  # what the gate reads
+    assert stages.read_current(root, "prod", "clf").metrics == {"accuracy": 0.93}  # what the gate reads
 
     stages.retire(root, "prod", "clf", 2)
     assert stages.list_versions(root, "prod", "clf") == [1]
     assert storage.exists(f"{root}/prod/retired/clf/2/saved_model.pb")
-    stages.record(root, "prod", StageEntry("rollback", 1, "gs://m/a", "run-3", metrics={"accuracy": 0.9}))
-    assert [e.action for e in stages.read_history(root, "prod")] == ["promote", "promote", "rollback"]
-    assert stages.read_current(root, "prod").version == 1
+    stages.record(
+        root, "prod", StageEntry("rollback", 1, "gs://m/a", "run-3", model_name="clf", metrics={"accuracy": 0.9})
+    )
+    assert [e.action for e in stages.read_history(root, "prod", "clf")] == ["promote", "promote", "rollback"]
+    assert stages.read_current(root, "prod", "clf").version == 1
     assert stages.publish(b, root, "prod", "clf") == 3
 
 
@@ -70,7 +72,7 @@ def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
     config = PromoteConfig(stage="demo", stages_root=f"{gcs}/run-stages", model_name="clf", min_smoke_accuracy=0.6)
     result = promote(str(tmp_path / "model"), dataset, config, run_id="run-1", metrics={"accuracy": 0.9})
     assert result.version == 1 and result.check("prediction").passed
-    assert stages.read_current(config.stages_root, "demo").version == 1
-    examples = stages.load_examples(config.stages_root, "demo")  # smoke_examples.json on gs://
+    assert stages.read_current(config.stages_root, "demo", "clf").version == 1
+    examples = stages.load_examples(config.stages_root, "demo", "clf")  # smoke_examples.json on gs://
     assert examples.task == "classification" and len(examples.examples) == config.smoke_examples
     assert promote(str(tmp_path / "model"), dataset, config, run_id="run-2").no_op
