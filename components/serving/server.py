@@ -36,7 +36,7 @@ import re
 import signal
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -416,7 +416,7 @@ class ModelServer:
     Args:
         model_base_path: numeric version folders (the newest complete one is served) or a plain
             SavedModel folder (served as version 1); or, for several models, ``(name, base path)``
-            pairs (then no ``model_name``).
+            pairs or a name -> base path mapping (then no ``model_name``).
         model_name: the name in ``/v1/models/<name>`` of the one model.
         host: the address to listen on; loopback by default.
         port: the port; 0 picks a free one (read it back from :attr:`url`).
@@ -427,7 +427,7 @@ class ModelServer:
 
     def __init__(
         self,
-        model_base_path: str | Sequence[tuple[str, str]],
+        model_base_path: str | Sequence[tuple[str, str]] | Mapping[str, str],
         model_name: Optional[str] = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -533,12 +533,16 @@ class ModelServer:
         self.stop()
 
 
-def _model_pairs(model_base_path: str | Sequence[tuple[str, str]], model_name: Optional[str]) -> dict[str, str]:
+def _model_pairs(
+    model_base_path: str | Sequence[tuple[str, str]] | Mapping[str, str], model_name: Optional[str]
+) -> dict[str, str]:
     """The served models, name -> base path, from either form of :class:`ModelServer`'s arguments.
 
     Raises:
         ValueError: a bad or repeated name, no model, or both forms at once.
     """
+    if isinstance(model_base_path, Mapping):
+        model_base_path = list(model_base_path.items())
     if isinstance(model_base_path, (str, Path)):
         if model_name is None:
             raise ValueError(f"model_name is required with one model base path ({model_base_path})")
@@ -595,18 +599,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("give --model NAME=PATH (repeatable), or --model-base-path and --model-name")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        models = _model_pairs(args.model, None) if args.model else None
+        server = ModelServer(
+            args.model or args.model_base_path,
+            None if args.model else args.model_name,
+            host=args.host,
+            port=args.port,
+            version=args.version,
+            max_request_bytes=args.max_request_bytes,
+            max_batch_size=args.max_batch_size,
+        )
     except ValueError as err:
         parser.error(str(err))
-    server = ModelServer(
-        models if models is not None else args.model_base_path,
-        None if models is not None else args.model_name,
-        host=args.host,
-        port=args.port,
-        version=args.version,
-        max_request_bytes=args.max_request_bytes,
-        max_batch_size=args.max_batch_size,
-    )
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     server.start()

@@ -76,3 +76,18 @@ def test_compile_module_lists_both():
     assert compile_module.PIPELINES["promote"] == "pipelines.promote"
     assert compile_module.PIPELINES["rollback"] == "pipelines.rollback"
     assert compiler  # imported above: kfp is a dependency of the pipeline side
+
+
+def test_end_to_end_gates_against_the_served_name_it_promotes(tmp_path):
+    from kfp import compiler as kfp_compiler
+
+    from pipelines import end_to_end
+
+    kfp_compiler.Compiler().compile(end_to_end.pipeline, str(tmp_path / "e2e.yaml"))
+    spec = next(yaml.safe_load_all((tmp_path / "e2e.yaml").read_text()))
+    tasks = spec["root"]["dag"]["tasks"]
+    evaluate = tasks["evaluate-model"]["inputs"]["parameters"]
+    assert evaluate["served_model_name"]["componentInputParameter"] == "served_model_name"
+    assert tasks["promote-model"]["inputs"]["parameters"]["model_name"]["componentInputParameter"] == (
+        "served_model_name"
+    )

@@ -243,3 +243,17 @@ def test_an_old_record_without_a_model_name_is_the_default_classifiers(tmp_path)
     root = str(tmp_path / "stages")
     assert stages.read_current(root, "demo", "classifier").version == 1
     assert list(stages.served_models(root, "demo")) == ["classifier"]
+
+
+def test_the_gates_baseline_is_prods_model_of_the_same_name(tmp_path):
+    from components.evaluate.run import read_baseline
+
+    root = str(tmp_path / "stages")
+    assert read_baseline(None, "classifier") is None
+    assert read_baseline(root, "classifier") is None
+    stages.record(root, "prod", entry("promote", 4, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
+    stages.record(root, "prod", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
+    stages.record(root, "demo", entry("promote", 9, "/m/x", "run-3", {"accuracy": 0.1}, model_name="classifier"))
+    assert read_baseline(root, "classifier")["metrics"] == {"accuracy": 0.9}
+    assert read_baseline(root, "detector")["metrics"] == {"ap50": 0.7}
+    assert read_baseline(root, "segmenter") is None
