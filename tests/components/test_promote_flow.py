@@ -25,9 +25,9 @@ def models(tmp_path_factory):
     return {"good": str(good), "better": str(better), "bad": str(bad), "dataset": dataset}
 
 
-def config(tmp_path, stage="demo", **kw):
+def config(tmp_path, stage="demo", model_name="clf", **kw):
     return PromoteConfig(
-        stage=stage, stages_root=str(tmp_path / "stages"), model_name="clf", min_smoke_accuracy=0.7, **kw
+        stage=stage, stages_root=str(tmp_path / "stages"), model_name=model_name, min_smoke_accuracy=0.7, **kw
     )
 
 
@@ -210,3 +210,68 @@ def test_each_check_runs_alone_and_asks_the_task(models):
     assert not gone.passed and "URLError" in gone.detail
     down = checks.check_load(url, "clf", image, checks.LoadSettings(clients=1, max_seconds=0.5))
     assert not down.passed and down.figures["errors"] == down.figures["requests"] > 0
+
+
+def test_two_models_side_by_side_at_one_stage(tmp_path, models):
+    """Promoting model b to a stage adds it next to model a; records, baseline and rollback are per name."""
+    import base64
+
+    from components.evaluate.run import read_baseline
+    from components.promote import promote as promote_module
+    from tests.promote_models import digits, png_bytes
+
+    a, b = config(tmp_path, "prod", model_name="a"), config(tmp_path, "prod", model_name="b")
+    root = a.stages_root
+    assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={"accuracy": 0.9}).version == 1
+    first_b = promote(models["better"], models["dataset"], b, run_id="b-1", metrics={"accuracy": 0.95})
+    assert first_b.version == 1  # each model numbers its own versions
+    assert first_b.check("stage_models").passed and first_b.check("stage_models").detail == "also serves a version 1"
+    assert promote(models["good"], models["dataset"], b, run_id="b-2", metrics={"accuracy": 0.91}).version == 2
+
+    # The stage's server serves both, each at its own version, by name.
+    image = {"b64": base64.b64encode(png_bytes(digits()[0][0])).decode()}
+    with promote_module._local_server(root, "prod", "a") as server:
+        for name, version in (("a", "1"), ("b", "2")):
+            status, body = http_json("GET", f"{server.url}/v1/models/{name}")
+            assert status == 200 and body["model_version_status"][0]["version"] == version
+            assert http_json("POST", f"{server.url}/v1/models/{name}:predict", {"instances": [image]})[0] == 200
+        status, body = http_json("GET", f"{server.url}/v1/models/c")
+        assert status == 404 and "['a', 'b']" in body["error"]
+
+    # Records and the gate's baseline are per model name.
+    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"a": 1, "b": 2}
+    assert [e.run for e in stages.read_history(root, "prod", "a")] == ["a-1"]
+    assert [e.run for e in stages.read_history(root, "prod", "b")] == ["b-1", "b-2"]
+    assert read_baseline(root, "a")["metrics"] == {"accuracy": 0.9}
+    assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.91}
+    assert len(stages.load_examples(root, "prod", "b").examples) == b.smoke_examples
+
+    # Rolling b back leaves a as it was.
+    back = rollback(b, run_id="b-3")
+    assert back.version == 1 and back.previous_version == 2 and back.check("stage_models").passed
+    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"a": 1, "b": 1}
+    assert [e.run for e in stages.read_history(root, "prod", "a")] == ["a-1"]
+    assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.95}  # recorded with b's version 1
+    with pytest.raises(ValueError, match="cannot roll back prod"):
+        rollback(a, run_id="a-2")  # a has one version: b's are not a's
+    assert stages.list_versions(root, "prod", "a") == [1] and stages.list_versions(root, "prod", "b") == [1]
+
+
+OLD_CURRENT = (
+    '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.9}, "model_name": "classifier", "model_uri": '
+    '"/runs/a", "run": "old-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}'
+)
+
+
+def test_a_model_added_to_a_stage_written_before_per_model_records(tmp_path, models):
+    """A stage with the one-model code's stage-level records keeps serving its model next to a new one."""
+    stage = tmp_path / "stages" / "demo"
+    shutil.copytree(models["good"] + "/saved_model", stage / "models" / "classifier" / "1")
+    (stage / "current.json").write_text(OLD_CURRENT)
+    (stage / "history.jsonl").write_text(OLD_CURRENT + "\n")
+    detector = config(tmp_path, model_name="detector")
+    result = promote(models["better"], models["dataset"], detector, run_id="det-1", metrics={})
+    assert result.version == 1 and result.check("stage_models").detail == "also serves classifier version 1"
+    root = detector.stages_root
+    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 1, "detector": 1}
+    assert stages.read_current(root, "demo", "classifier").run == "old-1"
