@@ -475,9 +475,9 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
     stages.retire(root, stage, name, version)
     remaining = stages.list_versions(root, stage, name)
     if not remaining:
-        # Nothing was served before: the stage serves nothing, and says so in its history.
+        # Nothing was served before: the stage serves nothing of this model, and says so in its history.
         if config.target == "kubernetes":
-            log.warning("%s had no earlier version; the failed version was retired from the model path", stage)
+            _redeploy_without(config)
         return stages.record(
             root,
             stage,
@@ -519,6 +519,23 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
     return stages.record(
         root, stage, dataclasses.replace(entry, checks=report.checks, accuracy=report.accuracy, verified=True)
     )
+
+
+def _redeploy_without(config: PromoteConfig) -> None:
+    """On Kubernetes, serve the stage's other models as before the failed first version of this one.
+
+    Their model config list (the registry, which does not list this model yet) is the one before
+    the failed deploy, so the Deployment returns to its old pod template.
+    """
+    served = stages.served_models(config.stages_root, config.stage)
+    others = {name: entry.version for name, entry in served.items() if name != config.model_name}
+    if not others:
+        log.warning("%s had no earlier version; the failed version was retired from the model path", config.stage)
+        return
+    from components.serving import deploy as kube  # the Kubernetes client, only for this target
+
+    first = next(iter(others))
+    kube.rollback_stage(config.stage, config.stages_root, first, others[first], config.rollout_timeout_s)
 
 
 def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:

@@ -1,3 +1,4 @@
+import dataclasses
 import shutil
 
 import pytest
@@ -275,3 +276,49 @@ def test_a_model_added_to_a_stage_written_before_per_model_records(tmp_path, mod
     root = detector.stages_root
     assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 1, "detector": 1}
     assert stages.read_current(root, "demo", "classifier").run == "old-1"
+
+
+def test_kubernetes_first_version_of_a_second_model_failing_keeps_the_first_model(tmp_path, models, monkeypatch):
+    """On Kubernetes a failed first deploy of model b re-applies the stage's config without it (a only).
+
+    As in test_kubernetes_rollout_timeout_rolls_back, loopback servers stand in for the cluster:
+    each serves what the model config list would, the registry's models and the one deployed.
+    """
+    from components.promote import promote as promote_module
+    from components.serving import deploy as kube
+    from components.serving.server import ModelServer
+
+    servers, calls = [], []
+
+    def serve(stage, stages_root, model_name, version):
+        names = sorted({*stages.served_models(stages_root, stage), model_name})
+        srv = ModelServer([(n, stages.model_base_path(stages_root, stage, n)) for n in names]).start()
+        servers.append(srv)
+        return srv.url
+
+    def deploy(stage, stages_root, model_name, version, timeout_s):
+        calls.append(("deploy", model_name, version))
+        if (model_name, version) == ("b", 1):
+            raise kube.RolloutTimeout("rollout timed out", namespace="ltp-demo", name="m", waited_s=timeout_s)
+        return serve(stage, stages_root, model_name, version)
+
+    def roll_back(stage, stages_root, model_name, version, timeout_s):
+        calls.append(("rollback", model_name, version))
+        return serve(stage, stages_root, model_name, version)
+
+    monkeypatch.setattr(promote_module, "_check_target", lambda config: None)  # a local folder stands in for gs://
+    monkeypatch.setattr(kube, "deploy_stage", deploy)
+    monkeypatch.setattr(kube, "rollback_stage", roll_back)
+    a = config(tmp_path, model_name="a", target="kubernetes", rollout_timeout_s=5.0)
+    b = dataclasses.replace(a, model_name="b")
+    try:
+        assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={}).version == 1
+        with pytest.raises(PromotionError, match="timed out.*serves nothing"):
+            promote(models["better"], models["dataset"], b, run_id="b-1", metrics={})
+        assert calls == [("deploy", "a", 1), ("deploy", "b", 1), ("rollback", "a", 1)]
+        again = promote(models["better"], models["dataset"], b, run_id="b-2", metrics={})
+        assert again.version == 2 and again.check("stage_models").detail == "also serves a version 1"
+    finally:
+        for srv in servers:
+            srv.stop()
+    assert {n: e.version for n, e in stages.served_models(a.stages_root, "demo").items()} == {"a": 1, "b": 2}
