@@ -84,6 +84,7 @@ def build(
             change_thresholds=change_thresholds,
             stages_root=stages_root,
             pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+            served_model_name=served_model_name,
         )
         .set_display_name("Evaluate and gate")
         # The gate compares with what prod serves now, which changes between runs.

@@ -100,11 +100,11 @@ def summarize(run_dir: Path, stages_root: Path, model_name: str, task: str = "cl
         f"stages ({stages_root}):",
     ]
     for stage in ("demo", "staging", "prod"):
-        current = stages.read_current(str(stages_root), stage)
-        served = (
-            f"{model_name} version {current['version']} (run {current.get('run', '?')})" if current else "nothing yet"
-        )
-        lines.append(f"  {stage:8s}          {served}")
+        # A stage serves several models side by side: list each (this run's first).
+        served = stages.served_models(str(stages_root), stage)
+        names = sorted(served, key=lambda name: (name != model_name, name))
+        text = ", ".join(f"{n} version {served[n].version} (run {served[n].run or '?'})" for n in names)
+        lines.append(f"  {stage:8s}          {text or 'nothing yet'}")
     return "\n".join(lines)
 
 

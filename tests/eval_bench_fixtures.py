@@ -113,9 +113,10 @@ def tiny_assets() -> dict[str, str]:
     return {"base": str(base), "dataset": str(dataset), "model": str(model), "wrong_model": str(wrong)}
 
 
-def stages_with_prod(root: Path, metrics: dict[str, float]) -> str:
+def stages_with_prod(root: Path, metrics: dict[str, float], model_name: str = "classifier") -> str:
     """A stages root whose prod serves a (pretend) model with these metrics, recorded by the promote store."""
     from components.serving.stages import StageEntry, record
 
-    record(str(root), "prod", StageEntry("promote", 1, "gs://example/model", "run-1", metrics=metrics))
+    entry = StageEntry("promote", 1, "gs://example/model", "run-1", model_name=model_name, metrics=metrics)
+    record(str(root), "prod", entry)
     return os.fspath(root)

@@ -53,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the minimum improvement over prod's model; repeatable; replaces the file's change_thresholds",
     )
     p.add_argument("--stages-root", help="the promotion records (folder or gs://); prod's metrics are the baseline")
+    p.add_argument(
+        "--served-model-name",
+        default="classifier",
+        help="the name the model is served under: prod's model of that name is the baseline (default classifier)",
+    )
     p.add_argument("--limit", type=int, help="score at most this many examples (a quick look)")
     p.add_argument("--require-blessed", action="store_true", help="exit 1 when the model is not blessed")
     return p
@@ -83,7 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_folder(args.dataset, "dataset folder", "give the folder the convert step wrote (dataset.json inside)")
         from components.evaluate.run import run_evaluation, write_outputs
 
-        outcome = run_evaluation(args.model_dir, args.dataset, config, args.stages_root, args.limit)
+        outcome = run_evaluation(
+            args.model_dir, args.dataset, config, args.stages_root, args.limit, served_model_name=args.served_model_name
+        )
     except (ConfigError, ThresholdError, EvaluationError, DatasetError) as err:
         return fail(err)
     result = outcome.result

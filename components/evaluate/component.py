@@ -22,6 +22,7 @@ def evaluate_model(
     split: str = "test",
     batch_size: int = 256,
     top_k: int = 3,
+    served_model_name: str = "classifier",
 ) -> bool:
     """Scores the SavedModel on a split, compares it with prod, and returns whether it is blessed.
 
@@ -42,6 +43,8 @@ def evaluate_model(
         split: the split to score.
         batch_size: examples per inference call.
         top_k: k of the top-k accuracy.
+        served_model_name: the name the model is served under; prod's model of that name is the
+            baseline of the change thresholds.
 
     Returns:
         True when every configured threshold passed; False otherwise or when none is configured.
@@ -60,7 +63,13 @@ def evaluate_model(
         value_thresholds=value_thresholds or {},
         change_thresholds=change_thresholds or {},
     )
-    outcome = run_evaluation(model.path, dataset.path, config, resolve_stages_root(stages_root, pipeline_root))
+    outcome = run_evaluation(
+        model.path,
+        dataset.path,
+        config,
+        resolve_stages_root(stages_root, pipeline_root),
+        served_model_name=served_model_name,
+    )
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)
     if outcome.confusion is not None:

@@ -50,17 +50,21 @@ class EvaluationOutcome:
         return None if matrix is None else (list(self.result.class_names), matrix)
 
 
-def read_baseline(stages_root: Optional[str]) -> Optional[dict[str, Any]]:
-    """Returns prod's current promotion record (its ``metrics`` are the baseline), or None.
+def read_baseline(stages_root: Optional[str], model_name: str) -> Optional[dict[str, Any]]:
+    """Returns prod's current promotion record of a served model (its ``metrics`` are the baseline), or None.
+
+    A stage serves several models side by side: the baseline is the one served under the same
+    name as the candidate will be (a detector is never compared with the classifier).
 
     Args:
         stages_root: the stages folder or gs:// URI; None means there are no stages (no baseline).
+        model_name: the served model name (``/v1/models/<name>``) the candidate is promoted as.
     """
     if not stages_root:
         return None
     from components.serving.stages import read_current
 
-    return read_current(stages_root, BASELINE_STAGE)
+    return read_current(stages_root, BASELINE_STAGE, model_name)
 
 
 def run_evaluation(
@@ -69,6 +73,7 @@ def run_evaluation(
     config: EvaluateConfig,
     stages_root: Optional[str] = None,
     limit: Optional[int] = None,
+    served_model_name: str = "classifier",
 ) -> EvaluationOutcome:
     """Scores ``<model_dir>/saved_model`` on a split and decides whether it is blessed.
 
@@ -81,6 +86,7 @@ def run_evaluation(
         config: the evaluation settings, thresholds included.
         stages_root: where the promotion records are; None means no baseline.
         limit: score at most this many examples (tests); None for the whole split.
+        served_model_name: the name the model is served under; prod's record of it is the baseline.
 
     Returns:
         The result, the decision, the report and the blessing record.
@@ -89,7 +95,7 @@ def run_evaluation(
     if task.name not in REPORTS:
         raise TaskError(f"the evaluate step has no report for task {task.name!r}; it knows {sorted(REPORTS)}")
     validate_thresholds(config.value_thresholds, config.change_thresholds, task.directions())
-    baseline_entry = read_baseline(stages_root)
+    baseline_entry = read_baseline(stages_root, served_model_name)
     baseline = None
     if baseline_entry is not None:
         baseline = {

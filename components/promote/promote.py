@@ -6,6 +6,11 @@ server for target ``local``; the stage's Kubernetes rollout for ``kubernetes``) 
 serves, record the rollback and raise -> else record the promotion. Re-running for the model the
 stage already serves is a no-op.
 
+A stage serves several models side by side by name (``PromoteConfig.model_name``): promoting or
+rolling back one model serves the stage's other models as they were (their records are the
+stage's registry, ``stages.served_models``), checks that they still answer, and leaves their
+records alone.
+
 ``promote_version``: the same for a version another stage serves (demo -> staging -> prod).
 
 ``rollback``: take the stage's newest version out of service and verify the one before it.
@@ -32,6 +37,7 @@ from components.serving.checks import (
     KnownExample,
     LoadSettings,
     SmokeTestError,
+    check_health,
     checks_from_dict,
     checks_to_dict,
     run_checks,
@@ -154,19 +160,51 @@ def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: s
 
 @contextlib.contextmanager
 def _local_server(stages_root: str, stage: str, model_name: str) -> Iterator[Any]:
-    """Serve a stage's newest version on loopback (downloading it first if the stage is on GCS)."""
+    """Serve every model of a stage, each at its newest version in service, on loopback.
+
+    The models are the stage's registry (``stages.served_models``) and ``model_name``, whose
+    record is written only after its checks. A stage on GCS is downloaded first.
+    """
     from components.serving.server import ModelServer
 
-    base = stages.model_base_path(stages_root, stage, model_name)
+    names = sorted({*stages.served_models(stages_root, stage), model_name})
     with contextlib.ExitStack() as stack:
-        if storage.is_gcs(base):
-            versions = stages.list_versions(stages_root, stage, model_name)
-            if not versions:
-                raise FileNotFoundError(f"no version of {model_name} in service under {base}")
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="stage-"))
-            storage.copy_tree(storage.join(base, str(versions[-1])), f"{tmp}/{versions[-1]}")
-            base = tmp
-        yield stack.enter_context(ModelServer(base, model_name))
+        models = []
+        for name in names:
+            base = stages.model_base_path(stages_root, stage, name)
+            if storage.is_gcs(base):
+                versions = stages.list_versions(stages_root, stage, name)
+                if not versions:
+                    raise FileNotFoundError(f"no version of {name} in service under {base}")
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"stage-{name}-"))
+                storage.copy_tree(storage.join(base, str(versions[-1])), f"{tmp}/{versions[-1]}")
+                base = tmp
+            models.append((name, base))
+        yield stack.enter_context(ModelServer(models))
+
+
+def _with_stage_models(report: ChecksReport, url: str, config: PromoteConfig, timeout_s: float) -> ChecksReport:
+    """Adds the ``stage_models`` check: the stage's other models answer at the versions it serves them.
+
+    Without other models the report is returned as it is.
+
+    Raises:
+        SmokeTestError: one of the other models is not AVAILABLE at its recorded version.
+    """
+    served = stages.served_models(config.stages_root, config.stage)
+    others = {name: entry.version for name, entry in served.items() if name != config.model_name}
+    if not others:
+        return report
+    health = {name: check_health(url, name, version, timeout_s) for name, version in others.items()}
+    failed = [f"{name}: {result.detail}" for name, result in health.items() if not result.passed]
+    detail = "; ".join(failed) if failed else "also serves " + ", ".join(f"{n} version {v}" for n, v in others.items())
+    check = CheckResult("stage_models", not failed, detail, {"models": len(others)})
+    report = dataclasses.replace(report, checks=(*report.checks, check))
+    if failed:
+        raise SmokeTestError(
+            f"the stage's other models do not all answer after serving {config.model_name}: {detail}", report
+        )
+    return report
 
 
 def _serve_and_check(
@@ -176,7 +214,7 @@ def _serve_and_check(
     load = LoadSettings(config.load_clients, config.load_max_requests, config.load_max_seconds)
 
     def check(url: str, timeout_s: float) -> ChecksReport:
-        return run_checks(
+        report = run_checks(
             url,
             config.model_name,
             examples.examples,
@@ -186,6 +224,7 @@ def _serve_and_check(
             timeout_s=timeout_s,
             load=load,
         )
+        return _with_stage_models(report, url, config, timeout_s)
 
     if config.target == "local":
         with _local_server(config.stages_root, config.stage, config.model_name) as server:
@@ -271,7 +310,7 @@ def promote(
 
 
 def _passing_version(
-    stages_root: str, source_stage: str, target_stage: str, version: Optional[int]
+    stages_root: str, source_stage: str, target_stage: str, model_name: str, version: Optional[int]
 ) -> tuple[StageEntry, int]:
     """The source stage's current entry and version, checked to be the (given) version it serves, having passed.
 
@@ -285,9 +324,9 @@ def _passing_version(
         raise ValueError(
             f"a version moves one stage at a time: from {source_stage} only to {expected}, not to {target_stage}"
         )
-    current = stages.read_current(stages_root, source_stage)
+    current = stages.read_current(stages_root, source_stage, model_name)
     if current is None or current.version is None:
-        raise ValueError(f"{source_stage} serves no model yet: promote one there first")
+        raise ValueError(f"{source_stage} serves no {model_name!r} model yet: promote one there first")
     version = current.version if version is None else version
     if current.version != version or not current.checks_passed:
         raise ValueError(
@@ -321,11 +360,11 @@ def promote_version(
         PromotionError: a check failed at the target stage; it was rolled back.
     """
     root = config.stages_root
-    current, version = _passing_version(root, source_stage, config.stage, version)
+    current, version = _passing_version(root, source_stage, config.stage, config.model_name, version)
     saved_model = stages.version_path(root, source_stage, config.model_name, version)
 
     def examples() -> StageExamples:
-        stored = stages.load_examples(root, source_stage)
+        stored = stages.load_examples(root, source_stage, config.model_name)
         return stored if config.task is None else dataclasses.replace(stored, task=get_task(config.task).name)
 
     candidate = _Candidate(
@@ -352,7 +391,7 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str) -> Promo
     recorded_metrics = candidate.metrics()
     previous = in_service[-1] if in_service else None
     version = stages.publish(candidate.saved_model, root, stage, name)
-    stages.save_examples(root, stage, examples)
+    stages.save_examples(root, stage, name, examples)
     try:
         report = _serve_and_check(config, version, examples)
     except Exception as err:
@@ -401,7 +440,7 @@ def _already_served(
     config: PromoteConfig, candidate: _Candidate, sha: str, in_service: list[int]
 ) -> Optional[PromotionResult]:
     """The no-op result when the stage's newest version in service is this very model, else None."""
-    current = stages.read_current(config.stages_root, config.stage)
+    current = stages.read_current(config.stages_root, config.stage, config.model_name)
     if current is None or current.sha256 != sha or current.version not in in_service[-1:]:
         return None
     log.info("%s already serves this model as version %s: nothing to do", config.stage, current.version)
@@ -436,9 +475,9 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
     stages.retire(root, stage, name, version)
     remaining = stages.list_versions(root, stage, name)
     if not remaining:
-        # Nothing was served before: the stage serves nothing, and says so in its history.
+        # Nothing was served before: the stage serves nothing of this model, and says so in its history.
         if config.target == "kubernetes":
-            log.warning("%s had no earlier version; the failed version was retired from the model path", stage)
+            _redeploy_without(config)
         return stages.record(
             root,
             stage,
@@ -454,7 +493,7 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
             ),
         )
     target_version = remaining[-1]
-    earlier = stages.last_entry_for_version(root, stage, target_version)
+    earlier = stages.last_entry_for_version(root, stage, name, target_version)
     entry = StageEntry(
         action="rollback",
         version=target_version,
@@ -482,11 +521,30 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
     )
 
 
+def _redeploy_without(config: PromoteConfig) -> None:
+    """On Kubernetes, serve the stage's other models as before the failed first version of this one.
+
+    Their model config list (the registry, which does not list this model yet) is the one before
+    the failed deploy, so the Deployment returns to its old pod template.
+    """
+    served = stages.served_models(config.stages_root, config.stage)
+    others = {name: entry.version for name, entry in served.items() if name != config.model_name}
+    if not others:
+        log.warning("%s had no earlier version; the failed version was retired from the model path", config.stage)
+        return
+    from components.serving import deploy as kube  # the Kubernetes client, only for this target
+
+    first = next(iter(others))
+    kube.rollback_stage(config.stage, config.stages_root, first, others[first], config.rollout_timeout_s)
+
+
 def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
-    """Return a stage to the version it served before its current one, verified by the serving checks.
+    """Return a stage's model to the version it served before its current one, verified by the serving checks.
+
+    The stage's other models keep the versions they are served at.
 
     Args:
-        config: the stage, target, stages_root and model_name.
+        config: the stage, target, stages_root and model_name (the model rolled back).
         run_id: the run that rolls back (recorded in the history).
 
     Returns:
@@ -504,7 +562,7 @@ def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
             f"cannot roll back {stage}: versions in service are {in_service} under "
             f"{stages.model_base_path(root, stage, name)}; a rollback needs an earlier version to return to"
         )
-    examples = stages.load_examples(root, stage)
+    examples = stages.load_examples(root, stage, name)
     if config.task is not None:
         examples = dataclasses.replace(examples, task=get_task(config.task).name)
     back = _roll_back(config, in_service[-1], run_id, "rollback requested", examples)

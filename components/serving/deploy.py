@@ -4,11 +4,14 @@ A stage is the kustomize overlay ``manifests/serving/overlays/<stage>`` (TensorF
 Service, ServiceAccount, model config and, in prod, an HPA and a PDB). Deploying a model version:
 
 1. ``kubectl kustomize`` renders the overlay into objects (:func:`render_stage`).
-2. :func:`configure_stage` writes TensorFlow Serving's model config for this deploy: the model
-   name, ``base_path`` = ``<stages_root>/<stage>/models/<model_name>`` and a version policy that
-   pins the one version (``model_version_policy { specific { versions: N } }``). The ConfigMap's
-   name carries a hash of its content, so a new version means a new pod template (a rollout),
-   and a rollback re-creates the old template exactly (the Deployment reuses the old ReplicaSet).
+2. :func:`configure_stage` writes TensorFlow Serving's model config list for this deploy: one
+   ``config`` per model the stage serves (its registry, ``stages.served_models``, with the model
+   being deployed at its new version), each with its name, ``base_path`` =
+   ``<stages_root>/<stage>/models/<model_name>`` and a version policy that pins one version
+   (``model_version_policy { specific { versions: N } }``). Deploying or rolling back one model
+   keeps the others at the versions they are served at. The ConfigMap's name carries a hash of
+   its content, so a new version means a new pod template (a rollout), and a rollback re-creates
+   the old template exactly (the Deployment reuses the old ReplicaSet).
 3. :func:`components.kube.apply_objects` server-side applies every object with the field manager
    ``lean-tpu-pipelines``, forcing conflicts: the pipeline is the source of truth for the fields
    it applies, and an HPA keeps the replica count it owns (prod's manifest leaves it out).
@@ -26,7 +29,7 @@ import copy
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -55,8 +58,10 @@ HTTP_PORT_NAME = "http"
 # Stage and model names: they become paths and URL parts.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
-VERSION_ANNOTATION = "lean-tpu-pipelines.dev/model-version"
-MODEL_PATH_ANNOTATION = "lean-tpu-pipelines.dev/model-base-path"
+VERSIONS_ANNOTATION = "lean-tpu-pipelines.dev/model-versions"
+"""The served models and versions, ``classifier=3,detector=1`` (on the Deployment and its pod template)."""
+MODEL_PATH_ANNOTATION = "lean-tpu-pipelines.dev/models-path"
+"""The stage's models folder, ``<stages_root>/<stage>/models``."""
 CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
 
 
@@ -138,35 +143,51 @@ def model_base_path(stages_root: str, stage: str, model_name: str) -> str:
     return f"{stages_root.rstrip('/')}/{stage}/models/{model_name}"
 
 
-def model_config_text(model_name: str, base_path: str, version: int) -> str:
-    """Returns TensorFlow Serving's ModelServerConfig (text proto) serving exactly ``version``.
+def model_config_text(models: Sequence[tuple[str, str, int]]) -> str:
+    """Returns TensorFlow Serving's ModelServerConfig (text proto) serving each model at exactly one version.
 
-    TensorFlow Serving loads the newest version under ``base_path`` by default; the
+    TensorFlow Serving loads the newest version under a ``base_path`` by default; the
     ``specific`` version policy pins one, which is what a rollback needs.
 
+    Args:
+        models: ``(name, base_path, version)`` of each model, written in this order.
+
     Raises:
-        ValueError: a value would break the text proto, or the version is not an int >= 0.
+        ValueError: no model, a name given twice, a value that would break the text proto, or a
+            version that is not an int >= 0.
     """
-    if not _NAME.fullmatch(model_name):
-        raise ValueError(f"model_name must be letters, digits, '-' and '_', got {model_name!r}")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ValueError(f"version must be an int >= 0 (a folder name under {base_path}), got {version!r}")
-    if _TEXT_PROTO_UNSAFE.search(base_path):
-        raise ValueError(f"base_path must have no quotes, backslashes or newlines, got {base_path!r}")
-    return (
-        "model_config_list {\n"
-        "  config {\n"
-        f'    name: "{model_name}"\n'
-        f'    base_path: "{base_path}"\n'
-        '    model_platform: "tensorflow"\n'
-        "    model_version_policy {\n"
-        "      specific {\n"
-        f"        versions: {version}\n"
-        "      }\n"
-        "    }\n"
-        "  }\n"
-        "}\n"
-    )
+    if not models:
+        raise ValueError("a model config needs at least one model: (name, base_path, version)")
+    names = [name for name, _, _ in models]
+    if len(set(names)) != len(names):
+        raise ValueError(f"each model name may appear once in a model config, got {names}")
+    configs = []
+    for model_name, base_path, version in models:
+        if not _NAME.fullmatch(model_name):
+            raise ValueError(f"model_name must be letters, digits, '-' and '_', got {model_name!r}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"version must be an int >= 0 (a folder name under {base_path}), got {version!r}")
+        if _TEXT_PROTO_UNSAFE.search(base_path):
+            raise ValueError(f"base_path must have no quotes, backslashes or newlines, got {base_path!r}")
+        configs.append(
+            "  config {\n"
+            f'    name: "{model_name}"\n'
+            f'    base_path: "{base_path}"\n'
+            '    model_platform: "tensorflow"\n'
+            "    model_version_policy {\n"
+            "      specific {\n"
+            f"        versions: {version}\n"
+            "      }\n"
+            "    }\n"
+            "  }\n"
+        )
+    return "model_config_list {\n" + "".join(configs) + "}\n"
+
+
+def parse_versions_annotation(text: str) -> dict[str, int]:
+    """The inverse of the :data:`VERSIONS_ANNOTATION` value: ``{"classifier": 3, "detector": 1}``."""
+    pairs = (item.split("=", 1) for item in text.split(",") if item)
+    return {name: int(version) for name, version in pairs}
 
 
 def _one(objects: Sequence[dict[str, Any]], kind: str, stage: str) -> dict[str, Any]:
@@ -187,28 +208,34 @@ def configure_stage(
     model_name: str,
     version: int,
     change_cause: str,
+    others: Optional[Mapping[str, int]] = None,
 ) -> list[dict[str, Any]]:
-    """Returns copies of a stage's rendered objects set up to serve one model version.
+    """Returns copies of a stage's rendered objects set up to serve a model version next to the others.
 
-    Replaces the model config (name, base path, pinned version) and names its ConfigMap by a
-    content hash, points the Deployment at it, points the probes at ``/v1/models/<model_name>``
-    and annotates the Deployment with the version. The result depends only on the arguments
-    (no timestamps), so the same version always yields the same pod template.
+    Replaces the model config with the list of every served model (name, base path, pinned
+    version; sorted by name) and names its ConfigMap by a content hash, points the Deployment at
+    it, points the probes at ``/v1/models/<first model by name>`` (TensorFlow Serving opens its
+    REST port once every configured model is loaded, so one model's status stands for all) and
+    annotates the Deployment with the versions. The result depends only on the models and
+    versions (no timestamps, not which model was deployed last), so the same set always yields
+    the same pod template.
 
     Args:
         objects: the output of :func:`render_stage`.
         stage: the stage's name (used in the model path and messages).
         stages_root: ``gs://bucket/prefix`` holding ``<stage>/models/<model_name>/<version>``.
-        model_name: the name the model is served under.
-        version: the model version to serve.
+        model_name: the name the model deployed is served under.
+        version: its version to serve.
         change_cause: recorded in the Deployment's ``kubernetes.io/change-cause`` annotation.
+        others: the stage's other models, name -> the version they keep being served at; an entry
+            for ``model_name`` is overridden by ``version``.
 
     Raises:
         KubeDeployError: the rendered objects lack what the serving overlays always have.
-        ValueError: a bad stages_root, model_name or version.
+        ValueError: a bad stages_root, model name or version.
     """
-    base_path = model_base_path(stages_root, stage, model_name)
-    text = model_config_text(model_name, base_path, version)
+    versions = dict(sorted({**(others or {}), model_name: version}.items()))
+    text = model_config_text([(name, model_base_path(stages_root, stage, name), v) for name, v in versions.items()])
     out = copy.deepcopy(list(objects))
     deployment = _one(out, "Deployment", stage)
     pod_spec = deployment["spec"]["template"]["spec"]
@@ -231,18 +258,19 @@ def configure_stage(
     config_map["data"] = {MODEL_CONFIG_KEY: text}
     volume["configMap"]["name"] = new_name
 
-    probe_path = f"/v1/models/{model_name}"
+    probe_path = f"/v1/models/{next(iter(versions))}"
     for container in pod_spec["containers"]:
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             http_get = container.get(probe, {}).get("httpGet")
             if http_get and str(http_get.get("path", "")).startswith("/v1/models/"):
                 http_get["path"] = probe_path
 
+    served = ",".join(f"{name}={v}" for name, v in versions.items())
     template_meta = deployment["spec"]["template"].setdefault("metadata", {})
-    template_meta.setdefault("annotations", {})[VERSION_ANNOTATION] = str(version)
+    template_meta.setdefault("annotations", {})[VERSIONS_ANNOTATION] = served
     annotations = deployment["metadata"].setdefault("annotations", {})
-    annotations[VERSION_ANNOTATION] = str(version)
-    annotations[MODEL_PATH_ANNOTATION] = base_path
+    annotations[VERSIONS_ANNOTATION] = served
+    annotations[MODEL_PATH_ANNOTATION] = model_base_path(stages_root, stage, model_name).rsplit("/", 1)[0]
     annotations[CHANGE_CAUSE_ANNOTATION] = change_cause
     return out
 
@@ -267,6 +295,13 @@ def service_url(objects: Sequence[dict[str, Any]], cluster_domain: str = "cluste
 # Talking to the API server
 
 
+def stage_versions(stages_root: str, stage: str) -> dict[str, int]:
+    """Returns what a stage serves by its registry: model name -> version (``stages.served_models``)."""
+    from components.serving import stages
+
+    return {name: entry.version for name, entry in stages.served_models(stages_root, stage).items()}
+
+
 def _roll_out(
     *,
     stage: str,
@@ -279,9 +314,12 @@ def _roll_out(
     manifests_dir: Optional[str | Path],
     poll_interval_s: float,
     cluster_domain: str,
+    others: Optional[Mapping[str, int]],
 ) -> str:
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
+    if others is None:
+        others = stage_versions(stages_root, stage)
     objects = configure_stage(
         render_stage(stage, manifests_dir),
         stage=stage,
@@ -289,6 +327,7 @@ def _roll_out(
         model_name=model_name,
         version=version,
         change_cause=change_cause,
+        others=others,
     )
     deployment = _one(objects, "Deployment", stage)["metadata"]
     own_client = api_client is None
@@ -314,13 +353,15 @@ def deploy_stage(
     manifests_dir: Optional[str | Path] = None,
     poll_interval_s: float = 2.0,
     cluster_domain: str = "cluster.local",
+    others: Optional[Mapping[str, int]] = None,
 ) -> str:
     """Deploys a published model version to a stage and waits for the rollout.
 
     Renders ``manifests/serving/overlays/<stage>``, pins TensorFlow Serving to
-    ``<stages_root>/<stage>/models/<model_name>/<version>``, server-side applies every object and
-    waits until the Deployment is rolled out. Re-deploying the version a stage already serves
-    changes nothing (every apply is a no-op) and returns at once.
+    ``<stages_root>/<stage>/models/<model_name>/<version>`` next to the stage's other models (at
+    the versions its registry records), server-side applies every object and waits until the
+    Deployment is rolled out. Re-deploying the version a stage already serves changes nothing
+    (every apply is a no-op) and returns at once.
 
     Args:
         stage: ``demo``, ``staging`` or ``prod`` (any folder under ``overlays/``).
@@ -333,6 +374,8 @@ def deploy_stage(
         manifests_dir: the ``manifests/serving`` folder (found automatically when None).
         poll_interval_s: pause between rollout status reads.
         cluster_domain: the cluster's DNS domain, for the returned URL.
+        others: the stage's other models and their versions; None reads them from the stage
+            registry under ``stages_root`` (:func:`stage_versions`).
 
     Returns:
         The in-cluster base URL of the stage's Service, e.g.
@@ -354,6 +397,7 @@ def deploy_stage(
         manifests_dir=manifests_dir,
         poll_interval_s=poll_interval_s,
         cluster_domain=cluster_domain,
+        others=others,
     )
 
 
@@ -368,13 +412,15 @@ def rollback_stage(
     manifests_dir: Optional[str | Path] = None,
     poll_interval_s: float = 2.0,
     cluster_domain: str = "cluster.local",
+    others: Optional[Mapping[str, int]] = None,
 ) -> str:
     """Returns a stage to an earlier model version and waits for that rollout.
 
-    Re-applies the spec that version was deployed with. Its pod template is identical to the one
-    deployed then (same content-hashed model config, same annotations), so the Deployment
-    controller scales the old ReplicaSet back up instead of starting a new one. The version's
-    files must still be under ``<stages_root>/<stage>/models/<model_name>/<version>``.
+    Re-applies the spec that version was deployed with; the stage's other models keep their
+    versions. When they are those of then, the pod template is identical to the one deployed then
+    (same content-hashed model config, same annotations), so the Deployment controller scales the
+    old ReplicaSet back up instead of starting a new one. The version's files must still be under
+    ``<stages_root>/<stage>/models/<model_name>/<version>``.
 
     Args:
         stage: the stage to roll back.
@@ -386,6 +432,7 @@ def rollback_stage(
         manifests_dir: as for :func:`deploy_stage`.
         poll_interval_s: as for :func:`deploy_stage`.
         cluster_domain: as for :func:`deploy_stage`.
+        others: as for :func:`deploy_stage`.
 
     Returns:
         The in-cluster base URL of the stage's Service.
@@ -406,4 +453,5 @@ def rollback_stage(
         manifests_dir=manifests_dir,
         poll_interval_s=poll_interval_s,
         cluster_domain=cluster_domain,
+        others=others,
     )

@@ -1,7 +1,8 @@
 """A local model server speaking TensorFlow Serving's REST API, for ``make run`` and the tests.
 
-It serves a SavedModel from a TensorFlow Serving model base path (numeric version subfolders, the
-newest complete one served; a plain SavedModel folder is served as version 1) on loopback:
+It serves one or several models side by side, by name, each from a TensorFlow Serving model base
+path (numeric version subfolders, the newest complete one served; a plain SavedModel folder is
+served as version 1) on loopback, as TensorFlow Serving with a model config list does:
 
 - ``GET  /v1/models/<name>[/versions/<v>]``            model status (``AVAILABLE``)
 - ``GET  /v1/models/<name>[/versions/<v>]/metadata``   signature definitions
@@ -10,13 +11,16 @@ newest complete one served; a plain SavedModel folder is served as version 1) on
 
 Errors answer ``{"error": "<message>"}`` like TensorFlow Serving: 400 for a bad request (bad
 JSON, wrong shape or type, bad base64, an image that does not decode, a batch over the cap), 404
-for an unknown model, version or signature, 413 for a body over the size cap. Requests are served
+for an unknown model (naming the served ones), version or signature, 413 for a body over the size
+cap. Requests are served
 concurrently (one thread per connection, HTTP/1.1 keep-alive); no input stops the server.
 
 TensorFlow is imported when the server starts, not when this module is imported.
 
 Command line::
 
+    python -m components.serving.server --model classifier=stages/demo/models/classifier \
+        --model detector=stages/demo/models/detector --port 8501
     python -m components.serving.server --model-base-path stages/demo/models/classifier \
         --model-name classifier --port 8501
 """
@@ -32,6 +36,7 @@ import re
 import signal
 import socket
 import threading
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -324,9 +329,13 @@ class _Handler(BaseHTTPRequestHandler):
             match = _MODEL_PATH.match(self.path.split("?", 1)[0])
             if not match:
                 raise RequestError(HTTPStatus.NOT_FOUND, f"unknown path {self.path}; expected /v1/models/<name>...")
-            model = owner._model
-            if model is None or match["name"] != model.name:
-                raise RequestError(HTTPStatus.NOT_FOUND, f"Servable not found for request: Latest({match['name']})")
+            model = owner._models.get(match["name"])
+            if model is None:
+                raise RequestError(
+                    HTTPStatus.NOT_FOUND,
+                    f"Servable not found for request: Latest({match['name']}); this server serves "
+                    f"{sorted(owner._models)}",
+                )
             if match["version"] is not None:
                 if not match["version"].isdigit() or int(match["version"]) != model.version:
                     raise RequestError(
@@ -414,48 +423,54 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class ModelServer:
-    """TensorFlow Serving's REST API for one model on a loopback port (see the module docstring).
+    """TensorFlow Serving's REST API for one or several models on a loopback port (see the module docstring).
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`::
 
         with ModelServer("stages/demo/models/classifier", "classifier") as server:
             requests.get(f"{server.url}/v1/models/classifier")
+        with ModelServer([("classifier", "stages/demo/models/classifier"),
+                          ("detector", "stages/demo/models/detector")]) as server:
+            requests.get(f"{server.url}/v1/models/detector")
 
     Args:
         model_base_path: numeric version folders (the newest complete one is served) or a plain
-            SavedModel folder (served as version 1).
-        model_name: the name in ``/v1/models/<name>``.
+            SavedModel folder (served as version 1); or, for several models, ``(name, base path)``
+            pairs or a name -> base path mapping (then no ``model_name``).
+        model_name: the name in ``/v1/models/<name>`` of the one model.
         host: the address to listen on; loopback by default.
         port: the port; 0 picks a free one (read it back from :attr:`url`).
-        version: serve this version instead of the newest.
+        version: serve this version instead of the newest (one model only).
         max_request_bytes: larger request bodies are refused with 413.
         max_batch_size: larger batches are refused with 400.
     """
 
     def __init__(
         self,
-        model_base_path: str,
-        model_name: str,
+        model_base_path: str | Sequence[tuple[str, str]] | Mapping[str, str],
+        model_name: Optional[str] = None,
         host: str = "127.0.0.1",
         port: int = 0,
         version: Optional[int] = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     ):
-        if not model_name or "/" in model_name or ":" in model_name:
-            raise ValueError(f"model_name must be a non-empty name without '/' or ':', got {model_name!r}")
+        models = _model_pairs(model_base_path, model_name)
+        if version is not None and len(models) > 1:
+            raise ValueError(f"version pins the one model served; got it with {len(models)} models {list(models)}")
         if max_request_bytes < 1 or max_batch_size < 1:
             raise ValueError(
                 f"max_request_bytes and max_batch_size must be >= 1, got {max_request_bytes}, {max_batch_size}"
             )
-        self.model_base_path = str(model_base_path)
-        self.model_name = model_name
+        self.models = models  # name -> base path, in the order given
+        # The first model's (the one model's in the one-model form).
+        self.model_name, self.model_base_path = next(iter(models.items()))
         self.host = host
         self.port = port
         self.version = version
         self.max_request_bytes = max_request_bytes
         self.max_batch_size = max_batch_size
-        self._model: Optional[_Model] = None
+        self._models: dict[str, _Model] = {}
         self._httpd: Optional[_HTTPServer] = None
         self._thread: Optional[threading.Thread] = None
         self._connections: set[socket.socket] = set()
@@ -467,10 +482,22 @@ class ModelServer:
 
     @property
     def served_version(self) -> int:
-        """The version being served (after :meth:`start`)."""
-        if self._model is None:
+        """The version being served of the one model (after :meth:`start`).
+
+        Raises:
+            RuntimeError: not started, or several models are served (read :attr:`served_versions`).
+        """
+        versions = self.served_versions
+        if len(versions) != 1:
+            raise RuntimeError(f"this server serves {len(versions)} models: read served_versions, got {versions}")
+        return next(iter(versions.values()))
+
+    @property
+    def served_versions(self) -> dict[str, int]:
+        """The version being served of each model, by name (after :meth:`start`)."""
+        if not self._models:
             raise RuntimeError("the server is not started")
-        return self._model.version
+        return {name: model.version for name, model in self._models.items()}
 
     @property
     def url(self) -> str:
@@ -488,13 +515,17 @@ class ModelServer:
         """
         if self._httpd is not None:
             return self
-        version, path = _resolve_model_dir(self.model_base_path, self.version)
-        self._model = _Model(self.model_name, version, path, self.max_batch_size)
+        loaded = {}
+        for name, base_path in self.models.items():
+            version, path = _resolve_model_dir(base_path, self.version)
+            loaded[name] = _Model(name, version, path, self.max_batch_size)
+        self._models = loaded
         self._httpd = _HTTPServer((self.host, self.port), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-server", daemon=True)
         self._thread.start()
-        log.info("serving %s version %d from %s at %s", self.model_name, version, path, self.url)
+        for model in loaded.values():
+            log.info("serving %s version %d from %s at %s", model.name, model.version, model.path, self.url)
         return self
 
     def stop(self) -> None:
@@ -522,32 +553,89 @@ class ModelServer:
         self.stop()
 
 
+def _model_pairs(
+    model_base_path: str | Sequence[tuple[str, str]] | Mapping[str, str], model_name: Optional[str]
+) -> dict[str, str]:
+    """The served models, name -> base path, from either form of :class:`ModelServer`'s arguments.
+
+    Raises:
+        ValueError: a bad or repeated name, no model, or both forms at once.
+    """
+    if isinstance(model_base_path, Mapping):
+        model_base_path = list(model_base_path.items())
+    if isinstance(model_base_path, (str, Path)):
+        if model_name is None:
+            raise ValueError(f"model_name is required with one model base path ({model_base_path})")
+        pairs = [(model_name, str(model_base_path))]
+    else:
+        if model_name is not None:
+            raise ValueError(
+                f"model_name {model_name!r} goes with one base path; with (name, base path) pairs, name each pair"
+            )
+        pairs = [(name, str(path)) for name, path in model_base_path]
+        if not pairs:
+            raise ValueError("no model to serve: pass a base path and a name, or (name, base path) pairs")
+    models: dict[str, str] = {}
+    for name, path in pairs:
+        if not name or "/" in name or ":" in name:
+            raise ValueError(f"model_name must be a non-empty name without '/' or ':', got {name!r}")
+        if name in models:
+            raise ValueError(f"model {name!r} is given twice ({models[name]} and {path}): each name serves one model")
+        models[name] = path
+    return models
+
+
+def _parse_model_flag(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=PATH (e.g. classifier=stages/demo/models/classifier), got {text!r}"
+        )
+    return name, path
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the server from the command line until interrupted."""
     configure_tensorflow_env()  # before the model is loaded (TensorFlow reads it on import)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model-base-path", required=True, help="version folders or a SavedModel folder")
-    parser.add_argument("--model-name", required=True, help="served as /v1/models/<name>")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        type=_parse_model_flag,
+        metavar="NAME=PATH",
+        help="serve the model at PATH (version folders or a SavedModel) as /v1/models/NAME; repeatable",
+    )
+    parser.add_argument("--model-base-path", help="the one model's version folders or SavedModel folder")
+    parser.add_argument("--model-name", help="the one model's name, served as /v1/models/<name>")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default loopback)")
     parser.add_argument("--port", type=int, default=8501, help="REST port (TensorFlow Serving's is 8501)")
     parser.add_argument("--version", type=int, default=None, help="serve this version, not the newest")
     parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE)
     args = parser.parse_args(argv)
+    if args.model and (args.model_base_path or args.model_name):
+        parser.error("give --model NAME=PATH (repeatable) or --model-base-path with --model-name, not both")
+    if not args.model and not (args.model_base_path and args.model_name):
+        parser.error("give --model NAME=PATH (repeatable), or --model-base-path and --model-name")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    server = ModelServer(
-        args.model_base_path,
-        args.model_name,
-        host=args.host,
-        port=args.port,
-        version=args.version,
-        max_request_bytes=args.max_request_bytes,
-        max_batch_size=args.max_batch_size,
-    )
+    try:
+        server = ModelServer(
+            args.model or args.model_base_path,
+            None if args.model else args.model_name,
+            host=args.host,
+            port=args.port,
+            version=args.version,
+            max_request_bytes=args.max_request_bytes,
+            max_batch_size=args.max_batch_size,
+        )
+    except ValueError as err:
+        parser.error(str(err))
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     server.start()
-    print(f"serving {args.model_name} version {server.served_version} at {server.url}", flush=True)
+    served = ", ".join(f"{name} version {version}" for name, version in server.served_versions.items())
+    print(f"serving {served} at {server.url}", flush=True)
     try:
         stopped.wait()
     except KeyboardInterrupt:

@@ -1,17 +1,25 @@
 """The stage store: model versions, what each stage serves, and its history (docs/CONTRACTS.md).
 
-Layout under ``stages_root`` (a local folder or gs://)::
+A stage serves several models side by side, each under its own name, and keeps its records per
+model name. Layout under ``stages_root`` (a local folder or gs://)::
 
-    <stage>/models/<model_name>/<version>/   SavedModel in TensorFlow Serving's layout
-    <stage>/current.json                     what the stage serves now (a history entry)
-    <stage>/history.jsonl                    one JSON line per promotion or rollback
-    <stage>/smoke_examples.json              the known examples of the last promotion
-    <stage>/published.json                   content hash and source of each published version
-    <stage>/retired/<model_name>/<version>/  versions taken out of service by a rollback
+    <stage>/models/<model_name>/<version>/              SavedModel in TensorFlow Serving's layout
+    <stage>/records/<model_name>/current.json           what the stage serves of this model (an entry)
+    <stage>/records/<model_name>/history.jsonl          one JSON line per promotion or rollback
+    <stage>/records/<model_name>/smoke_examples.json    the known examples of its last promotion
+    <stage>/published.json                              hash and source of each published version, by model
+    <stage>/retired/<model_name>/<version>/             versions taken out of service by a rollback
 
-TensorFlow Serving serves the newest version under ``models/<model_name>``, so a rollback moves
-the version it leaves to ``retired/``; version numbers only grow (a later promotion never reuses a
-retired number).
+The models a stage serves are those with a ``current.json`` that serves a version
+(:func:`served_models`): the local model server and TensorFlow Serving's model config list are
+built from them. TensorFlow Serving serves the newest version under ``models/<model_name>``, so a
+rollback moves the version it leaves to ``retired/``; version numbers only grow (a later promotion
+never reuses a retired number). Each record is one whole-file write (one GCS object).
+
+Stores written before records were kept per model have ``<stage>/current.json``,
+``<stage>/history.jsonl`` and ``<stage>/smoke_examples.json`` for the stage's one model: they are
+read as that model's records (the model named in the old ``current.json``; history lines by their
+``model_name``) until the model's next record, which starts its per-model history with them.
 """
 
 from __future__ import annotations
@@ -32,6 +40,11 @@ STAGES = ("demo", "staging", "prod")
 ACTIONS = ("promote", "rollback")
 READY_MARKER = "saved_model.pb"
 SMOKE_FILE = "smoke_examples.json"
+CURRENT_FILE = "current.json"
+HISTORY_FILE = "history.jsonl"
+RECORDS_DIR = "records"
+LEGACY_MODEL_NAME = "classifier"
+"""The served name of an old stage-level record that names none (the only default there was)."""
 
 
 def resolve_stages_root(stages_root: Optional[str], pipeline_root: str) -> str:
@@ -64,6 +77,18 @@ def stage_dir(stages_root: str, stage: str) -> str:
     """Return ``<stages_root>/<stage>``."""
     _check_stage(stage)
     return storage.join(stages_root, stage)
+
+
+def _check_model_name(model_name: str) -> None:
+    # The name becomes a folder and a URL part (/v1/models/<name>).
+    if not isinstance(model_name, str) or not model_name or "/" in model_name or ":" in model_name:
+        raise ValueError(f"model_name must be a non-empty name without '/' or ':', got {model_name!r}")
+
+
+def records_dir(stages_root: str, stage: str, model_name: str) -> str:
+    """Return ``<stage>/records/<model_name>``: the model's current.json, history and known examples."""
+    _check_model_name(model_name)
+    return storage.join(stage_dir(stages_root, stage), RECORDS_DIR, model_name)
 
 
 def model_base_path(stages_root: str, stage: str, model_name: str) -> str:
@@ -159,7 +184,7 @@ def retire(stages_root: str, stage: str, model_name: str, version: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class StageEntry(Mapping[str, Any]):
-    """One line of a stage's ``history.jsonl``; the latest one that serves a version is ``current.json``.
+    """One line of a model's ``history.jsonl`` at a stage; the latest one serving a version is ``current.json``.
 
     On disk it is the JSON object of :meth:`to_dict` (docs/CONTRACTS.md); files written by
     earlier versions of this code load with :meth:`from_dict`. The entry also reads as that JSON
@@ -270,51 +295,107 @@ class StageEntry(Mapping[str, Any]):
         return len(self.to_dict())
 
 
-def read_current(stages_root: str, stage: str) -> Optional[StageEntry]:
-    """Return what a stage serves now (its latest entry that serves a version), or None if nothing.
+def _legacy_owner(stages_root: str, stage: str) -> Optional[str]:
+    """The model whose records an old stage-level ``current.json``/``history.jsonl`` are, or None."""
+    folder = stage_dir(stages_root, stage)
+    data = storage.read_json(storage.join(folder, CURRENT_FILE))
+    if data is not None:
+        return data.get("model_name") or LEGACY_MODEL_NAME
+    lines = _legacy_history_lines(stages_root, stage)
+    if not lines:
+        return None
+    return json.loads(lines[-1]).get("model_name") or LEGACY_MODEL_NAME
 
-    The evaluation gate reads prod's entry: its ``metrics`` are the baseline.
+
+def _legacy_history_lines(stages_root: str, stage: str, model_name: Optional[str] = None) -> list[str]:
+    """The lines of an old stage-level ``history.jsonl`` (of ``model_name`` only, when given)."""
+    try:
+        text = storage.read_text(storage.join(stage_dir(stages_root, stage), HISTORY_FILE))
+    except FileNotFoundError:
+        return []
+    lines = [line for line in text.splitlines() if line.strip()]
+    if model_name is None:
+        return lines
+    return [line for line in lines if (json.loads(line).get("model_name") or LEGACY_MODEL_NAME) == model_name]
+
+
+def read_current(stages_root: str, stage: str, model_name: str) -> Optional[StageEntry]:
+    """Return what a stage serves of a model now (its latest entry that serves a version), or None.
+
+    The evaluation gate reads prod's entry for the model name it gates: its ``metrics`` are the
+    baseline. An old stage-level ``current.json`` is the current entry of the model it names.
     """
-    data = storage.read_json(storage.join(stage_dir(stages_root, stage), "current.json"))
+    data = storage.read_json(storage.join(records_dir(stages_root, stage, model_name), CURRENT_FILE))
+    if data is None and _legacy_owner(stages_root, stage) == model_name:
+        data = storage.read_json(storage.join(stage_dir(stages_root, stage), CURRENT_FILE))
     return None if data is None else StageEntry.from_dict(data)
 
 
-def read_history(stages_root: str, stage: str) -> list[StageEntry]:
-    """Return a stage's history entries, oldest first (empty if it has none)."""
+def _history_lines(stages_root: str, stage: str, model_name: str) -> list[str]:
     try:
-        text = storage.read_text(storage.join(stage_dir(stages_root, stage), "history.jsonl"))
+        text = storage.read_text(storage.join(records_dir(stages_root, stage, model_name), HISTORY_FILE))
     except FileNotFoundError:
-        return []
-    return [StageEntry.from_json(line) for line in text.splitlines() if line.strip()]
+        # Not recorded since records went per model: the old stage-level history, if any.
+        return _legacy_history_lines(stages_root, stage, model_name)
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def read_history(stages_root: str, stage: str, model_name: str) -> list[StageEntry]:
+    """Return a model's history entries at a stage, oldest first (empty if it has none)."""
+    return [StageEntry.from_json(line) for line in _history_lines(stages_root, stage, model_name)]
 
 
 def record(stages_root: str, stage: str, entry: StageEntry) -> StageEntry:
-    """Append an entry to a stage's history and, if the stage now serves a version, make it current.
+    """Append an entry to its model's history at a stage and, if it serves a version, make it current.
 
     Args:
         stages_root: the stage store.
         stage: the stage.
-        entry: what happened.
+        entry: what happened; ``entry.model_name`` says whose records it goes to.
 
     Returns:
         ``entry``.
+
+    Raises:
+        ValueError: the entry names no model.
     """
-    folder = stage_dir(stages_root, stage)
-    history_path = storage.join(folder, "history.jsonl")
-    try:
-        previous = storage.read_bytes(history_path)
-    except FileNotFoundError:
-        previous = b""
+    if entry.model_name is None:
+        raise ValueError(
+            f"a stage record needs model_name (records are kept per served model); got an entry of run {entry.run!r} "
+            "without one: pass StageEntry(..., model_name=<the served name>)"
+        )
+    folder = records_dir(stages_root, stage, entry.model_name)
+    # The first record of a model in an old store carries its stage-level history on.
+    lines = _history_lines(stages_root, stage, entry.model_name)
     # GCS objects cannot be appended to: rewrite whole (one writer per stage at a time).
-    storage.write_bytes(history_path, previous + entry.to_json().encode() + b"\n")
+    text = "".join(line + "\n" for line in [*lines, entry.to_json()])
+    storage.write_text(storage.join(folder, HISTORY_FILE), text)
     if entry.version is not None:
-        storage.write_text(storage.join(folder, "current.json"), entry.to_json(indent=1))
+        storage.write_text(storage.join(folder, CURRENT_FILE), entry.to_json(indent=1))
     return entry
 
 
-def last_entry_for_version(stages_root: str, stage: str, version: int) -> Optional[StageEntry]:
-    """Return the latest history entry that put ``version`` in service at a stage, or None."""
-    for entry in reversed(read_history(stages_root, stage)):
+def served_models(stages_root: str, stage: str) -> dict[str, StageEntry]:
+    """Return every model a stage serves, by name (sorted): its current entry, which serves a version.
+
+    This is the stage's registry: the local model server of a stage and TensorFlow Serving's
+    model config list serve exactly these models, each at its entry's version.
+    """
+    names = set(storage.list_dirs(storage.join(stage_dir(stages_root, stage), RECORDS_DIR)))
+    legacy = _legacy_owner(stages_root, stage)
+    if legacy is not None:
+        names.add(legacy)
+    served = {}
+    for name in sorted(names):
+        current = read_current(stages_root, stage, name)
+        if current is not None and current.version is not None:
+            served[name] = current
+    return served
+
+
+def last_entry_for_version(stages_root: str, stage: str, model_name: str, version: int) -> Optional[StageEntry]:
+    """Return the latest history entry that put ``version`` of a model in service at a stage, or None."""
+    for entry in reversed(read_history(stages_root, stage, model_name)):
         if entry.version == version:
             return entry
     return None
@@ -360,24 +441,28 @@ class StageExamples:
         )
 
 
-def save_examples(stages_root: str, stage: str, examples: StageExamples) -> None:
-    """Writes ``<stage>/smoke_examples.json``."""
+def save_examples(stages_root: str, stage: str, model_name: str, examples: StageExamples) -> None:
+    """Writes ``<stage>/records/<model_name>/smoke_examples.json``."""
     storage.write_bytes(
-        storage.join(stage_dir(stages_root, stage), SMOKE_FILE), json.dumps(examples.to_dict()).encode()
+        storage.join(records_dir(stages_root, stage, model_name), SMOKE_FILE), json.dumps(examples.to_dict()).encode()
     )
 
 
-def load_examples(stages_root: str, stage: str) -> StageExamples:
-    """Reads ``<stage>/smoke_examples.json``.
+def load_examples(stages_root: str, stage: str, model_name: str) -> StageExamples:
+    """Reads a model's known examples at a stage (an old stage-level file: its model's).
 
     Raises:
-        FileNotFoundError: the stage has never been promoted to.
+        FileNotFoundError: the model has never been promoted to the stage.
     """
-    path = storage.join(stage_dir(stages_root, stage), SMOKE_FILE)
+    path = storage.join(records_dir(stages_root, stage, model_name), SMOKE_FILE)
     try:
         data = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path} not found: the stage has never been promoted to, so there is nothing to verify a rollback with"
-        ) from None
+        legacy = storage.join(stage_dir(stages_root, stage), SMOKE_FILE)
+        if _legacy_owner(stages_root, stage) != model_name or not storage.exists(legacy):
+            raise FileNotFoundError(
+                f"{path} not found: {model_name!r} has never been promoted to {stage}, so there is nothing to verify "
+                "a rollback with"
+            ) from None
+        data = json.loads(storage.read_bytes(legacy))
     return StageExamples.from_dict(data)

@@ -1,3 +1,4 @@
+import dataclasses
 import shutil
 
 import pytest
@@ -25,9 +26,9 @@ def models(tmp_path_factory):
     return {"good": str(good), "better": str(better), "bad": str(bad), "dataset": dataset}
 
 
-def config(tmp_path, stage="demo", **kw):
+def config(tmp_path, stage="demo", model_name="clf", **kw):
     return PromoteConfig(
-        stage=stage, stages_root=str(tmp_path / "stages"), model_name="clf", min_smoke_accuracy=0.7, **kw
+        stage=stage, stages_root=str(tmp_path / "stages"), model_name=model_name, min_smoke_accuracy=0.7, **kw
     )
 
 
@@ -47,14 +48,14 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     assert all(c.passed for c in result.checks)
     load = result.check("load")
     assert 1 <= load.figures["requests"] <= cfg.load_max_requests and load.figures["errors"] == 0
-    current = stages.read_current(cfg.stages_root, "prod")
+    current = stages.read_current(cfg.stages_root, "prod", "clf")
     assert current.version == 1 and current.run == "run-1" and current.action == "promote"
     by_name = {c.name: c for c in result.checks}
     assert {c.name: c for c in current.checks} == by_name  # the load test's figures are kept in the history
     assert 0.7 <= current.metrics["accuracy"] <= 1.0  # the evaluation gate's baseline
     again = promote(models["good"], models["dataset"], cfg, run_id="run-2")
     assert again.no_op and again.version == 1 and {c.name: c for c in again.checks} == by_name
-    assert len(stages.read_history(cfg.stages_root, "prod")) == 1
+    assert len(stages.read_history(cfg.stages_root, "prod", "clf")) == 1
     assert stages.list_versions(cfg.stages_root, "prod", "clf") == [1]
     assert "serves version 1" in render_report(again)
 
@@ -66,7 +67,7 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
         promote(models["bad"], models["dataset"], cfg, run_id="run-2")
     assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
     assert serving_version(cfg) == 1
-    current = stages.read_current(cfg.stages_root, "demo")
+    current = stages.read_current(cfg.stages_root, "demo", "clf")
     assert current.action == "rollback" and current.version == 1 and current.failed_version == 2
     assert current.metrics == {"accuracy": 0.9} and current.verified is True
     # The next good model gets a fresh number: version numbers only grow.
@@ -75,7 +76,7 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
     assert back.version == 1 and back.previous_version == 3 and back.check("prediction").passed
     assert back.metrics == {"accuracy": 0.9}  # recorded with version 1
     assert serving_version(cfg) == 1
-    assert [e.action for e in stages.read_history(cfg.stages_root, "demo")] == [
+    assert [e.action for e in stages.read_history(cfg.stages_root, "demo", "clf")] == [
         "promote",
         "rollback",
         "promote",
@@ -89,9 +90,9 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
     cfg = config(tmp_path, "staging")
     with pytest.raises(PromotionError, match="serves nothing"):
         promote(models["bad"], models["dataset"], cfg, run_id="run-1", metrics={})
-    assert stages.read_current(cfg.stages_root, "staging") is None
+    assert stages.read_current(cfg.stages_root, "staging", "clf") is None
     assert stages.list_versions(cfg.stages_root, "staging", "clf") == []
-    assert stages.read_history(cfg.stages_root, "staging")[-1].version is None
+    assert stages.read_history(cfg.stages_root, "staging", "clf")[-1].version is None
 
 
 def test_smoke_tests_report_every_failed_check(models):
@@ -168,7 +169,7 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
         for srv in servers:
             srv.stop()
     assert calls == [("deploy", 1), ("deploy", 2), ("rollback", 1)]
-    current = stages.read_current(cfg.stages_root, "demo")
+    current = stages.read_current(cfg.stages_root, "demo", "clf")
     assert current.action == "rollback" and current.version == 1 and "RolloutTimeout" in current.reason
 
 
@@ -210,3 +211,114 @@ def test_each_check_runs_alone_and_asks_the_task(models):
     assert not gone.passed and "URLError" in gone.detail
     down = checks.check_load(url, "clf", image, checks.LoadSettings(clients=1, max_seconds=0.5))
     assert not down.passed and down.figures["errors"] == down.figures["requests"] > 0
+
+
+def test_two_models_side_by_side_at_one_stage(tmp_path, models):
+    """Promoting model b to a stage adds it next to model a; records, baseline and rollback are per name."""
+    import base64
+
+    from components.evaluate.run import read_baseline
+    from components.promote import promote as promote_module
+    from tests.promote_models import digits, png_bytes
+
+    a, b = config(tmp_path, "prod", model_name="a"), config(tmp_path, "prod", model_name="b")
+    root = a.stages_root
+    assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={"accuracy": 0.9}).version == 1
+    first_b = promote(models["better"], models["dataset"], b, run_id="b-1", metrics={"accuracy": 0.95})
+    assert first_b.version == 1  # each model numbers its own versions
+    assert first_b.check("stage_models").passed and first_b.check("stage_models").detail == "also serves a version 1"
+    assert promote(models["good"], models["dataset"], b, run_id="b-2", metrics={"accuracy": 0.91}).version == 2
+
+    # The stage's server serves both, each at its own version, by name.
+    image = {"b64": base64.b64encode(png_bytes(digits()[0][0])).decode()}
+    with promote_module._local_server(root, "prod", "a") as server:
+        for name, version in (("a", "1"), ("b", "2")):
+            status, body = http_json("GET", f"{server.url}/v1/models/{name}")
+            assert status == 200 and body["model_version_status"][0]["version"] == version
+            assert http_json("POST", f"{server.url}/v1/models/{name}:predict", {"instances": [image]})[0] == 200
+        status, body = http_json("GET", f"{server.url}/v1/models/c")
+        assert status == 404 and "['a', 'b']" in body["error"]
+
+    # Records and the gate's baseline are per model name.
+    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"a": 1, "b": 2}
+    assert [e.run for e in stages.read_history(root, "prod", "a")] == ["a-1"]
+    assert [e.run for e in stages.read_history(root, "prod", "b")] == ["b-1", "b-2"]
+    assert read_baseline(root, "a")["metrics"] == {"accuracy": 0.9}
+    assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.91}
+    assert len(stages.load_examples(root, "prod", "b").examples) == b.smoke_examples
+
+    # Rolling b back leaves a as it was.
+    back = rollback(b, run_id="b-3")
+    assert back.version == 1 and back.previous_version == 2 and back.check("stage_models").passed
+    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"a": 1, "b": 1}
+    assert [e.run for e in stages.read_history(root, "prod", "a")] == ["a-1"]
+    assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.95}  # recorded with b's version 1
+    with pytest.raises(ValueError, match="cannot roll back prod"):
+        rollback(a, run_id="a-2")  # a has one version: b's are not a's
+    assert stages.list_versions(root, "prod", "a") == [1] and stages.list_versions(root, "prod", "b") == [1]
+
+
+OLD_CURRENT = (
+    '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.9}, "model_name": "classifier", "model_uri": '
+    '"/runs/a", "run": "old-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}'
+)
+
+
+def test_a_model_added_to_a_stage_written_before_per_model_records(tmp_path, models):
+    """A stage with the one-model code's stage-level records keeps serving its model next to a new one."""
+    stage = tmp_path / "stages" / "demo"
+    shutil.copytree(models["good"] + "/saved_model", stage / "models" / "classifier" / "1")
+    (stage / "current.json").write_text(OLD_CURRENT)
+    (stage / "history.jsonl").write_text(OLD_CURRENT + "\n")
+    detector = config(tmp_path, model_name="detector")
+    result = promote(models["better"], models["dataset"], detector, run_id="det-1", metrics={})
+    assert result.version == 1 and result.check("stage_models").detail == "also serves classifier version 1"
+    root = detector.stages_root
+    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 1, "detector": 1}
+    assert stages.read_current(root, "demo", "classifier").run == "old-1"
+
+
+def test_kubernetes_first_version_of_a_second_model_failing_keeps_the_first_model(tmp_path, models, monkeypatch):
+    """On Kubernetes a failed first deploy of model b re-applies the stage's config without it (a only).
+
+    As in test_kubernetes_rollout_timeout_rolls_back, loopback servers stand in for the cluster:
+    each serves what the model config list would, the registry's models and the one deployed.
+    """
+    from components.promote import promote as promote_module
+    from components.serving import deploy as kube
+    from components.serving.server import ModelServer
+
+    servers, calls = [], []
+
+    def serve(stage, stages_root, model_name, version):
+        names = sorted({*stages.served_models(stages_root, stage), model_name})
+        srv = ModelServer([(n, stages.model_base_path(stages_root, stage, n)) for n in names]).start()
+        servers.append(srv)
+        return srv.url
+
+    def deploy(stage, stages_root, model_name, version, timeout_s):
+        calls.append(("deploy", model_name, version))
+        if (model_name, version) == ("b", 1):
+            raise kube.RolloutTimeout("rollout timed out", namespace="ltp-demo", name="m", waited_s=timeout_s)
+        return serve(stage, stages_root, model_name, version)
+
+    def roll_back(stage, stages_root, model_name, version, timeout_s):
+        calls.append(("rollback", model_name, version))
+        return serve(stage, stages_root, model_name, version)
+
+    monkeypatch.setattr(promote_module, "_check_target", lambda config: None)  # a local folder stands in for gs://
+    monkeypatch.setattr(kube, "deploy_stage", deploy)
+    monkeypatch.setattr(kube, "rollback_stage", roll_back)
+    a = config(tmp_path, model_name="a", target="kubernetes", rollout_timeout_s=5.0)
+    b = dataclasses.replace(a, model_name="b")
+    try:
+        assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={}).version == 1
+        with pytest.raises(PromotionError, match="timed out.*serves nothing"):
+            promote(models["better"], models["dataset"], b, run_id="b-1", metrics={})
+        assert calls == [("deploy", "a", 1), ("deploy", "b", 1), ("rollback", "a", 1)]
+        again = promote(models["better"], models["dataset"], b, run_id="b-2", metrics={})
+        assert again.version == 2 and again.check("stage_models").detail == "also serves a version 1"
+    finally:
+        for srv in servers:
+            srv.stop()
+    assert {n: e.version for n, e in stages.served_models(a.stages_root, "demo").items()} == {"a": 1, "b": 2}

@@ -1,7 +1,8 @@
 """components.serving.deploy against the FAKE Kubernetes API server (tests/integration/fake_kube_api.py).
 
 The real `kubernetes` client talks HTTP to the fake on 127.0.0.1; nothing here has run against a
-real cluster (docs/kubernetes.md says what that leaves untested).
+real cluster (docs/kubernetes.md says what that leaves untested). The stage registry a deploy
+reads (what else the stage serves) lives on a real GCS emulator.
 """
 
 import time
@@ -12,12 +13,34 @@ import yaml
 
 from components import kube as kubeapi
 from components.serving import deploy as kube
+from components.serving import stages
+from tests.gcs_emulator import running_emulator
 from tests.integration.fake_kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.integration
 
 ROOT = "gs://models-bucket/stages"
 FAST = {"poll_interval_s": 0.01}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gcs():
+    with running_emulator("models-bucket"):
+        yield
+
+
+@pytest.fixture
+def registry(gcs):
+    """Records in the stage registry (cleared after the test): ``record(stage, name, version)``."""
+    from trainer import storage
+
+    def record(stage, model_name, version):
+        entry = stages.StageEntry("promote", version, f"gs://m/{model_name}", "run", model_name=model_name)
+        stages.record(ROOT, stage, entry)
+
+    yield record
+    for stage in stages.STAGES:
+        storage.delete_tree(stages.stage_dir(ROOT, stage))
 
 
 @pytest.fixture
@@ -38,15 +61,28 @@ def deploy(api, stage="demo", version=1, timeout_s=10.0, **kwargs):
     return kube.deploy_stage(stage, ROOT, "classifier", version, timeout_s, api, **FAST, **kwargs)
 
 
-def served_version(fake, namespace="ltp-demo"):
+def served_versions(fake, namespace="ltp-demo"):
     dep = fake.get("deployments", namespace, "model-server")
-    return dep["spec"]["template"]["metadata"]["annotations"][kube.VERSION_ANNOTATION]
+    return kube.parse_versions_annotation(dep["spec"]["template"]["metadata"]["annotations"][kube.VERSIONS_ANNOTATION])
 
 
-def fail_version(version, reason="ImagePullBackOff"):
+def served_version(fake, namespace="ltp-demo"):
+    return str(served_versions(fake, namespace)["classifier"])
+
+
+def served_config(fake, namespace="ltp-demo"):
+    dep = fake.get("deployments", namespace, "model-server")
+    name = next(
+        v["configMap"]["name"] for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "model-config"
+    )
+    return fake.get("configmaps", namespace, name)["data"]["models.config"]
+
+
+def fail_version(version, reason="ImagePullBackOff", model_name="classifier"):
     def pod_failure(deployment):
         annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
-        return reason if annotations.get(kube.VERSION_ANNOTATION) == str(version) else None
+        served = kube.parse_versions_annotation(annotations.get(kube.VERSIONS_ANNOTATION, ""))
+        return reason if served.get(model_name) == version else None
 
     return pod_failure
 
@@ -163,6 +199,39 @@ def test_rollback_reapplies_the_previous_version(fake, api):
     assert rolled_back["metadata"]["generation"] > good["metadata"]["generation"]
     assert rolled_back["status"]["availableReplicas"] == 1
     assert "roll back classifier to version 1" in rolled_back["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION]
+
+
+def test_deploying_a_second_model_keeps_the_first_in_the_config(fake, api, registry):
+    registry("demo", "classifier", 3)  # what demo serves, by its registry
+    url = kube.deploy_stage("demo", ROOT, "detector", 1, 10, api, **FAST)
+    assert url == "http://model-server.ltp-demo.svc.cluster.local:8501"
+    assert served_versions(fake) == {"classifier": 3, "detector": 1}
+    text = served_config(fake)
+    for name, version in (("classifier", 3), ("detector", 1)):
+        assert f'name: "{name}"\n    base_path: "{ROOT}/demo/models/{name}"' in text
+        assert f"versions: {version}" in text
+    assert text.count("config {") == 2
+    # Another stage's registry is its own.
+    kube.deploy_stage("staging", ROOT, "detector", 1, 10, api, **FAST)
+    assert served_versions(fake, "ltp-staging") == {"detector": 1}
+
+
+def test_rolling_back_one_model_keeps_the_others_version(fake, api, registry):
+    registry("prod", "classifier", 5)
+    registry("prod", "detector", 1)
+    kube.deploy_stage("prod", ROOT, "detector", 1, 10, api, **FAST)
+    good = fake.get("deployments", "ltp-prod", "model-server")
+
+    fake.pod_failure = fail_version(2, "CrashLoopBackOff", model_name="detector")
+    with pytest.raises(kube.RolloutTimeout, match="CrashLoopBackOff"):
+        kube.deploy_stage("prod", ROOT, "detector", 2, 0.3, api, **FAST)
+    assert served_versions(fake, "ltp-prod") == {"classifier": 5, "detector": 2}
+
+    kube.rollback_stage("prod", ROOT, "detector", 1, 10, api, **FAST)
+    assert served_versions(fake, "ltp-prod") == {"classifier": 5, "detector": 1}
+    rolled_back = fake.get("deployments", "ltp-prod", "model-server")
+    assert rolled_back["spec"]["template"] == good["spec"]["template"]  # the old ReplicaSet's template
+    assert "versions: 5" in served_config(fake, "ltp-prod")
 
 
 def test_prod_apply_leaves_the_hpa_replica_count_alone(fake, api):

@@ -207,3 +207,69 @@ def test_keep_alive_connection_survives_errors(server):
         assert response.status == status, answer
         assert ("predictions" if status == 200 else "error") in answer
     conn.close()
+
+
+def test_several_models_side_by_side_by_name(base_path):
+    from components.serving.server import ModelServer
+
+    image = png_bytes(digits()[0][0])
+    with ModelServer([("a", str(base_path)), ("b", str(base_path / "1"))]) as srv:
+        assert srv.served_versions == {"a": 2, "b": 1}
+        for name, version in (("a", "2"), ("b", "1")):
+            status, body = http_json("GET", f"{srv.url}/v1/models/{name}")
+            assert status == 200 and body["model_version_status"][0]["version"] == version
+            status, body = http_json("POST", f"{srv.url}/v1/models/{name}:predict", {"instances": [b64(image)]})
+            assert status == 200 and len(body["predictions"][0]["probabilities"]) == 10
+        assert http_json("GET", f"{srv.url}/v1/models/b/metadata")[1]["model_spec"]["name"] == "b"
+        status, body = http_json("GET", f"{srv.url}/v1/models/c")
+        assert (
+            status == 404
+            and body["error"] == "Servable not found for request: Latest(c); this server serves ['a', 'b']"
+        )
+        with pytest.raises(RuntimeError, match="serves 2 models: read served_versions"):
+            _ = srv.served_version
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (([("a", "x"), ("a", "y")],), {}, "'a' is given twice"),
+        (([],), {}, "no model to serve"),
+        (([("a", "x")], "a"), {}, "with \\(name, base path\\) pairs, name each pair"),
+        (("x",), {}, "model_name is required"),
+        (([("a/b", "x")],), {}, "without '/' or ':'"),
+        (([("a", "x"), ("b", "y")],), {"version": 1}, "version pins the one model"),
+    ],
+)
+def test_bad_model_lists_are_refused(args, kwargs, message):
+    from components.serving.server import ModelServer
+
+    with pytest.raises(ValueError, match=message):
+        ModelServer(*args, **kwargs)
+
+
+def test_command_line_serves_several_models(base_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "components.serving.server", "--port", str(port)]
+    command += ["--model", f"clf={base_path}", "--model", f"first={base_path / '1'}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert f"serving clf version 2, first version 1 at http://127.0.0.1:{port}" in line, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/first", timeout=10) as r:
+            assert json.load(r)["model_version_status"][0]["version"] == "1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    bad = subprocess.run(
+        [sys.executable, "-m", "components.serving.server", "--model", "clf"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "expected NAME=PATH" in bad.stderr
+    both = subprocess.run(
+        [sys.executable, "-m", "components.serving.server", "--model", "a=x", "--model-name", "b"],
+        capture_output=True,
+        text=True,
+    )
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -1,9 +1,11 @@
 """The stage store on gs:// against a real local GCS emulator (gcp-storage-emulator) on loopback."""
 
+import dataclasses
+
 import pytest
 
 from components.serving import stages
-from components.serving.checks import CheckResult
+from components.serving.checks import CheckResult, KnownExample
 from components.serving.stages import StageEntry
 from tests.gcs_emulator import running_emulator
 from trainer import storage
@@ -42,21 +44,63 @@ def test_stage_store_on_gcs(gcs, tmp_path):
     # A version copied within GCS keeps its identity (content hash).
     assert storage.tree_sha256(stages.version_path(root, "prod", "clf", 2)) == storage.tree_sha256(b)
 
-    assert stages.read_current(root, "prod") is None
+    assert stages.read_current(root, "prod", "clf") is None
     health = (CheckResult("health", True, "version 1 AVAILABLE"),)
     for version, uri, run, accuracy in [(1, "gs://m/a", "run-1", 0.9), (2, "gs://m/b", "run-2", 0.93)]:
         metrics = {"accuracy": accuracy}
         entry = StageEntry("promote", version, uri, run, model_name="clf", checks=health, metrics=metrics)
         stages.record(root, "prod", entry)
-    assert stages.read_current(root, "prod").metrics == {"accuracy": 0.93}  # what the gate reads
+    assert stages.read_current(root, "prod", "clf").metrics == {"accuracy": 0.93}  # what the gate reads
 
     stages.retire(root, "prod", "clf", 2)
     assert stages.list_versions(root, "prod", "clf") == [1]
     assert storage.exists(f"{root}/prod/retired/clf/2/saved_model.pb")
-    stages.record(root, "prod", StageEntry("rollback", 1, "gs://m/a", "run-3", metrics={"accuracy": 0.9}))
-    assert [e.action for e in stages.read_history(root, "prod")] == ["promote", "promote", "rollback"]
-    assert stages.read_current(root, "prod").version == 1
+    stages.record(
+        root, "prod", StageEntry("rollback", 1, "gs://m/a", "run-3", model_name="clf", metrics={"accuracy": 0.9})
+    )
+    assert [e.action for e in stages.read_history(root, "prod", "clf")] == ["promote", "promote", "rollback"]
+    assert stages.read_current(root, "prod", "clf").version == 1
     assert stages.publish(b, root, "prod", "clf") == 3
+
+
+def test_records_per_model_on_gcs(gcs):
+    root = f"{gcs}/multi-stages"
+    health = (CheckResult("health", True, "version 1 AVAILABLE"),)
+    for name, version, metrics in [("classifier", 3, {"accuracy": 0.9}), ("detector", 1, {"ap50": 0.7})]:
+        stages.record(
+            root,
+            "demo",
+            StageEntry("promote", version, f"gs://m/{name}", "r", model_name=name, checks=health, metrics=metrics),
+        )
+    stages.record(
+        root, "demo", StageEntry("promote", 2, "gs://m/det2", "r2", model_name="detector", metrics={"ap50": 0.8})
+    )
+    assert storage.exists(f"{root}/demo/records/detector/current.json")
+    assert storage.exists(f"{root}/demo/records/classifier/history.jsonl")
+    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 3, "detector": 2}
+    assert [e.version for e in stages.read_history(root, "demo", "detector")] == [1, 2]
+    assert stages.read_current(root, "demo", "classifier").metrics == {"accuracy": 0.9}
+    examples = stages.StageExamples("classification", (KnownExample(b"png", 4),))
+    stages.save_examples(root, "demo", "detector", examples)
+    assert stages.load_examples(root, "demo", "detector") == examples
+    with pytest.raises(FileNotFoundError, match="'classifier' has never been promoted"):
+        stages.load_examples(root, "demo", "classifier")
+
+
+def test_old_stage_level_records_on_gcs_load_as_their_models(gcs):
+    root = f"{gcs}/old-stages"
+    old = (
+        '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.88}, "model_name": "classifier", '
+        '"model_uri": "gs://m/a", "run": "old-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}'
+    )
+    storage.write_text(f"{root}/prod/current.json", old)
+    storage.write_text(f"{root}/prod/history.jsonl", old + "\n")
+    storage.write_text(f"{root}/prod/smoke_examples.json", '[{"b64": "AAEC", "label": 7}]')
+    assert stages.read_current(root, "prod", "classifier").metrics == {"accuracy": 0.88}  # the gate's baseline
+    assert stages.read_current(root, "prod", "detector") is None
+    assert stages.load_examples(root, "prod", "classifier").examples == (KnownExample(bytes([0, 1, 2]), 7),)
+    stages.record(root, "prod", StageEntry("promote", 2, "gs://m/b", "new-2", model_name="classifier"))
+    assert [e.run for e in stages.read_history(root, "prod", "classifier")] == ["old-1", "new-2"]
 
 
 @pytest.mark.slow
@@ -70,7 +114,12 @@ def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
     config = PromoteConfig(stage="demo", stages_root=f"{gcs}/run-stages", model_name="clf", min_smoke_accuracy=0.6)
     result = promote(str(tmp_path / "model"), dataset, config, run_id="run-1", metrics={"accuracy": 0.9})
     assert result.version == 1 and result.check("prediction").passed
-    assert stages.read_current(config.stages_root, "demo").version == 1
-    examples = stages.load_examples(config.stages_root, "demo")  # smoke_examples.json on gs://
+    assert stages.read_current(config.stages_root, "demo", "clf").version == 1
+    examples = stages.load_examples(config.stages_root, "demo", "clf")  # smoke_examples.json on gs://
     assert examples.task == "classification" and len(examples.examples) == config.smoke_examples
     assert promote(str(tmp_path / "model"), dataset, config, run_id="run-2").no_op
+    # A second model at the same stage on GCS: the stage's server downloads and serves both.
+    other = dataclasses.replace(config, model_name="other")
+    second = promote(str(tmp_path / "model"), dataset, other, run_id="run-3", metrics={"accuracy": 0.8})
+    assert second.version == 1 and second.check("stage_models").detail == "also serves clf version 1"
+    assert sorted(stages.served_models(config.stages_root, "demo")) == ["clf", "other"]

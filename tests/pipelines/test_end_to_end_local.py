@@ -92,12 +92,12 @@ def test_every_stage_serves_the_model_after_its_smoke_tests_passed(local_run):
     run_dir, stages_root, outputs = local_run
     evaluated = _task(outputs, "evaluate-model")["metrics"]
     for stage in ("demo", "staging", "prod"):
-        current = stages.read_current(str(stages_root), stage)
+        current = stages.read_current(str(stages_root), stage, "classifier")
         assert current is not None, f"{stage} serves nothing"
         # The evaluation's metrics travel with the model: prod's are the next run's gate baseline.
         assert current["metrics"]["accuracy"] == pytest.approx(evaluated["accuracy"])
         assert current["version"] >= 1
-        history = stages.read_history(str(stages_root), stage)
+        history = stages.read_history(str(stages_root), stage, "classifier")
         assert history[-1]["version"] == current["version"]
         assert json.dumps(current["checks"])  # the smoke tests' record travels with the promotion
 

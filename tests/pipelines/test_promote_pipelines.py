@@ -45,16 +45,16 @@ def test_promote_and_rollback_pipelines_run_locally(tmp_path):
     for i, name in enumerate(["m1", "m2"]):
         export_tiny_model(str(tmp_path / name / "saved_model"), steps=150, seed=i)
         promote(str(tmp_path / name), dataset, demo, run_id=f"setup-{i}", metrics={"accuracy": 0.8 + i / 100})
-    assert stages.read_current(root, "demo")["version"] == 2
+    assert stages.read_current(root, "demo", "clf")["version"] == 2
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"), raise_on_error=True)
     promote_pipeline.pipeline(source_stage="demo", target_stage="staging", stages_root=root, served_model_name="clf")
-    staging = stages.read_current(root, "staging")
+    staging = stages.read_current(root, "staging", "clf")
     assert staging["version"] == 1 and staging["source_version"] == 2 and staging["metrics"] == {"accuracy": 0.81}
     assert staging["checks"]["prediction"]["passed"] and staging["run"].startswith("promote-")
 
     rollback_pipeline.pipeline(stage="demo", stages_root=root, served_model_name="clf")
-    current = stages.read_current(root, "demo")
+    current = stages.read_current(root, "demo", "clf")
     assert current["action"] == "rollback" and current["version"] == 1 and current["verified"]
     assert stages.list_versions(root, "demo", "clf") == [1]
 
@@ -63,11 +63,11 @@ def test_promote_and_rollback_pipelines_run_locally(tmp_path):
         promote_pipeline.pipeline(
             source_stage="demo", target_stage="staging", version=2, stages_root=root, served_model_name="clf"
         )
-    assert stages.read_current(root, "staging")["version"] == 1
+    assert stages.read_current(root, "staging", "clf")["version"] == 1
     # prod only from staging.
     with pytest.raises(RuntimeError):
         promote_pipeline.pipeline(source_stage="demo", target_stage="prod", stages_root=root, served_model_name="clf")
-    assert stages.read_current(root, "prod") is None
+    assert stages.read_current(root, "prod", "clf") is None
 
 
 def test_compile_module_lists_both():
@@ -76,3 +76,18 @@ def test_compile_module_lists_both():
     assert compile_module.PIPELINES["promote"] == "pipelines.promote"
     assert compile_module.PIPELINES["rollback"] == "pipelines.rollback"
     assert compiler  # imported above: kfp is a dependency of the pipeline side
+
+
+def test_end_to_end_gates_against_the_served_name_it_promotes(tmp_path):
+    from kfp import compiler as kfp_compiler
+
+    from pipelines import end_to_end
+
+    kfp_compiler.Compiler().compile(end_to_end.pipeline, str(tmp_path / "e2e.yaml"))
+    spec = next(yaml.safe_load_all((tmp_path / "e2e.yaml").read_text()))
+    tasks = spec["root"]["dag"]["tasks"]
+    evaluate = tasks["evaluate-model"]["inputs"]["parameters"]
+    assert evaluate["served_model_name"]["componentInputParameter"] == "served_model_name"
+    assert tasks["promote-model"]["inputs"]["parameters"]["model_name"]["componentInputParameter"] == (
+        "served_model_name"
+    )

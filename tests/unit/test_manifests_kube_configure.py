@@ -16,7 +16,7 @@ def rendered(stage):
     return tuple(kube.render_stage(stage))
 
 
-def configure(stage="staging", version=3, model_name="classifier", root=ROOT, cause="test"):
+def configure(stage="staging", version=3, model_name="classifier", root=ROOT, cause="test", others=None):
     return kube.configure_stage(
         list(rendered(stage)),
         stage=stage,
@@ -24,6 +24,7 @@ def configure(stage="staging", version=3, model_name="classifier", root=ROOT, ca
         model_name=model_name,
         version=version,
         change_cause=cause,
+        others=others,
     )
 
 
@@ -71,10 +72,46 @@ def test_model_config_pins_the_version_at_the_stage_path():
     volume = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "model-config")
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]
     assert config_map["metadata"]["name"].startswith("model-server-config-")
-    assert dep["spec"]["template"]["metadata"]["annotations"][kube.VERSION_ANNOTATION] == "3"
-    assert dep["metadata"]["annotations"][kube.MODEL_PATH_ANNOTATION] == (
-        "gs://models-bucket/stages/staging/models/classifier"
+    assert dep["spec"]["template"]["metadata"]["annotations"][kube.VERSIONS_ANNOTATION] == "classifier=3"
+    assert dep["metadata"]["annotations"][kube.MODEL_PATH_ANNOTATION] == "gs://models-bucket/stages/staging/models"
+
+
+def test_model_config_lists_every_model_the_stage_serves():
+    objs = configure("demo", model_name="detector", version=1, others={"classifier": 4, "detector": 7})
+    text = by_kind(objs, "ConfigMap")["data"]["models.config"]
+    config = lambda name, version: (  # noqa: E731
+        "  config {\n"
+        f'    name: "{name}"\n'
+        f'    base_path: "gs://models-bucket/stages/demo/models/{name}"\n'
+        '    model_platform: "tensorflow"\n'
+        "    model_version_policy {\n"
+        "      specific {\n"
+        f"        versions: {version}\n"
+        "      }\n"
+        "    }\n"
+        "  }\n"
     )
+    # Sorted by name; the deployed model's version overrides what the registry had for it.
+    assert text == "model_config_list {\n" + config("classifier", 4) + config("detector", 1) + "}\n"
+    dep = by_kind(objs, "Deployment")
+    served = dep["spec"]["template"]["metadata"]["annotations"][kube.VERSIONS_ANNOTATION]
+    assert served == "classifier=4,detector=1"
+    assert kube.parse_versions_annotation(served) == {"classifier": 4, "detector": 1}
+    # TensorFlow Serving answers only once every model loaded: the probes ask the first by name.
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models/classifier"
+    # The template is a function of the models and versions, not of which one was deployed last.
+    again = configure("demo", model_name="classifier", version=4, others={"detector": 1})
+    assert by_kind(again, "Deployment")["spec"]["template"] == dep["spec"]["template"]
+    for obj in objs:
+        kubernetes_validate.validate(obj, "1.33.0", strict=True)
+
+
+def test_model_config_text_refuses_an_empty_or_repeated_list():
+    with pytest.raises(ValueError, match="at least one model"):
+        kube.model_config_text([])
+    with pytest.raises(ValueError, match="once in a model config"):
+        kube.model_config_text([("a", "gs://b/a", 1), ("a", "gs://b/a", 2)])
 
 
 @pytest.mark.parametrize("stage", ["demo", "staging", "prod"])

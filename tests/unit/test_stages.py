@@ -59,30 +59,32 @@ def test_publish_refuses_a_folder_without_saved_model(tmp_path):
         stages.publish(str(tmp_path / "x"), str(tmp_path / "st"), "qa", "clf")
 
 
-def entry(action, version, model_uri, run, metrics=None, **kw):
-    return stages.StageEntry(action=action, version=version, model_uri=model_uri, run=run, metrics=metrics or {}, **kw)
+def entry(action, version, model_uri, run, metrics=None, model_name="clf", **kw):
+    return stages.StageEntry(
+        action=action, version=version, model_uri=model_uri, run=run, metrics=metrics or {}, model_name=model_name, **kw
+    )
 
 
 def test_record_current_history_and_retire(tmp_path):
     root = str(tmp_path / "stages")
     health = (CheckResult("health", True, "version 1 AVAILABLE", {"version": 1}),)
-    assert stages.read_current(root, "prod") is None
-    assert stages.read_history(root, "prod") == []
+    assert stages.read_current(root, "prod", "clf") is None
+    assert stages.read_history(root, "prod", "clf") == []
     v1 = stages.publish(fake_saved_model(tmp_path / "a", b"A"), root, "prod", "clf")
     stages.record(root, "prod", entry("promote", v1, "/m/a", "run-1", {"accuracy": 0.9}, checks=health))
     v2 = stages.publish(fake_saved_model(tmp_path / "b", b"B"), root, "prod", "clf")
     stages.record(root, "prod", entry("promote", v2, "/m/b", "run-2", {"accuracy": 0.95}, checks=health))
-    assert stages.read_current(root, "prod").metrics == {"accuracy": 0.95}
+    assert stages.read_current(root, "prod", "clf").metrics == {"accuracy": 0.95}
     stages.retire(root, "prod", "clf", v2)
     assert stages.list_versions(root, "prod", "clf") == [1]
     stages.record(root, "prod", entry("rollback", v1, "/m/a", "run-3", {"accuracy": 0.9}, reason="manual"))
-    current = stages.read_current(root, "prod")
+    current = stages.read_current(root, "prod", "clf")
     assert current.version == 1 and current.action == "rollback" and current.reason == "manual"
-    history = stages.read_history(root, "prod")
+    history = stages.read_history(root, "prod", "clf")
     assert [e.action for e in history] == ["promote", "promote", "rollback"]
     assert history[0].checks == health and history[0].checks_passed and not history[2].checks_passed
     # On disk: the contract's keys (docs/CONTRACTS.md), and the mapping view reads the same JSON.
-    first = json.loads((tmp_path / "stages/prod/history.jsonl").read_text().splitlines()[0])
+    first = json.loads((tmp_path / "stages/prod/records/clf/history.jsonl").read_text().splitlines()[0])
     assert set(first) == {"version", "model_uri", "model_name", "run", "time", "action", "checks", "metrics"}
     assert first["checks"] == {"health": {"passed": True, "detail": "version 1 AVAILABLE", "figures": {"version": 1}}}
     assert dict(history[0]) == first and history[0]["metrics"] == {"accuracy": 0.9}
@@ -136,7 +138,8 @@ def test_files_written_before_the_typed_records_still_load(tmp_path):
     (folder / "smoke_examples.json").write_text(OLD_EXAMPLES)
     root = str(tmp_path / "stages")
 
-    first, failed, moved = stages.read_history(root, "demo")
+    # The old history's lines are the model's they name; the old current.json names "clf".
+    first, failed, moved = stages.read_history(root, "demo", "classifier")
     assert first.version == 1 and first.accuracy == 0.9375 and first.metrics == {"accuracy": 0.91, "loss": 0.31}
     assert [c.name for c in first.checks] == ["bad_requests", "health", "metadata", "predict_schema", "prediction"]
     assert first.checks_passed
@@ -146,12 +149,12 @@ def test_files_written_before_the_typed_records_still_load(tmp_path):
     # Unknown keys survive a rewrite.
     assert stages.StageEntry.from_json(moved.to_json()) == moved
 
-    current = stages.read_current(root, "demo")
+    current = stages.read_current(root, "demo", "clf")
     assert current.action == "rollback" and current.version == 1 and current.verified is True
     assert current.sha256 is None and current.metrics == {"accuracy": 0.9}
     assert current.get("metrics") == {"accuracy": 0.9}  # what the evaluation gate reads
 
-    examples = stages.load_examples(root, "demo")
+    examples = stages.load_examples(root, "demo", "clf")  # the old current.json's model's
     assert examples.task == "classification"
     assert [e.expected for e in examples.examples] == [3, 7]
     assert examples.examples[1].image == bytes([0, 1, 2])
@@ -160,10 +163,97 @@ def test_files_written_before_the_typed_records_still_load(tmp_path):
 def test_known_examples_round_trip_with_their_task(tmp_path):
     root = str(tmp_path / "stages")
     with pytest.raises(FileNotFoundError, match="never been promoted"):
-        stages.load_examples(root, "staging")
+        stages.load_examples(root, "staging", "clf")
     written = stages.StageExamples("classification", (KnownExample(b"png", 4), KnownExample(b"jpg", 0)))
-    stages.save_examples(root, "staging", written)
-    on_disk = json.loads((tmp_path / "stages/staging/smoke_examples.json").read_text())
+    stages.save_examples(root, "staging", "clf", written)
+    on_disk = json.loads((tmp_path / "stages/staging/records/clf/smoke_examples.json").read_text())
     expected = [{"b64": "cG5n", "expected": 4}, {"b64": "anBn", "expected": 0}]
     assert on_disk == {"task": "classification", "examples": expected}
-    assert stages.load_examples(root, "staging") == written
+    assert stages.load_examples(root, "staging", "clf") == written
+    with pytest.raises(FileNotFoundError, match="'detector' has never been promoted to staging"):
+        stages.load_examples(root, "staging", "detector")
+
+
+def test_records_are_kept_per_model_name(tmp_path):
+    root = str(tmp_path / "stages")
+    assert stages.served_models(root, "demo") == {}
+    stages.record(root, "demo", entry("promote", 1, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
+    stages.record(root, "demo", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
+    stages.record(root, "demo", entry("promote", 2, "/m/det2", "run-3", {"ap50": 0.8}, model_name="detector"))
+    stages.record(root, "demo", entry("rollback", 1, "/m/det", "run-4", {"ap50": 0.7}, model_name="detector"))
+    assert stages.read_current(root, "demo", "classifier").metrics == {"accuracy": 0.9}
+    assert stages.read_current(root, "demo", "detector").run == "run-4"
+    assert [e.run for e in stages.read_history(root, "demo", "classifier")] == ["run-1"]
+    assert [e.run for e in stages.read_history(root, "demo", "detector")] == ["run-2", "run-3", "run-4"]
+    assert stages.last_entry_for_version(root, "demo", "detector", 2).run == "run-3"
+    assert stages.last_entry_for_version(root, "demo", "classifier", 2) is None
+    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 1, "detector": 1}
+    assert stages.read_current(root, "prod", "classifier") is None
+    # A model whose first promotion failed has history but serves nothing.
+    stages.record(root, "demo", entry("rollback", None, "", "run-5", model_name="segmenter"))
+    assert list(stages.served_models(root, "demo")) == ["classifier", "detector"]
+    assert (tmp_path / "stages/demo/records/detector/current.json").is_file()
+    assert not (tmp_path / "stages/demo/current.json").exists()  # no stage-level record any more
+    with pytest.raises(ValueError, match="needs model_name"):
+        stages.record(root, "demo", stages.StageEntry("promote", 3, "/m", "run-6"))
+
+
+# A store as the one-model code wrote it: stage-level records of "classifier", literally.
+LEGACY_CURRENT = (
+    '{"action": "promote", "checks": {"health": {"detail": "version 2 AVAILABLE", "passed": true}}, "metrics": '
+    '{"accuracy": 0.92}, "model_name": "classifier", "model_uri": "/runs/b", "run": "run-2", "sha256": "cd34", '
+    '"time": "2025-07-02T10:00:00+00:00", "version": 2}'
+)
+LEGACY_HISTORY = (
+    '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.9}, "model_name": "classifier", "model_uri": '
+    '"/runs/a", "run": "run-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}\n' + LEGACY_CURRENT + "\n"
+)
+
+
+def test_a_one_model_store_loads_as_that_models_records_and_carries_on(tmp_path):
+    folder = tmp_path / "stages" / "prod"
+    folder.mkdir(parents=True)
+    (folder / "current.json").write_text(LEGACY_CURRENT)
+    (folder / "history.jsonl").write_text(LEGACY_HISTORY)
+    (folder / "smoke_examples.json").write_text(OLD_EXAMPLES)
+    root = str(tmp_path / "stages")
+
+    assert stages.read_current(root, "prod", "classifier").metrics == {"accuracy": 0.92}
+    assert stages.read_current(root, "prod", "detector") is None  # the old records are the classifier's only
+    assert [e.version for e in stages.read_history(root, "prod", "classifier")] == [1, 2]
+    assert stages.read_history(root, "prod", "detector") == []
+    assert [e.expected for e in stages.load_examples(root, "prod", "classifier").examples] == [3, 7]
+    with pytest.raises(FileNotFoundError):
+        stages.load_examples(root, "prod", "detector")
+    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"classifier": 2}
+
+    # A detector added next to it; then the classifier's next record continues its old history.
+    stages.record(root, "prod", entry("promote", 1, "/m/det", "run-3", model_name="detector"))
+    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"classifier": 2, "detector": 1}
+    stages.record(root, "prod", entry("promote", 3, "/runs/c", "run-4", {"accuracy": 0.95}, model_name="classifier"))
+    assert [e.run for e in stages.read_history(root, "prod", "classifier")] == ["run-1", "run-2", "run-4"]
+    assert stages.read_current(root, "prod", "classifier").version == 3
+    assert (folder / "records/classifier/history.jsonl").read_text().startswith(LEGACY_HISTORY)
+
+
+def test_an_old_record_without_a_model_name_is_the_default_classifiers(tmp_path):
+    folder = tmp_path / "stages" / "demo"
+    folder.mkdir(parents=True)
+    (folder / "current.json").write_text('{"action": "promote", "version": 1, "run": "r", "model_uri": "/m"}')
+    root = str(tmp_path / "stages")
+    assert stages.read_current(root, "demo", "classifier").version == 1
+    assert list(stages.served_models(root, "demo")) == ["classifier"]
+
+
+def test_the_gates_baseline_is_prods_model_of_the_same_name(tmp_path):
+    from components.evaluate.run import read_baseline
+
+    root = str(tmp_path / "stages")
+    assert read_baseline(None, "classifier") is None
+    assert read_baseline(root, "classifier") is None
+    stages.record(root, "prod", entry("promote", 4, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
+    stages.record(root, "prod", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
+    stages.record(root, "demo", entry("promote", 9, "/m/x", "run-3", {"accuracy": 0.1}, model_name="classifier"))
+    assert read_baseline(root, "classifier")["metrics"] == {"accuracy": 0.9}
+    assert read_baseline(root, "detector")["metrics"] == {"ap50": 0.7}
+    assert read_baseline(root, "segmenter") is None
