@@ -26,6 +26,7 @@ PIPELINES = {
     "gpu_vs_tpu": "pipelines.gpu_vs_tpu",
     "promote": "pipelines.promote",
     "rollback": "pipelines.rollback",
+    "monitor": "pipelines.monitor",
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -523,6 +524,49 @@ class PromoteConfig(ConfigBase):
 
 
 @dataclasses.dataclass(frozen=True)
+class MonitorConfig(ConfigBase):
+    """How the monitor pipeline watches the serving stages (docs/observability.md).
+
+    Attributes:
+        prometheus_url: the Prometheus (or compatible query API) that scrapes the stages, e.g.
+            ``http://prometheus-operated.monitoring:9090``.
+        stages_root: the stage registry (a folder or gs://): what each stage serves, and the known
+            images kept at promotion.
+        stages: the stages to watch; one that serves nothing is reported and skipped.
+        window: the PromQL range the objectives are measured over (``1h``, ``30m``).
+        target: where the stages serve: ``local`` (a loopback server is started from the stage
+            registry for the checks) or ``kubernetes`` (the stage's Service in the cluster).
+        model_name: the served model name.
+        min_smoke_accuracy: the share of the known images the prediction check must get right.
+        timeout_s: how long one Prometheus query or the health check may take.
+    """
+
+    _section: ClassVar[str] = "monitor."
+
+    prometheus_url: str = "http://127.0.0.1:9090"
+    stages_root: str = "stages"
+    stages: tuple[str, ...] = ("demo", "staging", "prod")
+    window: str = "1h"
+    target: typing.Literal["local", "kubernetes"] = "local"
+    model_name: str = "classifier"
+    min_smoke_accuracy: float = 0.5
+    timeout_s: float = 30.0
+
+    def validate(self) -> None:
+        if not self.prometheus_url.startswith(("http://", "https://")):
+            self._fail("prometheus_url", f"must be an http(s) URL, got {self.prometheus_url!r}")
+        unknown = [s for s in self.stages if s not in STAGES]
+        if unknown or not self.stages:
+            self._fail("stages", f"expected some of {list(STAGES)}, got {list(self.stages)}")
+        if not re.fullmatch(r"[1-9][0-9]*[smhd]", self.window):
+            self._fail("window", f"must be a PromQL duration such as 30m or 1h, got {self.window!r}")
+        if not 0 <= self.min_smoke_accuracy <= 1:
+            self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
+        if self.timeout_s <= 0:
+            self._fail("timeout_s", f"must be > 0, got {self.timeout_s}")
+
+
+@dataclasses.dataclass(frozen=True)
 class Config(ConfigBase):
     """A whole run: one section per step."""
 
@@ -531,3 +575,4 @@ class Config(ConfigBase):
     evaluate: EvaluateConfig = dataclasses.field(default_factory=EvaluateConfig)
     benchmark: BenchmarkConfig = dataclasses.field(default_factory=BenchmarkConfig)
     promote: PromoteConfig = dataclasses.field(default_factory=PromoteConfig)
+    monitor: MonitorConfig = dataclasses.field(default_factory=MonitorConfig)
