@@ -88,6 +88,7 @@ def summarize(run_dir: Path, stages_root: Path, model_name: str) -> str:
             f"{model_name} version {current['version']} (run {current.get('run', '?')})" if current else "nothing yet"
         )
         lines.append(f"  {stage:8s}          {served}")
+    lines.append("look at them:       make serve   (each stage's URL and Prometheus metrics page; Ctrl-C stops)")
     return "\n".join(lines)
 
 
