@@ -48,7 +48,8 @@ def test_bench_metrics_overhead(tmp_path):
     median_on, median_off = statistics.median(rates["on"]), statistics.median(rates["off"])
     overhead = 1 - median_on / median_off
     print(
-        f"\nmetrics overhead, {CLIENTS} clients, {ROUNDS} alternating rounds of {ROUND_S:.0f} s each, one image a request:\n"
+        f"\nmetrics overhead, {CLIENTS} clients, {ROUNDS} alternating rounds of {ROUND_S:.0f} s each, "
+        "one image a request:\n"
         f"  metrics on : median {median_on:.1f} req/s  (rounds {', '.join(f'{r:.0f}' for r in rates['on'])})\n"
         f"  metrics off: median {median_off:.1f} req/s  (rounds {', '.join(f'{r:.0f}' for r in rates['off'])})\n"
         f"  on/off ratio {median_on / median_off:.3f}: overhead {overhead:+.1%} (goal <= {GOAL:.0%}: "
