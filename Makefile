@@ -25,7 +25,7 @@ DIST := dist/pipelines
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
 
-.PHONY: help setup data run test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus run serve test test-fast bench lint format compile upload images clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
-setup: $(STAMP) data ## Create .venv with the project and its test tools, and the demo data
+setup: $(STAMP) data prometheus ## Create .venv with the project and its test tools, the demo data and Prometheus
 
 data: ## Install the demo data (Debian's dataset-fashion-mnist) when missing
 	@if [ -d $(FASHION_MNIST) ]; then :; \
@@ -48,10 +48,23 @@ data: ## Install the demo data (Debian's dataset-fashion-mnist) when missing
 	       "the converter falls back to Keras' downloader"; \
 	fi
 
+prometheus: ## Install Prometheus and promtool (Debian's prometheus package) when missing: the monitoring tests use them
+	@if command -v prometheus >/dev/null && command -v promtool >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing prometheus (Debian package; the tests start their own on loopback, not its service)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+	else \
+	  echo "note: prometheus/promtool missing and apt-get unavailable (run 'sudo apt-get install prometheus');" \
+	       "the Prometheus tests are skipped"; \
+	fi
+
 run: setup ## Run the end-to-end pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true
 	$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) \
 	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
 	  $(if $(filter true,$(PROD)),--to-prod)
+
+serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages) until Ctrl-C
+	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
 test: setup ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q

@@ -28,6 +28,7 @@ PIPELINES = {
     "promote": "pipelines.promote",
     "rollback": "pipelines.rollback",
     "notebook": "pipelines.notebook",
+    "monitor": "pipelines.monitor",
 }
 
 

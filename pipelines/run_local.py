@@ -105,6 +105,7 @@ def summarize(run_dir: Path, stages_root: Path, model_name: str, task: str = "cl
         names = sorted(served, key=lambda name: (name != model_name, name))
         text = ", ".join(f"{n} version {served[n].version} (run {served[n].run or '?'})" for n in names)
         lines.append(f"  {stage:8s}          {text or 'nothing yet'}")
+    lines.append("look at them:       make serve   (each stage's URL and Prometheus metrics page; Ctrl-C stops)")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -392,6 +393,87 @@ STAGES = ("demo", "staging", "prod")
 
 
 @dataclasses.dataclass(frozen=True)
+class LoadTestConfig(ConfigBase):
+    """A stage's load test at promotion: its bounds and the objectives it must meet.
+
+    The test sends one-image ``:predict`` requests from ``clients`` clients (one keep-alive
+    connection each) until ``max_requests`` were sent or ``max_seconds`` passed. A missed
+    objective fails the promotion, which rolls back like a failed smoke check.
+
+    Attributes:
+        clients: concurrent clients.
+        max_requests: the most requests sent, all clients together.
+        max_seconds: the most seconds the test runs.
+        max_p50_ms: the highest median latency allowed (None: not checked).
+        max_p95_ms: the highest 95th-percentile latency allowed (None: not checked).
+        max_p99_ms: the highest 99th-percentile latency allowed (None: not checked).
+        min_requests_per_s: the lowest rate of answered requests allowed (None: not checked).
+        max_errors: the most failed requests (non-200 answers, connection errors) allowed.
+    """
+
+    _section: ClassVar[str] = "promote.load_test."
+
+    clients: int = 4
+    max_requests: int = 200
+    max_seconds: float = 2.0
+    max_p50_ms: Optional[float] = None
+    max_p95_ms: Optional[float] = None
+    max_p99_ms: Optional[float] = None
+    min_requests_per_s: Optional[float] = None
+    max_errors: int = 0
+
+    def validate(self) -> None:
+        if self.clients < 1:
+            self._fail("clients", f"must be >= 1, got {self.clients}")
+        if self.max_requests < 1:
+            self._fail("max_requests", f"must be >= 1, got {self.max_requests}")
+        if self.max_seconds <= 0:
+            self._fail("max_seconds", f"must be > 0, got {self.max_seconds}")
+        if self.max_errors < 0:
+            self._fail("max_errors", f"must be >= 0, got {self.max_errors}")
+        for name in ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                self._fail(name, f"must be > 0 (or none: not checked), got {value}")
+
+    def objectives(self) -> dict[str, float]:
+        """The objectives that are set, by name (kept with the result in the stage history)."""
+        names = ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s", "max_errors")
+        return {n: float(getattr(self, n)) for n in names if getattr(self, n) is not None}
+
+
+# Prod's profile on a cluster: what a release must sustain. Staging runs it scaled down (fewer
+# clients and requests, the same latency objectives, a proportionally lower rate); demo runs a
+# minimal one that only proves the server answers under a little concurrency.
+_PROD_LOAD_TEST = LoadTestConfig(
+    clients=16, max_requests=4000, max_seconds=30.0, max_p50_ms=50.0, max_p95_ms=150.0, max_p99_ms=300.0,
+    min_requests_per_s=100.0,
+)  # fmt: skip
+LOAD_TESTS: Mapping[tuple[str, str], LoadTestConfig] = types.MappingProxyType(
+    {
+        ("kubernetes", "prod"): _PROD_LOAD_TEST,
+        ("kubernetes", "staging"): _PROD_LOAD_TEST.replace(clients=4, max_requests=1000, min_requests_per_s=25.0),
+        ("kubernetes", "demo"): LoadTestConfig(clients=2, max_requests=50, max_seconds=5.0, max_p99_ms=1000.0),
+        # Local (a loopback server on a laptop or a shared CI machine): the same shapes, objectives
+        # loose enough that a noisy machine never trips them; they still catch a broken server.
+        ("local", "prod"): LoadTestConfig(
+            clients=4,
+            max_requests=200,
+            max_seconds=4.0,
+            max_p95_ms=5000.0,
+            max_p99_ms=10000.0,
+            min_requests_per_s=1.0,
+        ),  # fmt: skip
+        ("local", "staging"): LoadTestConfig(
+            clients=2, max_requests=100, max_seconds=2.0, max_p99_ms=10000.0, min_requests_per_s=1.0
+        ),
+        ("local", "demo"): LoadTestConfig(clients=1, max_requests=20, max_seconds=2.0, max_p99_ms=10000.0),
+    }
+)
+"""The default load test of each (target, stage); ``PromoteConfig.load_test`` overrides it."""
+
+
+@dataclasses.dataclass(frozen=True)
 class PromoteConfig(ConfigBase):
     """How a model reaches a serving stage (DESIGN.md section 5).
 
@@ -407,9 +489,9 @@ class PromoteConfig(ConfigBase):
         task: the model's task (``trainer.tasks``), which the serving checks ask; None: what the
             model folder's ``training.json`` says (promote) or the stage's known examples say
             (rollback, promote-version), ``classification`` where neither says.
-        load_clients: concurrent clients of the load check run after each deploy.
-        load_max_requests: the most requests the load check sends.
-        load_max_seconds: the most seconds the load check runs.
+        load_test: the stage's load test at promotion, run after the smoke checks, and its
+            objectives; None: the default of the target and stage (``LOAD_TESTS``: demo minimal,
+            staging prod's profile scaled down, prod prod's; loose ones for target local).
     """
 
     _section: ClassVar[str] = "promote."
@@ -422,21 +504,13 @@ class PromoteConfig(ConfigBase):
     min_smoke_accuracy: float = 0.5
     rollout_timeout_s: float = 300.0
     task: Optional[str] = None
-    load_clients: int = 4
-    load_max_requests: int = 200
-    load_max_seconds: float = 2.0
+    load_test: Optional[LoadTestConfig] = None
 
     def validate(self) -> None:
         from trainer.tasks import TASKS  # no TensorFlow: the task table only
 
         if self.task is not None and self.task not in TASKS:
             self._fail("task", f"expected one of {sorted(TASKS)} (or none: read from the model), got {self.task!r}")
-        if self.load_clients < 1:
-            self._fail("load_clients", f"must be >= 1, got {self.load_clients}")
-        if self.load_max_requests < 1:
-            self._fail("load_max_requests", f"must be >= 1, got {self.load_max_requests}")
-        if self.load_max_seconds <= 0:
-            self._fail("load_max_seconds", f"must be > 0, got {self.load_max_seconds}")
         if not self.model_name.replace("-", "").replace("_", "").isalnum():
             self._fail("model_name", f"use letters, digits, '-' and '_', got {self.model_name!r}")
         if self.smoke_examples < 1:
@@ -445,6 +519,53 @@ class PromoteConfig(ConfigBase):
             self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
         if self.rollout_timeout_s <= 0:
             self._fail("rollout_timeout_s", f"must be > 0, got {self.rollout_timeout_s}")
+
+    def effective_load_test(self) -> LoadTestConfig:
+        """The load test this stage runs: ``load_test``, else the target's and stage's default."""
+        return self.load_test if self.load_test is not None else LOAD_TESTS[(self.target, self.stage)]
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitorConfig(ConfigBase):
+    """How the monitor pipeline watches the serving stages (docs/observability.md).
+
+    Attributes:
+        prometheus_url: the Prometheus (or compatible query API) that scrapes the stages, e.g.
+            ``http://prometheus-operated.monitoring:9090``.
+        stages_root: the stage registry (a folder or gs://): what each stage serves, and the known
+            images kept at promotion.
+        stages: the stages to watch; one that serves nothing is reported and skipped.
+        window: the PromQL range the objectives are measured over (``1h``, ``30m``).
+        target: where the stages serve: ``local`` (a loopback server is started from the stage
+            registry for the checks) or ``kubernetes`` (the stage's Service in the cluster).
+        model_name: the served model name.
+        min_smoke_accuracy: the share of the known images the prediction check must get right.
+        timeout_s: how long one Prometheus query or the health check may take.
+    """
+
+    _section: ClassVar[str] = "monitor."
+
+    prometheus_url: str = "http://127.0.0.1:9090"
+    stages_root: str = "stages"
+    stages: tuple[str, ...] = ("demo", "staging", "prod")
+    window: str = "1h"
+    target: typing.Literal["local", "kubernetes"] = "local"
+    model_name: str = "classifier"
+    min_smoke_accuracy: float = 0.5
+    timeout_s: float = 30.0
+
+    def validate(self) -> None:
+        if not self.prometheus_url.startswith(("http://", "https://")):
+            self._fail("prometheus_url", f"must be an http(s) URL, got {self.prometheus_url!r}")
+        unknown = [s for s in self.stages if s not in STAGES]
+        if unknown or not self.stages:
+            self._fail("stages", f"expected some of {list(STAGES)}, got {list(self.stages)}")
+        if not re.fullmatch(r"[1-9][0-9]*[smhd]", self.window):
+            self._fail("window", f"must be a PromQL duration such as 30m or 1h, got {self.window!r}")
+        if not 0 <= self.min_smoke_accuracy <= 1:
+            self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
+        if self.timeout_s <= 0:
+            self._fail("timeout_s", f"must be > 0, got {self.timeout_s}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -456,3 +577,4 @@ class Config(ConfigBase):
     evaluate: EvaluateConfig = dataclasses.field(default_factory=EvaluateConfig)
     benchmark: BenchmarkConfig = dataclasses.field(default_factory=BenchmarkConfig)
     promote: PromoteConfig = dataclasses.field(default_factory=PromoteConfig)
+    monitor: MonitorConfig = dataclasses.field(default_factory=MonitorConfig)

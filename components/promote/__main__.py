@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer.config import ConfigError, PromoteConfig
+from trainer.config import ConfigBase, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
 from trainer.tasks import TASKS
 
@@ -51,6 +51,13 @@ def _field_help() -> dict[str, str]:
     return {k: v.replace("``", "") for k, v in helps.items()}
 
 
+def _yaml_mapping(text: str) -> dict[str, Any]:
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError(f"expected a YAML mapping such as '{{clients: 2}}', got {text!r}")
+    return data
+
+
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per PromoteConfig field (``--stages-root`` for ``stages_root``), default: the config's."""
     hints = typing.get_type_hints(PromoteConfig)
@@ -69,6 +76,10 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
             kwargs["choices"] = list(args)
         elif typing.get_origin(hint) in (typing.Union, types.UnionType):
             kwargs["type"] = next(a for a in args if a is not type(None))
+            if isinstance(kwargs["type"], type) and issubclass(kwargs["type"], ConfigBase):
+                # A nested section (load_test): a YAML or JSON mapping, e.g. '{clients: 2, max_p99_ms: 500}'.
+                kwargs["type"] = _yaml_mapping
+                kwargs["metavar"] = "YAML"
         else:
             kwargs["type"] = hint
         group.add_argument("--" + f.name.replace("_", "-"), **kwargs)

@@ -42,6 +42,7 @@ from components.serving.checks import (
     checks_to_dict,
     run_checks,
 )
+from components.serving.load import LoadTestRecord
 from components.serving.stages import StageEntry, StageExamples
 from trainer import storage
 from trainer.config import PromoteConfig
@@ -73,6 +74,7 @@ class PromotionResult:
         accuracy: the share of known examples the prediction check got right.
         metrics: the evaluation metrics recorded with the version.
         source_stage, source_version: for a version moved from another stage.
+        load_test: the served version's load test at this action, and its objectives.
     """
 
     action: str
@@ -87,19 +89,27 @@ class PromotionResult:
     metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
     source_stage: Optional[str] = None
     source_version: Optional[int] = None
+    load_test: Optional[LoadTestRecord] = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON data (the command line's ``--json``); ``checks`` as in the stage history."""
         data = dataclasses.asdict(self)
         data["checks"] = checks_to_dict(self.checks)
         data["metrics"] = dict(self.metrics)
+        data["load_test"] = self.load_test.to_dict() if self.load_test is not None else None
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PromotionResult:
         """The inverse of :meth:`to_dict`."""
+        load = data.get("load_test")
         return cls(
-            **{**data, "checks": checks_from_dict(data.get("checks")), "metrics": dict(data.get("metrics") or {})}
+            **{
+                **data,
+                "checks": checks_from_dict(data.get("checks")),
+                "metrics": dict(data.get("metrics") or {}),
+                "load_test": LoadTestRecord.from_dict(load) if load is not None else None,
+            }
         )
 
     def check(self, name: str) -> CheckResult:
@@ -211,7 +221,13 @@ def _serve_and_check(
     config: PromoteConfig, version: int, examples: StageExamples, rollback: bool = False
 ) -> ChecksReport:
     """Make the stage serve ``version`` (its newest in service) and run the serving checks on it."""
-    load = LoadSettings(config.load_clients, config.load_max_requests, config.load_max_seconds)
+    profile = config.effective_load_test()
+    if rollback:
+        # The version returned to met its objectives when it was promoted; now it must answer
+        # (smoke checks, the bounded load without errors). Holding it to latency objectives the
+        # failed version missed could leave the stage with nothing verified to serve.
+        profile = profile.replace(max_p50_ms=None, max_p95_ms=None, max_p99_ms=None, min_requests_per_s=None)
+    load = LoadSettings(**profile.to_dict())
 
     def check(url: str, timeout_s: float) -> ChecksReport:
         report = run_checks(
@@ -414,6 +430,7 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str) -> Promo
             target=config.target,
             source_stage=candidate.source_stage,
             source_version=candidate.source_version,
+            load_test=report.load_test,
         ),
     )
     return _result_of(entry, stage, no_op=False)
@@ -433,6 +450,7 @@ def _result_of(entry: StageEntry, stage: str, no_op: bool) -> PromotionResult:
         metrics=entry.metrics,
         source_stage=entry.source_stage,
         source_version=entry.source_version,
+        load_test=entry.load_test,
     )
 
 
@@ -461,7 +479,8 @@ def _failed(
     """Rolls the stage back after a failed promotion; returns the error to raise."""
     reason = f"{type(err).__name__}: {err}"
     log.error("promotion of version %d to %s failed: %s; rolling back", version, config.stage, reason)
-    back = _roll_back(config, version, run_id, reason, examples)
+    failed_load = err.report.load_test if isinstance(err, SmokeTestError) else None
+    back = _roll_back(config, version, run_id, reason, examples, failed_load)
     served = f"version {back.version} (verified)" if back.version is not None else "nothing"
     return PromotionError(
         f"promotion of {candidate.model_uri} to {config.stage} as version {version} failed: {reason}. Rolled back: "
@@ -469,7 +488,14 @@ def _failed(
     )
 
 
-def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, examples: StageExamples) -> StageEntry:
+def _roll_back(
+    config: PromoteConfig,
+    version: int,
+    run_id: str,
+    reason: str,
+    examples: StageExamples,
+    failed_load: Optional[LoadTestRecord] = None,
+) -> StageEntry:
     """Retire ``version``, make the stage serve the one before it, verify and record that."""
     root, stage, name = config.stages_root, config.stage, config.model_name
     stages.retire(root, stage, name, version)
@@ -490,6 +516,7 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
                 reason=reason,
                 failed_version=version,
                 target=config.target,
+                failed_load_test=failed_load,
             ),
         )
     target_version = remaining[-1]
@@ -506,18 +533,33 @@ def _roll_back(config: PromoteConfig, version: int, run_id: str, reason: str, ex
         target=config.target,
         reason=reason,
         failed_version=version,
+        failed_load_test=failed_load,
     )
     try:
         report = _serve_and_check(config, target_version, examples, rollback=True)
     except Exception as err:
         failed_checks = err.report.checks if isinstance(err, SmokeTestError) else ()
-        stages.record(root, stage, dataclasses.replace(entry, checks=failed_checks, verified=False))
+        failed_report = err.report if isinstance(err, SmokeTestError) else None
+        stages.record(
+            root,
+            stage,
+            dataclasses.replace(
+                entry,
+                checks=failed_checks,
+                verified=False,
+                load_test=failed_report.load_test if failed_report else None,
+            ),
+        )
         raise PromotionError(
             f"{stage}: rolled back from version {version} to {target_version}, but version {target_version} "
             f"fails its checks too: {err}. The stage needs attention."
         ) from err
     return stages.record(
-        root, stage, dataclasses.replace(entry, checks=report.checks, accuracy=report.accuracy, verified=True)
+        root,
+        stage,
+        dataclasses.replace(
+            entry, checks=report.checks, accuracy=report.accuracy, verified=True, load_test=report.load_test
+        ),
     )
 
 
@@ -585,6 +627,16 @@ def render_report(result: PromotionResult) -> str:
         lines.append(f"- smoke accuracy on known test images: {result.accuracy:.3f}")
     if result.metrics:
         lines.append("- recorded metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(result.metrics.items())))
+    if result.load_test is not None:
+        lt = result.load_test
+        pcts = ", ".join(
+            f"{n} {v:.1f} ms" for n, v in (("p50", lt.p50_ms), ("p95", lt.p95_ms), ("p99", lt.p99_ms)) if v
+        )
+        goals = ", ".join(f"{k} {v:g}" for k, v in lt.objectives.items())
+        lines.append(
+            f"- load test: {lt.requests} requests from {lt.clients} clients, {lt.requests_per_s:.0f} req/s, "
+            f"{pcts}, {lt.errors} errors; objectives {goals}: {'met' if lt.passed else 'MISSED'}"
+        )
     lines += ["", "| check | passed | detail |", "|---|---|---|"]
     for check in result.checks:
         detail = check.detail.replace("|", "\\|")

@@ -8,7 +8,8 @@ for a failed check; the result says why):
 - :func:`check_response_schema`: a row and a columnar ``:predict`` answer have the task's schema.
 - :func:`check_bad_requests`: bad requests get 400/404 answers with an error message.
 - :func:`check_known_predictions`: known examples get their expected answers often enough.
-- :func:`check_load`: a short load test, bounded in requests and seconds, answers without errors.
+- :func:`check_load`: the stage's load test, bounded in requests and seconds, meets its objectives
+  (latency percentiles, rate, errors); its figures become the history's ``load_test`` record.
 
 :func:`run_checks` runs them in that order (the others only once health passed) and raises
 :class:`SmokeTestError` listing every failure. The task (``trainer.tasks``) is asked what a
@@ -30,7 +31,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, ParamSpec
 
-from components.serving.load import run_load
+from components.serving.load import LoadTestRecord, run_load
 from trainer.tasks import Task
 
 PREDICT_BATCH = 32
@@ -106,11 +107,44 @@ class KnownExample:
 
 @dataclasses.dataclass(frozen=True)
 class LoadSettings:
-    """How long the load check runs: ``clients`` clients, at most ``max_requests`` or ``max_seconds``."""
+    """The load check: ``clients`` clients, at most ``max_requests`` or ``max_seconds``, and its objectives.
+
+    Attributes:
+        clients, max_requests, max_seconds: the bounds.
+        max_p50_ms, max_p95_ms, max_p99_ms: the highest latency percentiles allowed (None: not checked).
+        min_requests_per_s: the lowest rate of answered requests allowed (None: not checked).
+        max_errors: the most failed requests allowed.
+    """
 
     clients: int = 4
     max_requests: int = 200
     max_seconds: float = 2.0
+    max_p50_ms: Optional[float] = None
+    max_p95_ms: Optional[float] = None
+    max_p99_ms: Optional[float] = None
+    min_requests_per_s: Optional[float] = None
+    max_errors: int = 0
+
+    def objectives(self) -> dict[str, float]:
+        """The objectives that are set, by name."""
+        names = ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s", "max_errors")
+        return {n: float(getattr(self, n)) for n in names if getattr(self, n) is not None}
+
+    def violations(self, figures: Mapping[str, float]) -> list[str]:
+        """What the measured ``figures`` (a :class:`~components.serving.load.LoadResult`'s) miss."""
+        missed = []
+        for pct in ("p50", "p95", "p99"):
+            limit = getattr(self, f"max_{pct}_ms")
+            value = figures.get(f"{pct}_ms")
+            if limit is not None and (value is None or value > limit):
+                shown = "none answered" if value is None else f"{value:.1f} ms"
+                missed.append(f"{pct} {shown} > objective {limit:g} ms")
+        rate = figures.get("requests_per_s", 0.0)
+        if self.min_requests_per_s is not None and rate < self.min_requests_per_s:
+            missed.append(f"{rate:.1f} req/s < objective {self.min_requests_per_s:g} req/s")
+        if figures.get("errors", 0) > self.max_errors:
+            missed.append(f"{int(figures['errors'])} errors > allowed {self.max_errors}")
+        return missed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +155,13 @@ class ChecksReport:
         checks: every check that ran, in order.
         version: the version that answered (health's), or the expected one if health failed.
         accuracy: the share of known examples answered right, when the prediction check ran.
+        load_test: the load check's figures and objectives, when it ran.
     """
 
     checks: tuple[CheckResult, ...]
     version: Optional[int]
     accuracy: Optional[float]
+    load_test: Optional[LoadTestRecord] = None
 
     @property
     def passed(self) -> bool:
@@ -390,7 +426,8 @@ def check_load(
     base_url: str, model_name: str, image: bytes, settings: LoadSettings = LoadSettings()
 ) -> tuple[str, dict[str, float]]:
     """``settings.clients`` clients send one-image requests for at most ``settings.max_requests``
-    requests or ``settings.max_seconds`` seconds; every request must be answered 200.
+    requests or ``settings.max_seconds`` seconds; the run must meet the settings' objectives
+    (latency percentiles, rate, at most ``max_errors`` failed requests).
 
     Returns:
         A :class:`CheckResult` whose figures hold the rate and latency (kept in the history).
@@ -406,7 +443,9 @@ def check_load(
     # NaN latencies (no request succeeded) are left out: the history is JSON.
     figures = {k: v for k, v in result.figures().items() if not math.isnan(v)}
     _expect(result.requests > 0, "no request was sent", figures)
-    _expect(result.errors == 0, f"{result.summary()}; e.g. {'; '.join(result.error_samples)}", figures)
+    missed = settings.violations(figures)
+    samples = f"; e.g. {'; '.join(result.error_samples)}" if result.error_samples else ""
+    _expect(not missed, f"{result.summary()}: missed {', '.join(missed)}{samples}", figures)
     return result.summary(), figures
 
 
@@ -461,7 +500,11 @@ def run_checks(
             checks.append(check_load(base_url, model_name, examples[0].image, load))
     prediction = next((c for c in checks if c.name == "prediction"), None)
     accuracy = prediction.figures.get("accuracy") if prediction else None
-    report = ChecksReport(checks=tuple(checks), version=version, accuracy=accuracy)
+    load_check = next((c for c in checks if c.name == "load"), None)
+    load_test = None
+    if load_check is not None and load is not None and load_check.figures:
+        load_test = LoadTestRecord.of(load_check.figures, load.objectives(), load_check.passed)
+    report = ChecksReport(checks=tuple(checks), version=version, accuracy=accuracy, load_test=load_test)
     if not report.passed:
         failed = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
         raise SmokeTestError(

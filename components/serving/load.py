@@ -15,6 +15,7 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any, Optional
 
 
@@ -65,6 +66,56 @@ class LoadResult:
             f"{self.requests_per_s:.0f} req/s, p50 {self.p50_ms:.1f} ms, p95 {self.p95_ms:.1f} ms, "
             f"{self.errors} errors"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadTestRecord:
+    """A stage's load test at promotion as its history keeps it (``load_test`` of a history entry).
+
+    Attributes:
+        clients, requests, errors, duration_s, requests_per_s: what ran and how fast it was answered.
+        p50_ms, p95_ms, p99_ms: latency percentiles of the answered requests (None: none answered).
+        objectives: the objectives it was checked against (``max_p99_ms``, ``min_requests_per_s``, ...).
+        passed: whether it met them.
+    """
+
+    clients: int
+    requests: int
+    errors: int
+    duration_s: float
+    requests_per_s: float
+    p50_ms: Optional[float]
+    p95_ms: Optional[float]
+    p99_ms: Optional[float]
+    objectives: Mapping[str, float]
+    passed: bool
+
+    @classmethod
+    def of(cls, figures: Mapping[str, float], objectives: Mapping[str, float], passed: bool) -> LoadTestRecord:
+        """From a load check's figures (:meth:`LoadResult.figures`, NaN latencies left out)."""
+        return cls(
+            clients=int(figures.get("clients", 0)),
+            requests=int(figures.get("requests", 0)),
+            errors=int(figures.get("errors", 0)),
+            duration_s=float(figures.get("duration_s", 0.0)),
+            requests_per_s=float(figures.get("requests_per_s", 0.0)),
+            p50_ms=figures.get("p50_ms"),
+            p95_ms=figures.get("p95_ms"),
+            p99_ms=figures.get("p99_ms"),
+            objectives=dict(objectives),
+            passed=passed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data; the latency percentiles only when some request was answered."""
+        data = dataclasses.asdict(self)
+        data["objectives"] = dict(self.objectives)
+        return {k: v for k, v in data.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadTestRecord:
+        """The inverse of :meth:`to_dict`."""
+        return cls(**{**{"p50_ms": None, "p95_ms": None, "p99_ms": None}, **data})
 
 
 def run_load(

@@ -8,6 +8,9 @@ served as version 1) on loopback, as TensorFlow Serving with a model config list
 - ``GET  /v1/models/<name>[/versions/<v>]/metadata``   signature definitions
 - ``POST /v1/models/<name>[/versions/<v>]:predict``    ``instances`` (row) or ``inputs`` (columnar)
   requests, ``signature_name``, ``{"b64": ...}`` for bytes inputs
+- ``GET  /monitoring/prometheus/metrics``              TensorFlow Serving's Prometheus metrics
+  (``components.serving.metrics``: request count, request and runtime latency, SavedModel loads);
+  off with ``metrics=False`` (``--no-metrics``), as TF Serving without ``--monitoring_config_file``
 
 Errors answer ``{"error": "<message>"}`` like TensorFlow Serving: 400 for a bad request (bad
 JSON, wrong shape or type, bad base64, an image that does not decode, a batch over the cap), 404
@@ -36,12 +39,14 @@ import re
 import signal
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
 
+from components.serving.metrics import METRICS_PATH, ServingMetrics
 from trainer.runtime import configure_tensorflow_env
 
 log = logging.getLogger(__name__)
@@ -119,15 +124,24 @@ class _Signature:
 class _Model:
     """A loaded SavedModel and the request-to-tensor conversion for its signatures."""
 
-    def __init__(self, name: str, version: int, path: Path, max_batch_size: int):
+    def __init__(self, name: str, version: int, path: Path, max_batch_size: int, metrics: Optional[ServingMetrics]):
         import tensorflow as tf
 
         self.name = name
         self.version = version
         self.path = path
         self.max_batch_size = max_batch_size
+        self.metrics = metrics
         self._tf = tf
-        self._loaded = tf.saved_model.load(str(path))
+        began = time.perf_counter()
+        try:
+            self._loaded = tf.saved_model.load(str(path))
+        except Exception:
+            if metrics is not None:
+                metrics.record_load(str(path), ok=False)
+            raise
+        if metrics is not None:
+            metrics.record_load(str(path), ok=True, latency_us=(time.perf_counter() - began) * 1e6)
         self.signatures = {key: _Signature(fn) for key, fn in self._loaded.signatures.items()}
         if not self.signatures:
             raise ValueError(f"the SavedModel at {path} has no serving signatures")
@@ -253,6 +267,7 @@ class _Model:
         _, sig = self.signature(signature_name)
         row = "instances" in body
         tensors = self._row_inputs(sig, body["instances"]) if row else self._columnar_inputs(sig, body["inputs"])
+        began = time.perf_counter()
         try:
             outputs = sig.fn(**tensors)
         except self._tf.errors.InvalidArgumentError as err:
@@ -260,6 +275,8 @@ class _Model:
             message = err.message.strip().splitlines()
             reason = next((m for m in message if "Detected at node" not in m and m.strip()), str(err))
             raise RequestError(HTTPStatus.BAD_REQUEST, f"the model rejected the input: {reason.strip()}") from None
+        if self.metrics is not None:
+            self.metrics.record_runtime(self.name, (time.perf_counter() - began) * 1e6)
         values = {k: _json_value(k, v.numpy()) for k, v in outputs.items()}
         if not row:
             return {"outputs": values if len(values) > 1 else next(iter(values.values()))}
@@ -310,10 +327,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, payload: dict[str, Any], text: Optional[str] = None) -> None:
+        self.answered = status
+        data = text.encode() if text is not None else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain; version=0.0.4" if text is not None else "application/json")
         self.send_header("Content-Length", str(len(data)))
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -322,11 +340,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str) -> None:
         owner: ModelServer = self.server.owner
+        began = time.perf_counter()
+        path = self.path.split("?", 1)[0]
+        match = _MODEL_PATH.match(path)
+        if method == "GET" and path == METRICS_PATH and owner.metrics is not None:
+            self._send(HTTPStatus.OK, {}, text=owner.metrics.render())
+            return
+        self.answered = HTTPStatus.INTERNAL_SERVER_ERROR
+        try:
+            self._answer(method, owner, match)
+        finally:
+            # Like TF Serving, every request to a model path counts, under the name it asked for;
+            # other paths (TF Serving's dispatcher ignores them) do not.
+            if match and owner.metrics is not None:
+                api = match["rest"].lstrip(":") if method == "POST" else ""
+                owner.metrics.record_request(match["name"], api, self.answered, (time.perf_counter() - began) * 1e6)
+
+    def _answer(self, method: str, owner: ModelServer, match: Optional[re.Match]) -> None:
         try:
             # The body is read first, whatever the path: an unread body would corrupt the next
             # request on this keep-alive connection.
             raw = self._read_raw() if method == "POST" else None
-            match = _MODEL_PATH.match(self.path.split("?", 1)[0])
             if not match:
                 raise RequestError(HTTPStatus.NOT_FOUND, f"unknown path {self.path}; expected /v1/models/<name>...")
             model = owner._models.get(match["name"])
@@ -443,6 +477,8 @@ class ModelServer:
         version: serve this version instead of the newest (one model only).
         max_request_bytes: larger request bodies are refused with 413.
         max_batch_size: larger batches are refused with 400.
+        metrics: serve TensorFlow Serving's Prometheus metrics at ``/monitoring/prometheus/metrics``
+            (and count them); False turns both off (the overhead benchmark compares the two).
     """
 
     def __init__(
@@ -454,6 +490,7 @@ class ModelServer:
         version: Optional[int] = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        metrics: bool = True,
     ):
         models = _model_pairs(model_base_path, model_name)
         if version is not None and len(models) > 1:
@@ -470,6 +507,7 @@ class ModelServer:
         self.version = version
         self.max_request_bytes = max_request_bytes
         self.max_batch_size = max_batch_size
+        self.metrics: Optional[ServingMetrics] = ServingMetrics() if metrics else None
         self._models: dict[str, _Model] = {}
         self._httpd: Optional[_HTTPServer] = None
         self._thread: Optional[threading.Thread] = None
@@ -500,6 +538,11 @@ class ModelServer:
         return {name: model.version for name, model in self._models.items()}
 
     @property
+    def metrics_url(self) -> Optional[str]:
+        """The metrics page's URL (after :meth:`start`); None when metrics are off."""
+        return f"{self.url}{METRICS_PATH}" if self.metrics is not None else None
+
+    @property
     def url(self) -> str:
         """The base URL, e.g. ``http://127.0.0.1:40123`` (after :meth:`start`)."""
         if self._httpd is None:
@@ -518,7 +561,7 @@ class ModelServer:
         loaded = {}
         for name, base_path in self.models.items():
             version, path = _resolve_model_dir(base_path, self.version)
-            loaded[name] = _Model(name, version, path, self.max_batch_size)
+            loaded[name] = _Model(name, version, path, self.max_batch_size, self.metrics)
         self._models = loaded
         self._httpd = _HTTPServer((self.host, self.port), _Handler)
         self._httpd.owner = self
@@ -613,6 +656,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--version", type=int, default=None, help="serve this version, not the newest")
     parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE)
+    parser.add_argument(
+        "--no-metrics", action="store_true", help=f"do not serve (or count) the Prometheus metrics at {METRICS_PATH}"
+    )
     args = parser.parse_args(argv)
     if args.model and (args.model_base_path or args.model_name):
         parser.error("give --model NAME=PATH (repeatable) or --model-base-path with --model-name, not both")
@@ -628,6 +674,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             version=args.version,
             max_request_bytes=args.max_request_bytes,
             max_batch_size=args.max_batch_size,
+            metrics=not args.no_metrics,
         )
     except ValueError as err:
         parser.error(str(err))
@@ -636,6 +683,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     server.start()
     served = ", ".join(f"{name} version {version}" for name, version in server.served_versions.items())
     print(f"serving {served} at {server.url}", flush=True)
+    if server.metrics_url:
+        print(f"metrics at {server.metrics_url}", flush=True)
     try:
         stopped.wait()
     except KeyboardInterrupt:

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Optional
 
 from components.params import none_if_empty
 from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
+from components.serving.load import LoadTestRecord
 from trainer import storage
 from trainer.tasks import DEFAULT_TASK, get_task
 
@@ -209,6 +210,10 @@ class StageEntry(Mapping[str, Any]):
         reason: why a rollback happened.
         failed_version: the version a rollback took out of service.
         verified: whether the version rolled back to passed its checks again.
+        load_test: the load test the served version ran at this action (p50/p95/p99, rate,
+            errors, and the stage's objectives); on a rollback, the restored version's.
+        failed_load_test: on a rollback after a failed promotion, the failed version's load
+            test when it ran (a missed objective is such a failure).
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
@@ -229,6 +234,8 @@ class StageEntry(Mapping[str, Any]):
     reason: Optional[str] = None
     failed_version: Optional[int] = None
     verified: Optional[bool] = None
+    load_test: Optional[LoadTestRecord] = None
+    failed_load_test: Optional[LoadTestRecord] = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     _ALWAYS: ClassVar[tuple[str, ...]] = ("version", "model_uri", "model_name", "run", "time", "action")
@@ -252,7 +259,8 @@ class StageEntry(Mapping[str, Any]):
         data["metrics"] = dict(self.metrics)
         for f in dataclasses.fields(self):
             if f.name not in data and f.name != "extra" and getattr(self, f.name) is not None:
-                data[f.name] = getattr(self, f.name)
+                value = getattr(self, f.name)
+                data[f.name] = value.to_dict() if isinstance(value, LoadTestRecord) else value
         return {**self.extra, **data}
 
     @classmethod
@@ -267,6 +275,9 @@ class StageEntry(Mapping[str, Any]):
             raise ValueError(f"a stage history entry needs {missing}; got keys {sorted(data)}")
         known = {f.name for f in dataclasses.fields(cls)} - {"extra", "checks", "metrics"}
         fields = {k: v for k, v in data.items() if k in known}
+        for name in ("load_test", "failed_load_test"):
+            if fields.get(name) is not None:
+                fields[name] = LoadTestRecord.from_dict(fields[name])
         fields["model_uri"] = fields.get("model_uri") or ""
         return cls(
             **fields,

@@ -28,7 +28,7 @@ def test_promote_twice_then_roll_back_from_the_command_line(tmp_path):
     dataset = write_digits_dataset(tmp_path / "dataset", count=24)
     (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.91, "loss": 0.3}))
     (tmp_path / "run.yaml").write_text(
-        "promote:\n  model_name: clf\n  min_smoke_accuracy: 0.6\n  load_max_requests: 20\n"
+        "promote:\n  model_name: clf\n  min_smoke_accuracy: 0.6\n  load_test: {max_requests: 20}\n"
     )
     root = str(tmp_path / "stages")
     common = ["--stage", "demo", "--stages-root", root, "--config", str(tmp_path / "run.yaml")]

@@ -47,8 +47,16 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     assert names == ["health", "metadata", "predict_schema", "bad_requests", "prediction", "load"]
     assert all(c.passed for c in result.checks)
     load = result.check("load")
-    assert 1 <= load.figures["requests"] <= cfg.load_max_requests and load.figures["errors"] == 0
+    profile = cfg.effective_load_test()
+    assert 1 <= load.figures["requests"] <= profile.max_requests and load.figures["errors"] == 0
     current = stages.read_current(cfg.stages_root, "prod", "clf")
+    # The load test's p50/p95/p99, rate and errors, and prod's objectives, are a typed history record.
+    assert current.load_test == result.load_test and current.load_test.passed
+    assert current.load_test.requests == load.figures["requests"] and current.load_test.errors == 0
+    assert current.load_test.p50_ms <= current.load_test.p95_ms <= current.load_test.p99_ms
+    assert current.load_test.objectives == profile.objectives()
+    assert stages.StageEntry.from_json(current.to_json()) == current
+    assert "load test:" in render_report(result) and "met" in render_report(result)
     assert current.version == 1 and current.run == "run-1" and current.action == "promote"
     by_name = {c.name: c for c in result.checks}
     assert {c.name: c for c in current.checks} == by_name  # the load test's figures are kept in the history
@@ -84,6 +92,23 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
     ]
     with pytest.raises(ValueError, match="needs an earlier version"):
         rollback(cfg, run_id="run-5")
+
+
+def test_missed_load_objective_rolls_back(tmp_path, models):
+    """An objective no server can meet (p99 under a microsecond) fails the promotion like a failed check."""
+    cfg = config(tmp_path)
+    promote(models["good"], models["dataset"], cfg, run_id="run-1", metrics={})
+    strict = cfg.replace(load_test={"clients": 1, "max_requests": 10, "max_p99_ms": 0.001})
+    with pytest.raises(PromotionError, match=r"load:.*p99 .* > objective 0.001 ms.*serves version 1 \(verified\)"):
+        promote(models["better"], models["dataset"], strict, run_id="run-2", metrics={})
+    assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
+    current = stages.read_current(cfg.stages_root, "demo")
+    assert current.action == "rollback" and current.failed_version == 2
+    failed = current.failed_load_test
+    assert failed is not None and not failed.passed and failed.requests == 10 and failed.p99_ms > 0.001
+    assert failed.objectives == {"max_p99_ms": 0.001, "max_errors": 0.0}
+    # The restored version was verified with the same bounded load, its latency objectives left out.
+    assert current.verified is True and current.load_test.passed and current.load_test.objectives == {"max_errors": 0}
 
 
 def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):

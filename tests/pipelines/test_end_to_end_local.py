@@ -107,6 +107,7 @@ def test_summary_names_accuracy_speed_and_stages(local_run):
     text = run_local.summarize(run_dir, stages_root, "classifier")
     assert str(run_dir) in text
     assert "test accuracy:      0." in text
+    assert "make serve" in text  # how to look at what the run promoted
     stage_lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
     for stage in ("demo", "staging", "prod"):
         assert "classifier version" in stage_lines[stage], text

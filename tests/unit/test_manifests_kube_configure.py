@@ -29,7 +29,10 @@ def configure(stage="staging", version=3, model_name="classifier", root=ROOT, ca
 
 
 def by_kind(objs, kind):
-    (obj,) = [o for o in objs if o["kind"] == kind]
+    found = [o for o in objs if o["kind"] == kind]
+    if kind == "ConfigMap":  # the model config; the monitoring config is the other one
+        found = [o for o in found if o["metadata"]["name"].startswith(kube.MODEL_CONFIG_NAME)]
+    (obj,) = found
     return obj
 
 

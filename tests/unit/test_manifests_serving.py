@@ -83,7 +83,7 @@ def test_one_namespace_per_stage_and_only_kinds_kube_py_applies(name):
 
 def test_stage_differences():
     kinds = {s: sorted(o["kind"] for o in stage(s)) for s in STAGES}
-    base_kinds = ["ConfigMap", "Deployment", "Service", "ServiceAccount"]
+    base_kinds = ["ConfigMap", "ConfigMap", "Deployment", "Service", "ServiceAccount"]  # model + monitoring config
     assert kinds["demo"] == kinds["staging"] == base_kinds
     assert kinds["prod"] == sorted([*base_kinds, "HorizontalPodAutoscaler", "PodDisruptionBudget"])
 
@@ -171,8 +171,9 @@ def test_tensorflow_serving_container(name):
     # The model config the Deployment mounts exists and points at this stage's model path.
     mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/model-server")
     volume = next(v for v in deployment(name)["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    config_map = next(o for o in objs if o["kind"] == "ConfigMap")
-    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    config_map = next(
+        o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == volume["configMap"]["name"]
+    )
     text = config_map["data"][kube.MODEL_CONFIG_KEY]
     assert f'base_path: "gs://change-me-models-bucket/stages/{name}/models/classifier"' in text
     assert 'name: "classifier"' in text

@@ -62,21 +62,40 @@ def test_task_of_model(tmp_path):
 def test_config_fields_and_validation():
     with pytest.raises(ConfigError, match="promote.task: expected one of"):
         PromoteConfig(task="segmentation")
-    with pytest.raises(ConfigError, match="load_max_requests"):
-        PromoteConfig(load_max_requests=0)
+    with pytest.raises(ConfigError, match="promote.load_test.max_requests: must be >= 1"):
+        PromoteConfig(load_test={"max_requests": 0})
+    with pytest.raises(ConfigError, match="promote.load_test.max_p99_ms: must be > 0"):
+        PromoteConfig(load_test={"max_p99_ms": 0})
+    # Per-stage defaults: demo minimal, staging prod's profile scaled down, prod prod's; local loose.
+    kube = {s: PromoteConfig(stage=s, target="kubernetes").effective_load_test() for s in ("demo", "staging", "prod")}
+    assert kube["demo"].clients < kube["staging"].clients < kube["prod"].clients
+    assert kube["demo"].max_requests < kube["staging"].max_requests < kube["prod"].max_requests
+    assert kube["staging"].max_p99_ms == kube["prod"].max_p99_ms and kube["prod"].max_p99_ms <= 300
+    local = PromoteConfig(stage="prod").effective_load_test()
+    assert local.max_p99_ms >= 10 * kube["prod"].max_p99_ms and local.max_errors == 0
+    mine = PromoteConfig(load_test={"clients": 3, "max_p99_ms": 12.5})
+    assert mine.effective_load_test().objectives() == {"max_p99_ms": 12.5, "max_errors": 0.0}
+    assert PromoteConfig.from_yaml(mine.to_yaml()) == mine
 
 
 def test_cli_flags_are_the_config_fields(tmp_path, capsys):
     path = tmp_path / "run.yaml"
-    path.write_text("promote:\n  stage: prod\n  model_name: clf\n  load_clients: 2\n")
+    path.write_text("promote:\n  stage: prod\n  model_name: clf\n  load_test: {clients: 2}\n")
     config = cli.load_config(str(path), {"model_name": "other", "smoke_examples": None})
-    assert (config.stage, config.model_name, config.load_clients, config.smoke_examples) == ("prod", "other", 2, 16)
+    assert (config.stage, config.model_name, config.load_test.clients, config.smoke_examples) == (
+        "prod",
+        "other",
+        2,
+        16,
+    )
     path.write_text("stage: staging\nnot_a_field: 1\n")
     with pytest.raises(ConfigError, match="not_a_field: unknown key"):
         cli.load_config(str(path), {})
     parser = cli._parser()
-    args = parser.parse_args(["rollback", "--stage", "prod", "--load-max-seconds", "0.5", "--task", "classification"])
-    assert (args.stage, args.load_max_seconds, args.task) == ("prod", 0.5, "classification")
+    args = parser.parse_args(
+        ["rollback", "--stage", "prod", "--load-test", "{max_seconds: 0.5}", "--task", "classification"]
+    )
+    assert (args.stage, args.load_test, args.task) == ("prod", {"max_seconds": 0.5}, "classification")
     with pytest.raises(SystemExit):
         cli.main(["promote", "--help"])
     text = capsys.readouterr().out

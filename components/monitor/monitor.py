@@ -1,0 +1,273 @@
+"""The monitor step: is every serving stage keeping its objectives, and still answering right?
+
+For each stage that serves a model (its ``current.json`` in the stage registry):
+
+1. Prometheus is asked for each objective's value over the window, with the very expressions of
+   the stage's alerts (``components.monitor.rules``): error ratio, p99 latency, targets up,
+   SavedModel load failures.
+2. The API regression and prediction checks (``components.serving.checks``: health, metadata,
+   response schema, bad requests, known predictions; no load test) are sent to the stage, with
+   the known images the registry kept at its promotion.
+
+The result is a :class:`MonitorReport` (a Markdown table and flat metrics); a stage that misses
+an objective or fails a check is broken. Standard library only (urllib) besides the checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import operator
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional
+
+from components.monitor import rules
+from components.serving import stages
+from components.serving.checks import CheckResult, SmokeTestError, run_checks
+from trainer import storage
+from trainer.config import MonitorConfig
+from trainer.tasks import get_task
+
+log = logging.getLogger(__name__)
+
+_OPS = {">": operator.gt, "<": operator.lt}
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus could not be asked, or refused the query; the message says which and why."""
+
+
+def query(prometheus_url: str, expr: str, timeout_s: float = 30.0) -> list[tuple[dict[str, str], float]]:
+    """Evaluates ``expr`` now through Prometheus' HTTP API: ``[(labels, value), ...]``.
+
+    Raises:
+        PrometheusError: Prometheus is unreachable, or answered with an error (a bad query).
+    """
+    url = f"{prometheus_url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        raise PrometheusError(
+            f"Prometheus at {prometheus_url} refused {expr!r}: HTTP {err.code} {err.read()[:300]!r}"
+        ) from None
+    except (OSError, json.JSONDecodeError) as err:
+        raise PrometheusError(
+            f"cannot query Prometheus at {prometheus_url}: {type(err).__name__}: {err}; "
+            "check the prometheus_url parameter (its /api/v1/query must be reachable from the step)"
+        ) from err
+    if body.get("status") != "success":
+        raise PrometheusError(f"Prometheus at {prometheus_url} answered {body.get('error')!r} for {expr!r}")
+    data = body["data"]
+    if data["resultType"] == "scalar":
+        return [({}, float(data["result"][1]))]
+    return [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectiveResult:
+    """One objective of one stage over the window.
+
+    Attributes:
+        name: the alert it belongs to (``ModelServerErrorRatioHigh``, ...).
+        value: the worst value over the series (None: no series, e.g. no traffic).
+        threshold: the bound; the objective is missed when ``value op threshold``.
+        op: ``>`` or ``<``.
+        met: whether it was kept.
+        detail: what was seen.
+    """
+
+    name: str
+    value: Optional[float]
+    threshold: float
+    op: str
+    met: bool
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StageStatus:
+    """What the monitor found for one stage.
+
+    Attributes:
+        stage: the stage.
+        version: the version its registry says it serves (None: nothing).
+        objectives: each objective over the window.
+        checks: the API regression and prediction checks.
+    """
+
+    stage: str
+    version: Optional[int]
+    objectives: tuple[ObjectiveResult, ...] = ()
+    checks: tuple[CheckResult, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """Every objective met and every check passed (a stage that serves nothing passes)."""
+        return all(o.met for o in self.objectives) and all(c.passed for c in self.checks)
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitorReport:
+    """Every watched stage's status."""
+
+    stages: tuple[StageStatus, ...]
+    window: str
+
+    @property
+    def passed(self) -> bool:
+        """No stage is broken."""
+        return all(s.passed for s in self.stages)
+
+    @property
+    def broken(self) -> list[str]:
+        """The broken stages."""
+        return [s.stage for s in self.stages if not s.passed]
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for a Metrics artifact: ``<stage>_<objective>`` values, ``<stage>_passed``."""
+        out: dict[str, float] = {}
+        for s in self.stages:
+            out[f"{s.stage}_passed"] = float(s.passed)
+            for o in s.objectives:
+                if o.value is not None and not math.isnan(o.value):
+                    out[f"{s.stage}_{o.name}"] = o.value
+        return out
+
+    def to_markdown(self) -> str:
+        """A table per stage: each objective and check, kept or not."""
+        lines = [f"# Monitor: {'all stages healthy' if self.passed else 'BROKEN: ' + ', '.join(self.broken)}", ""]
+        lines.append(f"Objectives over the last {self.window}; checks on the stage's known images.")
+        for s in self.stages:
+            lines += ["", f"## {s.stage}: " + (f"version {s.version}" if s.version is not None else "serves nothing")]
+            if s.version is None:
+                continue
+            lines += ["", "| what | ok | value | objective / detail |", "|---|---|---|---|"]
+            for o in s.objectives:
+                value = "no data" if o.value is None else f"{o.value:.4g}"
+                lines.append(
+                    f"| {o.name} | {'yes' if o.met else 'NO'} | {value} | {o.op} {o.threshold:g}: {o.detail} |"
+                )
+            for c in s.checks:
+                detail = c.detail.replace("|", "\\|")
+                lines.append(f"| check {c.name} | {'yes' if c.passed else 'NO'} | | {detail} |")
+        return "\n".join(lines) + "\n"
+
+
+def check_objectives(prometheus_url: str, stage: str, window: str, timeout_s: float = 30.0) -> list[ObjectiveResult]:
+    """Asks Prometheus for each of the stage's alert values over ``window`` and compares them.
+
+    Raises:
+        PrometheusError: Prometheus cannot be asked.
+    """
+    objectives = dataclasses.replace(rules.OBJECTIVES[stage], window=window)
+    results = []
+    for alert in rules.alerts(stage, objectives):
+        series = query(prometheus_url, alert.value, timeout_s)
+        values = [v for _, v in series if not math.isnan(v)]
+        if not values:
+            results.append(ObjectiveResult(alert.name, None, alert.threshold, alert.op, True, "no data (no traffic)"))
+            continue
+        worst = max(values) if alert.op == ">" else min(values)
+        missed = [labels for labels, v in series if _OPS[alert.op](v, alert.threshold)]
+        detail = f"{len(series)} series" + (f"; missed by {missed}" if missed else "")
+        results.append(ObjectiveResult(alert.name, worst, alert.threshold, alert.op, not missed, detail))
+    return results
+
+
+@contextlib.contextmanager
+def _stage_url(config: MonitorConfig, stage: str) -> Iterator[str]:
+    """The stage's REST base URL: a loopback server from the registry (local), or its Service."""
+    if config.target == "kubernetes":
+        from components.serving import deploy  # the Kubernetes side, only for this target
+
+        yield deploy.service_url(deploy.render_stage(stage))
+        return
+    from components.serving.server import ModelServer
+
+    base = stages.model_base_path(config.stages_root, stage, config.model_name)
+    with contextlib.ExitStack() as stack:
+        if storage.is_gcs(base):
+            versions = stages.list_versions(config.stages_root, stage, config.model_name)
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="monitor-"))
+            storage.copy_tree(storage.join(base, str(versions[-1])), f"{tmp}/{versions[-1]}")
+            base = tmp
+        yield stack.enter_context(ModelServer(base, config.model_name)).url
+
+
+def _checks(config: MonitorConfig, stage: str, version: int) -> tuple[CheckResult, ...]:
+    examples = stages.load_examples(config.stages_root, stage, config.model_name)
+    with _stage_url(config, stage) as url:
+        try:
+            report = run_checks(
+                url,
+                config.model_name,
+                examples.examples,
+                config.min_smoke_accuracy,
+                task=get_task(examples.task),
+                expected_version=version,
+                timeout_s=config.timeout_s,
+                load=None,  # the objectives come from the traffic Prometheus saw, not a new load
+            )
+        except SmokeTestError as err:
+            return err.report.checks
+    return report.checks
+
+
+def monitor(config: MonitorConfig) -> MonitorReport:
+    """Watch every stage of ``config.stages`` once (see the module docstring).
+
+    Raises:
+        TypeError: ``config`` is not a MonitorConfig.
+        PrometheusError: Prometheus cannot be asked (the run cannot judge the stages).
+    """
+    if not isinstance(config, MonitorConfig):
+        raise TypeError(f"config must be a MonitorConfig, got {type(config).__name__}")
+    statuses = []
+    for stage in config.stages:
+        current = stages.read_current(config.stages_root, stage, config.model_name)
+        if current is None or current.version is None:
+            log.info("%s serves nothing: skipped", stage)
+            statuses.append(StageStatus(stage, None))
+            continue
+        objectives = check_objectives(config.prometheus_url, stage, config.window, config.timeout_s)
+        checks = _checks(config, stage, current.version)
+        statuses.append(StageStatus(stage, current.version, tuple(objectives), checks))
+    return MonitorReport(tuple(statuses), config.window)
+
+
+def status_line(report: MonitorReport) -> str:
+    """``ok``, or ``broken: <stage>: <what>; ...`` (the component's output; the next task fails on it)."""
+    if report.passed:
+        return "ok"
+    parts = []
+    for s in report.stages:
+        if not s.passed:
+            what = [o.name for o in s.objectives if not o.met] + [f"check {c.name}" for c in s.checks if not c.passed]
+            parts.append(f"{s.stage}: {', '.join(what)}")
+    return "broken: " + "; ".join(parts)
+
+
+def summary_of(report: MonitorReport) -> Mapping[str, Any]:
+    """A JSON-able summary (the command line's ``--json``)."""
+    return {
+        "passed": report.passed,
+        "window": report.window,
+        "stages": [
+            {
+                "stage": s.stage,
+                "version": s.version,
+                "passed": s.passed,
+                "objectives": [dataclasses.asdict(o) for o in s.objectives],
+                "checks": {c.name: c.to_dict() for c in s.checks},
+            }
+            for s in report.stages
+        ],
+    }
