@@ -102,7 +102,7 @@ def test_missed_load_objective_rolls_back(tmp_path, models):
     with pytest.raises(PromotionError, match=r"load:.*p99 .* > objective 0.001 ms.*serves version 1 \(verified\)"):
         promote(models["better"], models["dataset"], strict, run_id="run-2", metrics={})
     assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
-    current = stages.read_current(cfg.stages_root, "demo")
+    current = stages.read_current(cfg.stages_root, "demo", "clf")
     assert current.action == "rollback" and current.failed_version == 2
     failed = current.failed_load_test
     assert failed is not None and not failed.passed and failed.requests == 10 and failed.p99_ms > 0.001
