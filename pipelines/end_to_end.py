@@ -1,5 +1,5 @@
 """The main pipeline: images -> TFRecords -> training on TPU -> evaluation and gate -> benchmark ->
-demo -> (blessed) staging -> (asked for) prod.
+demo -> (blessed) staging -> (asked for) prod, and the run report.
 
 Compiled by ``make compile`` to ``dist/pipelines/end_to_end.yaml`` and run locally by ``make run``.
 No TensorFlow here: compiling stays fast.
@@ -11,6 +11,7 @@ from components.benchmark.component import benchmark_inference
 from components.convert.component import convert_to_tfrecords
 from components.evaluate.component import evaluate_model
 from components.promote.component import promote_model
+from components.report.component import build_report
 from components.train.component import train_model
 from pipelines import accelerators
 
@@ -138,3 +139,17 @@ def pipeline(
                 "prod", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
             )
             prod.after(staging)
+
+    # The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records.
+    build_report(
+        dataset=dataset,
+        model=trained,
+        evaluation=evaluated.outputs["metrics"],
+        confusion=evaluated.outputs["confusion"],
+        blessing=evaluated.outputs["blessing"],
+        samples=evaluated.outputs["samples"],
+        benchmark=benchmarked.outputs["Output"],
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    ).set_display_name("Run report").set_caching_options(False).after(demo)

@@ -33,12 +33,15 @@ def convert_to_tfrecords(
     0 and "" mean "none" (kfp.local cannot take None pipeline parameters).
     """
     from components.convert.step import artifact_location, make_config, run_step
+    from components.progress import reporter
 
     config = make_config(
         source, limit_per_split, target_shard_mb, compression, source_format, stratify,
         power_of_two_shards, resize_height, resize_width, resize_mode, seed, workers,
     )  # fmt: skip
-    metadata, scores = run_step(config, artifact_location(dataset), verify=verify)
+    metadata, scores = run_step(
+        config, artifact_location(dataset), verify=verify, on_progress=reporter("convert", "images")
+    )
     dataset.metadata.update(metadata)
     for name, value in scores.items():
         metrics.log_metric(name, value)
