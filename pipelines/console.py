@@ -45,27 +45,36 @@ def strip_ansi(text: str) -> str:
 
 
 def display_names(pipeline: Any) -> dict[str, str]:
-    """Task name -> display name of every step of a compiled pipeline, those in nested DAGs included.
+    """Task name -> display name of every step of a compiled pipeline, in the order they can run.
 
-    The DAGs themselves (``dsl.If`` groups) are not steps and are left out.
+    Steps inside nested DAGs (``dsl.If`` groups) are included, the groups themselves are not;
+    a step comes after every step it depends on (directly or through its group).
 
     Args:
         pipeline: a ``@dsl.pipeline`` function (its ``pipeline_spec``).
     """
     spec = pipeline.pipeline_spec
     components = dict(spec.components.items())
-    names: dict[str, str] = {}
+    found: list[tuple[int, str, str]] = []
 
-    def walk(dag: Any) -> None:
+    def walk(dag: Any, base: int) -> None:
+        depth: dict[str, int] = {}
+
+        def level(task: str) -> int:
+            if task not in depth:
+                deps = dag.tasks[task].dependent_tasks
+                depth[task] = 1 + max((level(d) for d in deps if d in dag.tasks), default=base)
+            return depth[task]
+
         for task, task_spec in dag.tasks.items():
             component = components.get(task_spec.component_ref.name)
             if component is not None and component.WhichOneof("implementation") == "dag":
-                walk(component.dag)
+                walk(component.dag, level(task))
             else:
-                names[task] = task_spec.task_info.name or task
+                found.append((level(task), task, task_spec.task_info.name or task))
 
-    walk(spec.root.dag)
-    return names
+    walk(spec.root.dag, 0)
+    return {task: name for _, task, name in sorted(found)}
 
 
 @dataclasses.dataclass
@@ -261,10 +270,11 @@ class QuietConsole(io.TextIOBase):
         if self.current is not None:
             self._end(self.current, "failed")
         seen = {s.task for s in self.steps}
-        for task, name in self.names.items():
-            if task not in seen:
-                self.steps.append(_Step(task, name, time.monotonic(), self.log_dir / f"{task}.log", status="not run"))
-                self.say(f"-- {name} (not run)")
+        missing = [(task, name) for task, name in self.names.items() if task not in seen]
+        for task, name in missing:
+            self.steps.append(_Step(task, name, time.monotonic(), self.log_dir / f"{task}.log", status="not run"))
+        if missing:
+            self.say("-- not run: " + ", ".join(name for _, name in missing))
         self._pipeline_log.close()
 
     def records(self, relative_to: Optional[Path] = None) -> list[StepRecord]:
