@@ -163,6 +163,21 @@ def _link_latest(root: Path, run_dir: Path) -> Path:
     return latest
 
 
+def _move_logs(console: Any, staging: Path, folder: Path) -> Path:
+    """Moves the logs written while the run folder was unknown into ``<folder>/logs``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = folder / "logs"
+    if logs.exists():
+        shutil.rmtree(logs)
+    shutil.move(str(staging), logs)
+    if not any(staging.parent.iterdir()):
+        staging.parent.rmdir()
+    console.log_dir = logs
+    for step in console.steps:
+        step.log_path = logs / step.log_path.name
+    return logs
+
+
 def run_pipeline(
     pipeline_kwargs: dict[str, Any],
     root: Path,
@@ -199,6 +214,8 @@ def run_pipeline(
     started = time.time() - 1
     t0 = time.monotonic()
     stamp = time.strftime("%Y-%m-%d-%H-%M-%S")
+    # kfp.local names the run folder when the run starts and says nowhere which it is: the logs
+    # are written here first and moved into the run folder once it can be found.
     staging_logs = root / ".logs" / stamp
     found: list[Path] = []
 
@@ -242,16 +259,7 @@ def run_pipeline(
             os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
         console.close_pending()
     folder = run_dir() or root / f"{end_to_end.NAME}-{stamp}-failed"
-    folder.mkdir(parents=True, exist_ok=True)
-    logs = folder / "logs"
-    if logs.exists():
-        shutil.rmtree(logs)
-    shutil.move(str(staging_logs), logs)
-    if not any(staging_logs.parent.iterdir()):
-        staging_logs.parent.rmdir()
-    console.log_dir = logs
-    for step in console.steps:
-        step.log_path = logs / step.log_path.name
+    logs = _move_logs(console, staging_logs, folder)
     failure = console.failure(error)
     if failure is None and error is not None:  # failed outside any step (kfp.local itself)
         from components.report.build import Failure

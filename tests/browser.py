@@ -104,6 +104,14 @@ class Browser:
         self._ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=self.timeout_s)
         for domain in ("Page", "Runtime", "Network", "Log"):
             self.call(f"{domain}.enable")
+        # The page's size, whatever the headless window's: a screenshot is of this viewport.
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -172,11 +180,12 @@ class Browser:
 
     def screenshot(self, path: Path, full_page: bool = False, scale: float = 1.0) -> Path:
         """Saves a PNG of the viewport (or the whole page) to ``path``."""
-        params: dict[str, Any] = {"format": "png"}
-        if full_page or scale != 1.0:
-            height = self.evaluate("document.documentElement.scrollHeight") if full_page else self.height
-            params["clip"] = {"x": 0, "y": 0, "width": self.width, "height": height, "scale": scale}
-            params["captureBeyondViewport"] = full_page
+        height = self.evaluate("document.documentElement.scrollHeight") if full_page else self.height
+        params: dict[str, Any] = {
+            "format": "png",
+            "clip": {"x": 0, "y": 0, "width": self.width, "height": height, "scale": scale},
+            "captureBeyondViewport": full_page,
+        }
         data = self.call("Page.captureScreenshot", **params)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))

@@ -50,6 +50,7 @@ def evaluate_model(
         True when every configured threshold passed; False otherwise or when none is configured.
     """
     from components.evaluate.run import run_evaluation, write_outputs
+    from components.evaluate.samples import write_sample
     from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig
 
@@ -67,7 +68,5 @@ def evaluate_model(
         confusion.log_confusion_matrix(*outcome.confusion)
     write_outputs(outcome, report.path, blessing.path)
     blessing.metadata.update({"blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons})
-    from components.evaluate.samples import write_sample
-
     write_sample(model.path, dataset.path, samples.path, split)
     return outcome.decision.blessed

@@ -178,7 +178,10 @@ def test_the_report_opens_in_a_browser_with_every_section_and_the_run_s_figures(
         browser.open(result.report)
         shot = browser.screenshot(tmp_path_factory.mktemp("browser") / "report.png", full_page=True, scale=0.5)
         if os.environ.get("LTP_REPORT_SCREENSHOT"):  # regenerate docs/report.png (README)
-            browser.screenshot(Path(os.environ["LTP_REPORT_SCREENSHOT"]), scale=0.75)
+            from PIL import Image
+
+            readme = browser.screenshot(Path(os.environ["LTP_REPORT_SCREENSHOT"]), full_page=True, scale=0.5)
+            Image.open(readme).convert("RGB").quantize(128).save(readme, optimize=True)  # small enough to commit
         sections = browser.evaluate(
             "Object.fromEntries([...document.querySelectorAll('section')].map(s => [s.id, s.innerText]))"
         )
