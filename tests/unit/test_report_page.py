@@ -194,3 +194,47 @@ def test_the_sample_keeps_mistakes_first_and_the_images_whole():
     (item,) = record["images"]
     assert base64.b64decode(item["data"]) == png and item["mime"] == "image/png"
     assert item["true"] == item["predicted"] == "bird" and item["score"] == 0.7
+
+
+def _executor_output(folder, artifacts=None, parameters=None):
+    folder.mkdir(parents=True)
+    data = {
+        "artifacts": {
+            name: {"artifacts": [{"name": name, "uri": uri, "metadata": metadata}]}
+            for name, (uri, metadata) in (artifacts or {}).items()
+        },
+        "parameterValues": parameters or {},
+    }
+    (folder / "executor_output.json").write_text(json.dumps(data))
+
+
+def test_the_command_line_builds_the_page_from_a_kfp_local_run_folder(records, tmp_path, capsys):
+    from components.report.__main__ import main
+
+    run = tmp_path / "end-to-end-2026-12-01-10-00-00-000000"
+    blessing = tmp_path / "blessing.json"
+    blessing.write_text(json.dumps(records.blessing))
+    sample = tmp_path / "samples.json"
+    sample.write_text(json.dumps(records.samples))
+    _executor_output(run / "convert-to-tfrecords", {"dataset": (records.dataset_dir, {})})
+    _executor_output(run / "train-model", {"model": (records.model_dir, {})})
+    _executor_output(
+        run / "evaluate-model",
+        {
+            "metrics": ("", dict(records.evaluation)),
+            "confusion": ("", dict(records.confusion)),
+            "blessing": (str(blessing), {}),
+            "samples": (str(sample), {}),
+        },
+        {"Output": False},
+    )
+    _executor_output(run / "benchmark-inference", {}, {"Output": dict(records.benchmark)})
+    out = tmp_path / "page" / "report.html"
+    assert main(["--run-dir", str(run), "--stages-root", records.stages_root, "--output", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    page = out.read_text()
+    assert "Run <code>end-to-end-2026-12-01-10-00-00-000000</code>" in page
+    for figure in ("<td class=l>cat</td><td>31</td>", "4,321", "NOT BLESSED", "5,120", "version 2", "true: dog"):
+        assert figure in page, figure
+    assert main(["--run-dir", str(tmp_path / "nothing"), "--output", str(out)]) == 2
+    assert "not a kfp.local run folder" in capsys.readouterr().err
