@@ -18,6 +18,8 @@ EPOCHS ?=
 STEPS ?= 0
 PROD ?= false
 OUT ?= local_outputs
+# VERBOSE=1: print every step's whole output as it runs (kfp.local's echo included), as well as the logs.
+VERBOSE ?=
 # make compile knobs
 IMAGE ?=
 DIST := dist/pipelines
@@ -25,7 +27,7 @@ DIST := dist/pipelines
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
 
-.PHONY: help setup data prometheus run serve test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus browser run serve test test-fast bench lint format compile upload images clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -48,6 +50,16 @@ data: ## Install the demo data (Debian's dataset-fashion-mnist) when missing
 	       "the converter falls back to Keras' downloader"; \
 	fi
 
+browser: ## Install headless Chromium (Debian's chromium) for the tests that open pages, when missing
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing chromium (Debian package) for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+	  echo "note: chromium missing and apt-get unavailable (run 'sudo apt-get install chromium');" \
+	       "the browser tests will fail"; \
+	fi
+
 prometheus: ## Install Prometheus and promtool (Debian's prometheus package) when missing: the monitoring tests use them
 	@if command -v prometheus >/dev/null && command -v promtool >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -66,7 +78,12 @@ run: setup ## Run the end-to-end pipeline locally (kfp.local); TASK=detection DA
 serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages) until Ctrl-C
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
-test: setup ## Run the test suite (what CI runs)
+run: setup ## Run the end-to-end pipeline locally (kfp.local); DATA=folder LIMIT=0 (all) EPOCHS=N PROD=true VERBOSE=1
+	@$(PY) -m pipelines.run_local --data '$(DATA)' --limit $(LIMIT) --epochs $(EPOCHS) \
+	  --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' $(if $(filter true,$(PROD)),--to-prod) \
+	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
+test: setup browser ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q
 
 test-fast: setup ## Run the tests that do not train, convert or start servers

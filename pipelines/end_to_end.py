@@ -1,5 +1,5 @@
 """The main pipeline: images -> TFRecords -> training on TPU -> evaluation and gate -> benchmark ->
-demo -> (blessed) staging -> (asked for) prod.
+demo -> (blessed) staging -> (asked for) prod, and the run report.
 
 Compiled by ``make compile`` to ``dist/pipelines/end_to_end.yaml`` and run locally by ``make run``.
 No TensorFlow here: compiling stays fast.

@@ -12,6 +12,7 @@ from components.benchmark.component import benchmark_inference
 from components.convert.component import convert_to_tfrecords
 from components.evaluate.component import evaluate_model
 from components.promote.component import promote_model
+from components.report.component import build_report
 from components.train.component import train_model
 from pipelines import accelerators
 
@@ -113,3 +114,17 @@ def build(
                 "prod", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
             )
             prod.after(staging)
+
+    # The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records.
+    build_report(
+        dataset=dataset,
+        model=trained,
+        evaluation=evaluated.outputs["metrics"],
+        confusion=evaluated.outputs["confusion"],
+        blessing=evaluated.outputs["blessing"],
+        samples=evaluated.outputs["samples"],
+        benchmark=benchmarked.outputs["Output"],
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    ).set_display_name("Run report").set_caching_options(False).after(demo)

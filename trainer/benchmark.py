@@ -184,7 +184,12 @@ def cycle(items: Sequence[Any], count: int) -> list[Any]:
 
 
 def time_batches(
-    run: Callable[[Any], Any], batches: Sequence[Any], sizes: Sequence[int], warmup: int, rounds: int = 1
+    run: Callable[[Any], Any],
+    batches: Sequence[Any],
+    sizes: Sequence[int],
+    warmup: int,
+    rounds: int = 1,
+    on_batch: Optional[Callable[[], None]] = None,
 ) -> TimingStats:
     """Times ``run`` on each batch after ``warmup`` untimed calls on the first batches.
 
@@ -195,6 +200,7 @@ def time_batches(
         sizes: images in each batch.
         warmup: untimed calls first (cycling over the batches).
         rounds: run the timed batches this many times and report the median round.
+        on_batch: called after each timed batch (progress; outside the timed interval).
 
     Returns:
         The statistics.
@@ -213,6 +219,8 @@ def time_batches(
             t0 = time.perf_counter()
             run(batch)
             latencies.append(time.perf_counter() - t0)
+            if on_batch is not None:
+                on_batch()
         round_s.append(time.perf_counter() - loop_start)
     return summarize(latencies, sum(sizes), max(sizes), float(np.median(round_s)), warmup, warmup_s, rounds)
 
@@ -228,6 +236,7 @@ def benchmark_signature(
     batch_size: int = 64,
     warmup: int = 3,
     rounds: int = 3,
+    on_batch: Optional[Callable[[], None]] = None,
 ) -> TimingStats:
     """Times a SavedModel signature (or any ``fn(**{input_name: batch})``) on batches of inputs.
 
@@ -239,6 +248,7 @@ def benchmark_signature(
         batch_size: images per call.
         warmup: untimed calls first.
         rounds: timed rounds over all batches; the median round is reported.
+        on_batch: called after each timed batch (progress).
 
     Returns:
         The statistics.
@@ -257,7 +267,7 @@ def benchmark_signature(
         # output is fetched, whatever the task returns.
         return [out.numpy() for out in fn(**{input_name: batch}).values()]
 
-    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds)
+    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds, on_batch)
 
 
 def benchmark_keras_predict(
@@ -299,6 +309,7 @@ def benchmark_http(
     batch_size: int = 64,
     warmup: int = 3,
     rounds: int = 3,
+    on_batch: Optional[Callable[[], None]] = None,
 ) -> TimingStats:
     """Times the served path: REST ``:predict`` requests of ``batch_size`` encoded images.
 
@@ -312,6 +323,7 @@ def benchmark_http(
         batch_size: images per request.
         warmup: untimed requests first.
         rounds: timed rounds over all requests; the median round is reported.
+        on_batch: called after each timed batch (progress).
 
     Returns:
         The statistics.
@@ -326,7 +338,7 @@ def benchmark_http(
             raise BenchmarkError(f"the server at {predict_url} answered without 'predictions': {str(result)[:200]}")
         return result
 
-    return time_batches(run, bodies, [b - a for a, b in plan], warmup, rounds)
+    return time_batches(run, bodies, [b - a for a, b in plan], warmup, rounds, on_batch)
 
 
 # --------------------------------------------------------------------------- training sweep

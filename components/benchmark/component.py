@@ -44,6 +44,7 @@ def benchmark_inference(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.run import render_single, run_benchmark
+    from components.progress import reporter
     from trainer.config import BenchmarkConfig
 
     config = BenchmarkConfig(
@@ -54,7 +55,7 @@ def benchmark_inference(
         price_table=price_table,
         http=http,
     )
-    row = run_benchmark(model.path, dataset.path, config, split)
+    row = run_benchmark(model.path, dataset.path, config, split, on_progress=reporter("benchmark", "batches"))
     for name, value in row.scalar_metrics().items():
         metrics.log_metric(name, value)
     with open(report.path, "w", encoding="utf-8") as f:

@@ -6,6 +6,8 @@ The KFP adapter (``component.py``) calls :func:`run_benchmark` and logs what it 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Optional
 
 from components.benchmark.prices import images_per_dollar, load_price_table, lookup
 from components.benchmark.rows import BenchmarkRow, Timing
@@ -21,6 +23,7 @@ def run_benchmark(
     dataset_dir: str,
     config: BenchmarkConfig,
     split: str = DEFAULT_SPLIT,
+    on_progress: Optional[Callable[[int, int], None]] = None,
 ) -> BenchmarkRow:
     """Times batched inference on ``<model_dir>/saved_model`` and prices it.
 
@@ -32,13 +35,14 @@ def run_benchmark(
         dataset_dir: the Dataset artifact's folder; its split's images are the benchmark's input.
         config: what to time and on which accelerator (price table key).
         split: the split whose images are sent.
+        on_progress: called with (timed batches done, timed batches in total) over both paths.
 
     Returns:
         The result row, with the full statistics (``row.summary()`` drops them); with
         ``config.http`` also the served path's timings and ``http_overhead`` (served time /
         in-process time).
     """
-    from trainer.benchmark import benchmark_http, benchmark_signature
+    from trainer.benchmark import benchmark_http, benchmark_signature, plan_batches
     from trainer.evaluate import read_encoded_split
     from trainer.tasks import task_of_model
     from trainer.tfrecords import load_manifest, split_count
@@ -51,8 +55,24 @@ def run_benchmark(
     _loaded, fn = task.serving_function(saved_model, manifest)
     # Distinct images beyond num_images add nothing: the benchmark cycles over what it reads.
     images, _, _ = read_encoded_split(dataset_dir, split, min(count, config.num_images))
+    per_path = len(plan_batches(len(images), config.num_images, config.batch_size)) * config.rounds
+    total = per_path * (2 if config.http else 1)
+    done = [0]
+
+    def on_batch() -> None:
+        done[0] += 1
+        if on_progress is not None:
+            on_progress(done[0], total)
+
     stats = benchmark_signature(
-        fn, images, task.serving.input_name, config.num_images, config.batch_size, config.warmup_batches, config.rounds
+        fn,
+        images,
+        task.serving.input_name,
+        config.num_images,
+        config.batch_size,
+        config.warmup_batches,
+        config.rounds,
+        on_batch=on_batch,
     )
     http = None
     if config.http:
@@ -61,7 +81,7 @@ def run_benchmark(
         with ModelServer(saved_model, SERVED_NAME) as server:
             url = f"{server.url.rstrip('/')}/v1/models/{SERVED_NAME}:predict"
             http = benchmark_http(
-                url, images, config.num_images, config.batch_size, config.warmup_batches, config.rounds
+                url, images, config.num_images, config.batch_size, config.warmup_batches, config.rounds, on_batch
             )
     return BenchmarkRow(
         accelerator=price.name,

@@ -1,4 +1,4 @@
-"""Joined benchmark tables (Markdown) and charts (self-contained HTML with inline SVG).
+"""Joined benchmark tables (Markdown) and charts (self-contained HTML, matplotlib charts as inline SVG).
 
 Two reports, both plain Python (no TensorFlow, no JavaScript, nothing fetched from a CDN, so the
 Kubeflow UI shows them offline):
@@ -16,10 +16,9 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
+from components import charts
 from components.benchmark.rows import BenchmarkRow, SweepRun, as_row, as_sweep
 from trainer.benchmark import SweepResult
-
-_COLOURS = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#9334e6", "#12b5cb", "#f9ab00", "#5f6368")
 
 
 def _num(value: Optional[float], fmt: str = ",.2f") -> str:
@@ -136,106 +135,6 @@ def render_markdown(rows: Rows, title: str = "Inference benchmark") -> str:
     return "\n".join(lines) + "\n"
 
 
-def svg_bar_chart(
-    title: str, labels: Sequence[str], values: Sequence[Optional[float]], unit: str, width: int = 640
-) -> str:
-    """A horizontal bar chart as an inline ``<svg>`` element.
-
-    Args:
-        title: shown above the bars.
-        labels: one per bar.
-        values: one per bar; None draws no bar and writes n/a.
-        unit: appended to the value labels.
-        width: the chart's width in pixels.
-
-    Returns:
-        The SVG markup.
-    """
-    bar_h, gap, left, top = 22, 8, 170, 30
-    height = top + len(labels) * (bar_h + gap) + 10
-    peak = max([v for v in values if v is not None] or [1.0]) or 1.0
-    span = width - left - 120
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{html.escape(title)}" font-family="sans-serif" font-size="12">',
-        f'<text x="0" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-    ]
-    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
-        y = top + i * (bar_h + gap)
-        parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>')
-        if value is None:
-            parts.append(f'<text x="{left + 4}" y="{y + 15}">n/a</text>')
-            continue
-        w = max(1.0, value / peak * span)
-        colour = _COLOURS[i % len(_COLOURS)]
-        parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>')
-        parts.append(f'<text x="{left + w + 4:.1f}" y="{y + 15}">{value:,.2f} {html.escape(unit)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-def svg_grouped_bars(
-    title: str,
-    groups: Sequence[str],
-    series: Mapping[str, Sequence[Optional[float]]],
-    unit: str,
-    width: int = 640,
-) -> str:
-    """Vertical bars grouped by ``groups`` (e.g. batch sizes), one colour per series (accelerator).
-
-    Args:
-        title: shown above the chart.
-        groups: group labels along the x axis.
-        series: series name -> one value per group (None for missing).
-        unit: the y axis unit.
-        width: the chart's width in pixels.
-
-    Returns:
-        The SVG markup.
-    """
-    height, top, bottom, left = 300, 40, 40, 50
-    plot_h = height - top - bottom
-    names = list(series)
-    peak = max([v for vals in series.values() for v in vals if v is not None] or [1.0]) or 1.0
-    group_w = (width - left - 10) / max(1, len(groups))
-    bar_w = max(4.0, (group_w - 20) / max(1, len(names)))
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 20 * len(names)}" '
-        f'role="img" aria-label="{html.escape(title)}" font-family="sans-serif" font-size="12">',
-        f'<text x="0" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 10}" y2="{top + plot_h}" stroke="#888"/>',
-        f'<text x="4" y="{top + 10}">{html.escape(unit)}</text>',
-    ]
-    for g, group in enumerate(groups):
-        gx = left + g * group_w + 10
-        parts.append(
-            f'<text x="{gx + group_w / 2 - 10:.1f}" y="{top + plot_h + 18}" text-anchor="middle">'
-            f"{html.escape(str(group))}</text>"
-        )
-        for s, name in enumerate(names):
-            value = series[name][g]
-            if value is None:
-                continue
-            h = value / peak * (plot_h - 20)
-            x, y = gx + s * bar_w, top + plot_h - h
-            colour = _COLOURS[s % len(_COLOURS)]
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{h:.1f}" fill="{colour}">'
-                f"<title>{html.escape(name)}, {html.escape(str(group))}: "
-                f"{value:,.2f} {html.escape(unit)}</title></rect>"
-            )
-            parts.append(
-                f'<text x="{x + (bar_w - 2) / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle" font-size="10">'
-                f"{value:,.1f}</text>"
-            )
-    for s, name in enumerate(names):
-        y = height + 20 * s
-        parts.append(f'<rect x="{left}" y="{y - 10}" width="12" height="12" fill="{_COLOURS[s % len(_COLOURS)]}"/>')
-        parts.append(f'<text x="{left + 18}" y="{y}">{html.escape(name)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
 def _page(title: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
@@ -270,11 +169,11 @@ def render_html(rows: Rows, title: str = "Inference benchmark") -> str:
     labels = [x.row.label for x in ranked]
     body = (
         f"<table>{head}{''.join(body_rows)}</table>\n"
-        + svg_bar_chart(
+        + charts.bar_chart(
             "Throughput (higher is faster)", labels, [x.row.timing.images_per_sec for x in ranked], "images/s"
         )
         + "\n<br/>\n"
-        + svg_bar_chart(
+        + charts.bar_chart(
             "Images per dollar (higher is cheaper)", labels, [x.row.images_per_dollar for x in ranked], "images/$"
         )
     )
@@ -340,11 +239,11 @@ def render_sweep_html(sweeps: Sweeps, title: str = "GPU vs TPU training sweep") 
     """Both sweep charts (grouped by batch size, one colour per accelerator) as one page."""
     sizes, names, by_acc = sweep_tables(sweeps)
     groups = [f"batch {s}" for s in sizes]
-    charts = []
+    charts_ = []
     for heading, key, unit in (
         ("Epoch time (lower is faster)", "epoch_time_s", "s"),
         ("Step time per example (lower is faster)", "step_time_per_example_us", "us"),
     ):
         series = {n: [_figure(by_acc[n].get(s), key) for s in sizes] for n in names}
-        charts.append(svg_grouped_bars(heading, groups, series, unit))
-    return _page(title, "<p>The first (compiling) epoch is excluded.</p>\n" + "\n<br/>\n".join(charts))
+        charts_.append(charts.grouped_bars(heading, groups, series, unit))
+    return _page(title, "<p>The first (compiling) epoch is excluded.</p>\n" + "\n<br/>\n".join(charts_))

@@ -42,6 +42,7 @@ def convert_to_tfrecords(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.convert.step import artifact_location, config_from_params, run_step
+    from components.progress import reporter
 
     config = config_from_params(
         source=source,
@@ -57,7 +58,9 @@ def convert_to_tfrecords(
         seed=seed,
         workers=workers,
     )
-    metadata, scores = run_step(config, artifact_location(dataset), verify=verify)
+    metadata, scores = run_step(
+        config, artifact_location(dataset), verify=verify, on_progress=reporter("convert", "images")
+    )
     dataset.metadata.update(metadata)
     for name, value in scores.items():
         metrics.log_metric(name, value)

@@ -238,8 +238,14 @@ def plan_ranges(config: ConvertConfig, output: str, parts: int) -> dict[str, Any
 class Progress:
     """A progress line (done/total, images/s, ETA) every ``every_s`` seconds; a bar on a terminal."""
 
-    def __init__(self, total: int, every_s: float, log: Callable[[str], None]):
-        self.total, self.every_s, self.log = total, every_s, log
+    def __init__(
+        self,
+        total: int,
+        every_s: float,
+        log: Callable[[str], None],
+        on_progress: Callable[[int, int], None] | None = None,
+    ):
+        self.total, self.every_s, self.log, self.on_progress = total, every_s, log, on_progress
         self.done = 0
         self.start = self.last = time.monotonic()
         self.tty = log is print and sys.stdout.isatty()
@@ -258,6 +264,8 @@ class Progress:
 
     def add(self, n: int) -> None:
         self.done += n
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total)
         now = time.monotonic()
         if now - self.last >= self.every_s:
             self.last = now
@@ -309,6 +317,7 @@ def write_shards(
     plan: Plan | None = None,
     progress_every_s: float = 10.0,
     log: Callable[[str], None] = print,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Writes the shards with global indices ``[start, stop)`` of the plan, skipping finished ones.
 
@@ -320,6 +329,7 @@ def write_shards(
         plan: a plan already made from ``config`` (saves a scan).
         progress_every_s: seconds between progress lines.
         log: where progress lines go.
+        on_progress: called with (images done, images in total) as chunks are written.
 
     Returns:
         ``{"written": n, "skipped": n, "images": n, "rejected": n, "seconds": s}``.
@@ -351,7 +361,7 @@ def write_shards(
     # Many chunks: when the last ones run, the other workers have little left to wait for.
     cap = max(16, math.ceil(total_items / (16 * workers)))
     tasks = [(shard, chunk) for shard in todo for chunk in _chunks(shard, config, cap)]
-    progress = Progress(total_items, progress_every_s, log)
+    progress = Progress(total_items, progress_every_s, log, on_progress)
     log(
         f"convert: writing {len(todo)} shards ({total_items} images) of {len(owned)} with {workers} workers"
         + (f"; {len(owned) - len(todo)} already done" if len(owned) > len(todo) else "")
@@ -617,6 +627,7 @@ def convert(
     *,
     progress_every_s: float = 10.0,
     log: Callable[[str], None] = print,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Converts ``config.source`` into a dataset folder at ``output`` (local path or gs:// URI).
 
@@ -630,6 +641,7 @@ def convert(
         output: the dataset folder.
         progress_every_s: seconds between progress lines.
         log: where progress lines go.
+        on_progress: called with (images done, images in total) as the shards are written.
 
     Returns:
         The content of ``dataset.json``.
@@ -647,7 +659,7 @@ def convert(
         return existing
     sources.loader(plan.source.spec())  # arrays read in the background: a corrupt file fails before any change
     _invalidate(plan, out)
-    stats = write_shards(config, output, plan=plan, progress_every_s=progress_every_s, log=log)
+    stats = write_shards(config, output, plan=plan, progress_every_s=progress_every_s, log=log, on_progress=on_progress)
     manifest = finalize(config, output, plan=plan)
     seconds = time.monotonic() - t0
     total = sum(s["count"] for s in manifest["splits"].values())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from components.convert.convert import convert, finalize, plan_ranges, write_shards
@@ -108,7 +109,11 @@ def summarize(
 
 
 def run_step(
-    config: ConvertConfig, output: str, verify: bool = True, progress_every_s: float = 10.0
+    config: ConvertConfig,
+    output: str,
+    verify: bool = True,
+    progress_every_s: float = 10.0,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Converts (and verifies) on this machine, returning the artifact metadata and the metrics.
 
@@ -117,12 +122,13 @@ def run_step(
         output: the dataset folder (the artifact's path, or its gs:// URI).
         verify: read every shard back with tf.data and check it against dataset.json.
         progress_every_s: seconds between progress lines.
+        on_progress: called with (images done, images in total) as the shards are written.
 
     Returns:
         (Dataset metadata, metrics name -> value).
     """
     t0 = time.monotonic()
-    manifest = convert(config, output, progress_every_s=progress_every_s)
+    manifest = convert(config, output, progress_every_s=progress_every_s, on_progress=on_progress)
     return summarize(manifest, output, verify, time.monotonic() - t0)
 
 

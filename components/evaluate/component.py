@@ -15,6 +15,7 @@ def evaluate_model(
     confusion: Output[ClassificationMetrics],
     report: Output[Markdown],
     blessing: Output[Artifact],
+    samples: Output[Artifact],
     value_thresholds: Optional[dict] = None,
     change_thresholds: Optional[dict] = None,
     stages_root: str = "",
@@ -35,6 +36,8 @@ def evaluate_model(
         report: Markdown: decision, metrics, the task's tables (classification: per class, most
             confused pairs).
         blessing: JSON: decision, reasons, checks, baseline.
+        samples: JSON: a few dozen of the split's images with true and predicted labels (the run
+            report's image grid), mistakes first.
         value_thresholds: metric -> bound (a lower bound where higher is better, an upper bound for
             ``loss``: the task says which).
         change_thresholds: metric -> minimum improvement over the model prod serves now.
@@ -53,6 +56,7 @@ def evaluate_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.evaluate.run import run_evaluation, write_outputs
+    from components.evaluate.samples import write_sample
     from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig
 
@@ -76,4 +80,5 @@ def evaluate_model(
         confusion.log_confusion_matrix(*outcome.confusion)
     write_outputs(outcome, report.path, blessing.path)
     blessing.metadata.update({"blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons})
+    write_sample(model.path, dataset.path, samples.path, split)
     return outcome.decision.blessed

@@ -29,6 +29,7 @@ def _run(tmp_path, **kwargs):
         "confusion": _Metrics(values={}),
         "report": SimpleNamespace(path=str(tmp_path / "report.md")),
         "blessing": SimpleNamespace(path=str(tmp_path / "blessing.json"), metadata={}),
+        "samples": SimpleNamespace(path=str(tmp_path / "samples.json")),
     }
     kwargs.setdefault("pipeline_root", str(tmp_path / "root"))
     blessed = evaluate_model.python_func(
@@ -52,6 +53,13 @@ def test_scores_the_saved_model_and_blesses_on_value_thresholds(tmp_path):
     assert len(conf["matrix"]) == 10 and sum(map(sum, conf["matrix"])) == 60
     report = Path(outs["report"].path).read_text()
     assert "BLESSED" in report and "| class_0 |" in report
+    # the run report's image grid: the split's own images, scored, mistakes first
+    sample = json.loads(Path(outs["samples"].path).read_text())
+    assert sample["split"] == "test" and sample["scanned"] == 60 and 0 < len(sample["images"]) <= 32
+    assert all(i["true"].startswith("class_") and i["predicted"].startswith("class_") for i in sample["images"])
+    assert {i["mime"] for i in sample["images"]} <= {"image/png", "image/jpeg"}
+    wrong = [i["true"] != i["predicted"] for i in sample["images"]]
+    assert wrong == sorted(wrong, reverse=True)
 
 
 def test_fails_closed_without_thresholds(tmp_path):

@@ -1,11 +1,15 @@
 """The main pipeline, whole, under kfp.local: the very YAML-compiled steps, each in a subprocess.
 
-One run on a tiny real Fashion-MNIST subset (the demo data of ``make run``), through prod, then
-assertions on what it left: shards that read back, metrics in range, servers that answered.
+One run on a tiny real Fashion-MNIST subset (the demo data of ``make run``), through prod, behind
+the quiet console of ``make run`` (``run_local.run_pipeline``), then assertions on what it left:
+shards that read back, metrics in range, servers that answered, the console's few lines, and the
+run report, opened in headless Chromium as a person would open it.
 """
 
+import io
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,33 +21,44 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 
+# The console's budget for a whole successful run (the issue: under 40 lines after setup).
+LINE_BUDGET = 40
+
+
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    from kfp import local
-
-    from pipelines import end_to_end
-
+def console_run(tmp_path_factory):
     if not FASHION_MNIST.is_dir():
         pytest.fail("the demo data is missing: run 'make data' (Debian package dataset-fashion-mnist)")
     root = tmp_path_factory.mktemp("pipeline_root")
     stages_root = root / "stages"
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
-    end_to_end.pipeline(
-        source="fashion-mnist",
-        limit_per_split=400,
-        epochs=1,
-        steps_per_epoch=80,
-        batch_size_per_replica=64,
-        # Low enough for 80 steps of training to pass, so the gated branches run too.
-        value_thresholds={"accuracy": 0.3},
-        change_thresholds={},
-        benchmark_images=256,
-        benchmark_batch_size=64,
-        stages_root=str(stages_root),
-        promote_to_prod=True,
+    out = io.StringIO()
+    result = run_local.run_pipeline(
+        dict(
+            source="fashion-mnist",
+            limit_per_split=400,
+            epochs=2,
+            steps_per_epoch=40,
+            batch_size_per_replica=64,
+            # Low enough for 80 steps of training to pass, so the gated branches run too.
+            value_thresholds={"accuracy": 0.3},
+            change_thresholds={},
+            benchmark_images=256,
+            benchmark_batch_size=64,
+            promote_to_prod=True,
+        ),
+        root,
+        stages_root,
+        out=out,
+        tty=False,
     )
-    run_dir = run_local.latest_run_dir(root, end_to_end.NAME, 0)
-    return run_dir, stages_root, run_local.task_outputs(run_dir)
+    return result, stages_root, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def local_run(console_run):
+    result, stages_root, _ = console_run
+    assert result.ok, f"the run failed; see {result.run_dir}/logs"
+    return result.run_dir, stages_root, run_local.task_outputs(result.run_dir)
 
 
 def _task(outputs, prefix):
@@ -111,3 +126,87 @@ def test_summary_names_accuracy_speed_and_stages(local_run):
     stage_lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
     for stage in ("demo", "staging", "prod"):
         assert "classifier version" in stage_lines[stage], text
+
+
+def test_the_console_is_short_and_names_every_step_with_its_figures(console_run, local_run):
+    result, _, text = console_run
+    _, _, outputs = local_run
+    lines = text.splitlines()
+    assert len(lines) == result.printed < LINE_BUDGET, text
+    assert "executor_input" not in text and "@@progress" not in text and "oneDNN" not in text
+    ended = {m.group(1).strip(): line for line in lines if (m := re.match(r"^ok (.+?)\s{2,}\d", line))}
+    for step in ("Convert to TFRecords", "Train", "Evaluate and gate", "Benchmark inference", "Promote to demo",
+                 "Promote to staging", "Promote to prod", "Run report"):  # fmt: skip
+        assert step in ended, text
+    assert "1,200 images converted, 0 rejected" in ended["Convert to TFRecords"]  # 400 per split
+    accuracy = _task(outputs, "evaluate-model")["metrics"]["accuracy"]
+    assert f"accuracy {accuracy:.4f}, blessed" in ended["Evaluate and gate"]
+    assert "prod serves version" in ended["Promote to prod"]
+    assert "   training: 1/2 epochs (50%)" in lines  # progress, from the training's epochs
+    assert f"report:             {result.report}" in text and f"logs:               {result.run_dir}/logs/" in text
+
+
+def test_every_step_has_its_whole_log_in_the_run_folder(console_run):
+    result, _, _ = console_run
+    logs = result.run_dir / "logs"
+    for task in ("convert-to-tfrecords", "train-model", "evaluate-model", "benchmark-inference", "build-report"):
+        text = (logs / f"{task}.log").read_text()
+        assert "Got executor_input:" in text and "finished with status SUCCESS" in text, task
+    assert "@@progress" in (logs / "convert-to-tfrecords.log").read_text()
+    assert (result.run_dir.parent / "latest" / "report.html").read_bytes() == result.report.read_bytes()
+
+
+def test_the_report_step_publishes_the_page_as_an_html_artifact(local_run):
+    run_dir, _, outputs = local_run
+    page = (run_dir / "build-report" / "report").read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'id="evaluation"' in page
+    assert "Step status and times are in the Kubeflow UI" in page  # a cluster step cannot see them
+    assert _task(outputs, "build-report")["report"]["bytes"] == len(page.encode())
+
+
+def test_the_report_opens_in_a_browser_with_every_section_and_the_run_s_figures(
+    console_run, local_run, tmp_path_factory
+):
+    from tests.browser import Browser, chromium_path
+
+    if chromium_path() is None:
+        pytest.fail("chromium is missing: run 'make browser' (Debian package chromium)")
+    result, _, _ = console_run
+    _, _, outputs = local_run
+    size = result.report.stat().st_size
+    assert size < 2 * 1024 * 1024
+    with Browser(width=1200, height=900) as browser:
+        browser.open(result.report)
+        shot = browser.screenshot(tmp_path_factory.mktemp("browser") / "report.png", full_page=True, scale=0.5)
+        if os.environ.get("LTP_REPORT_SCREENSHOT"):  # regenerate docs/report.png (README)
+            from PIL import Image
+
+            readme = browser.screenshot(Path(os.environ["LTP_REPORT_SCREENSHOT"]), full_page=True, scale=0.5)
+            Image.open(readme).convert("RGB").quantize(128).save(readme, optimize=True)  # small enough to commit
+        sections = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('section')].map(s => [s.id, s.innerText]))"
+        )
+        charts = browser.evaluate("[...document.querySelectorAll('svg.chart')].map(s => s.getAttribute('aria-label'))")
+        images = browser.evaluate("[...document.images].filter(i => i.complete && i.naturalWidth > 0).length")
+    errors = [m for m in browser.console if m["type"] in ("error", "exception", "assert")]
+    assert errors == []
+    assert [u for u in browser.requests if not u.startswith(("file:", "data:"))] == []
+    assert shot.stat().st_size > 10_000  # a page was drawn
+    assert list(sections) == ["steps", "dataset", "training", "evaluation", "gate", "benchmark", "stages"]
+    assert "Convert to TFRecords" in sections["steps"] and "succeeded" in sections["steps"]
+    assert "400" in sections["dataset"] and "Ankle boot" in sections["dataset"]
+    evaluation = _task(outputs, "evaluate-model")["metrics"]
+    assert f"{evaluation['accuracy']:.4f}" in sections["evaluation"]
+    assert "true: " in sections["evaluation"] and "pred: " in sections["evaluation"]
+    assert "BLESSED" in sections["gate"] and "PASS: accuracy" in sections["gate"]
+    bench = _task(outputs, "benchmark-inference")["metrics"]
+    assert f"{bench['images_per_sec']:,.0f}" in sections["benchmark"]
+    assert "prod: serves classifier version" in sections["stages"]
+    assert {
+        "loss per epoch",
+        "accuracy per epoch",
+        "Confusion matrix",
+        "Throughput",
+        "Images per class and split",
+    } <= set(charts)
+    assert 16 <= images <= 48  # the sample grid (and the heatmap's colour bar), all decoded

@@ -112,13 +112,32 @@ def test_fastest_and_cheapest_can_differ():
     assert best_of(rows) == {"fastest": "v100", "cheapest": "k80"}
 
 
+def _svgs(page):
+    """The page's inline <svg> elements, parsed (each must be well-formed XML)."""
+    found, start = [], page.find("<svg")
+    while start != -1:
+        end = page.index("</svg>", start) + len("</svg>")
+        found.append(ET.fromstring(page[start:end]))
+        start = page.find("<svg", end)
+    return found
+
+
+def _texts(svg):
+    return [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.text]
+
+
 def test_html_is_self_contained_svg():
     page = render_html(_rows())
-    assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    svgs = page.count("<svg")
-    assert svgs == 2
-    start = page.index("<svg")
-    ET.fromstring(page[start : page.index("</svg>", start) + 6])  # well-formed
+    assert "<script" not in page and "@import" not in page and "<link" not in page
+    assert 'href="http' not in page and "url(http" not in page  # nothing fetched
+    throughput, per_dollar = _svgs(page)
+    assert throughput.get("aria-label") == "Throughput (higher is faster)"
+    assert per_dollar.get("aria-label") == "Images per dollar (higher is cheaper)"
+    # matplotlib drew one labelled bar per accelerator, its value written as text
+    texts = _texts(throughput)
+    for row in _rows():
+        assert row["label"] in texts
+        assert f"{row['images_per_sec']:,.4g}" in texts
 
 
 def test_sweep_tables():
@@ -147,4 +166,9 @@ def test_sweep_tables():
     assert "| batch size | gpu-1 | tpu-v2-8 |" in md
     assert "| 1024 | 4.00 | 2.00 |" in md and "| 1024 | 79.0 | 37.0 |" in md
     page = render_sweep_html(sweeps)
-    assert page.count("<svg") == 2 and "<script" not in page
+    assert "<script" not in page
+    epoch, per_example = _svgs(page)
+    assert epoch.get("aria-label") == "Epoch time (lower is faster)"
+    texts = _texts(epoch) + _texts(per_example)
+    assert {"gpu-1", "tpu-v2-8", "batch 256", "batch 1024"} <= set(texts)  # legend and groups
+    assert "37" in texts and "79" in texts  # the bars' values

@@ -1,0 +1,656 @@
+"""The run report: one self-contained HTML page of everything a run produced.
+
+Built from the steps' own records, read as plain files and dicts (no TensorFlow, no import of
+another step): the dataset's ``dataset.json`` and ``rejected.jsonl``, training's ``training.json``,
+the evaluation's metrics, confusion matrix, blessing and image sample, the benchmark's row, and
+the stages' ``current.json`` and ``history.jsonl``. Every chart is drawn by :mod:`components.charts`
+(matplotlib, inline SVG) and every image is a ``data:`` URI: the page loads nothing, runs no
+script, and opens the same from a laptop's disk or in the Kubeflow UI's sandboxed frame.
+
+Step status and times exist only where the page is built by the local runner (``make run``): a
+step on a cluster cannot see the others' status, so there the section says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from components import charts
+
+STAGES = ("demo", "staging", "prod")
+# Rejections listed one by one (the rest are counted by reason).
+REJECTIONS_LISTED = 20
+# Classes listed as the worst (lowest F1).
+WORST_CLASSES = 3
+# History entries shown per stage (newest first).
+HISTORY_SHOWN = 8
+# Two charts side by side on a page 1,080 pixels wide.
+HALF_IN = 5.2
+
+
+class ReportError(ValueError):
+    """The report cannot be built from what it was given; the message says what and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRecord:
+    """One step of a local run, as the console saw it.
+
+    Attributes:
+        name: the step's display name (``Convert to TFRecords``).
+        task: the task's name in the run folder (``convert-to-tfrecords``).
+        status: ``succeeded``, ``failed`` or ``not run`` (a false condition, a failed upstream).
+        seconds: how long it ran; None when it did not run.
+        headline: its figure in one line (``40,000 images, 0 rejected``); may be empty.
+        log: its log file, relative to the report's folder; None when there is none.
+    """
+
+    name: str
+    task: str
+    status: str
+    seconds: Optional[float] = None
+    headline: str = ""
+    log: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """Why a local run stopped.
+
+    Attributes:
+        step: the failing step's display name.
+        error: the error line (the last exception in its log, or kfp.local's message).
+        log_tail: the last lines of its log.
+        log: the whole log's path.
+    """
+
+    step: str
+    error: str
+    log_tail: str
+    log: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportInputs:
+    """What the page is built from; every part may be missing (a failed or partial run).
+
+    Attributes:
+        title: the page's title.
+        run: the run's name (the kfp.local run folder or the Kubeflow job name).
+        dataset_dir: the Dataset folder (``dataset.json``, ``rejected.jsonl``).
+        model_dir: the Model folder (``training.json``).
+        evaluation: the evaluation's scalar metrics (the Metrics artifact's metadata).
+        confusion: the ClassificationMetrics artifact's metadata (``confusionMatrix``), or
+            ``{"classes": [...], "matrix": [[...]]}``.
+        blessing: the blessing artifact's JSON.
+        samples: the evaluation's image sample (``samples.json``).
+        benchmark: the benchmark's row (``BenchmarkRow.summary().to_dict()``).
+        stages_root: the stage store (``current.json`` and ``history.jsonl`` per stage).
+        steps: the local run's steps with status and times; None on a cluster.
+        failure: why the run stopped, when it did.
+    """
+
+    title: str = "Run report"
+    run: str = ""
+    dataset_dir: Optional[str] = None
+    model_dir: Optional[str] = None
+    evaluation: Optional[Mapping[str, Any]] = None
+    confusion: Optional[Mapping[str, Any]] = None
+    blessing: Optional[Mapping[str, Any]] = None
+    samples: Optional[Mapping[str, Any]] = None
+    benchmark: Optional[Mapping[str, Any]] = None
+    stages_root: Optional[str] = None
+    steps: Optional[Sequence[StepRecord]] = None
+    failure: Optional[Failure] = None
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def _read_text(path: str) -> Optional[str]:
+    from trainer import storage
+
+    try:
+        return storage.read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def read_json(path: Optional[str]) -> Optional[dict[str, Any]]:
+    """A JSON file's content (local or gs://), or None when the path is None or the file is missing.
+
+    Raises:
+        ReportError: the file is there but is not a JSON object.
+    """
+    if not path:
+        return None
+    text = _read_text(path)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path} is not JSON ({err}); expected the step's record") from None
+    if not isinstance(data, dict):
+        raise ReportError(f"{path} holds a {type(data).__name__}, expected a JSON object")
+    return data
+
+
+def _join(folder: str, name: str) -> str:
+    return folder.rstrip("/") + "/" + name if folder.startswith("gs://") else os.path.join(folder, name)
+
+
+def confusion_matrix(confusion: Optional[Mapping[str, Any]]) -> Optional[tuple[list[str], list[list[int]]]]:
+    """(class names, matrix) from a ClassificationMetrics' metadata or a plain dict, or None.
+
+    Raises:
+        ReportError: the matrix is not square over the classes.
+    """
+    if not confusion:
+        return None
+    if "confusionMatrix" in confusion:
+        cm = confusion["confusionMatrix"]
+        names = [str(a.get("displayName", "")) for a in cm.get("annotationSpecs", [])]
+        matrix = [[int(v) for v in r.get("row", [])] for r in cm.get("rows", [])]
+    else:
+        names = [str(n) for n in confusion.get("classes", [])]
+        matrix = [[int(v) for v in row] for row in confusion.get("matrix", [])]
+    if len(matrix) != len(names) or any(len(row) != len(names) for row in matrix):
+        raise ReportError(f"the confusion matrix is not {len(names)}x{len(names)} for {len(names)} classes")
+    return names, matrix
+
+
+def per_class(names: Sequence[str], matrix: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
+    """Precision, recall, F1 and support of each class from a confusion matrix (rows: true)."""
+    rows = []
+    for i, name in enumerate(names):
+        tp = matrix[i][i]
+        support = sum(matrix[i])
+        predicted = sum(row[i] for row in matrix)
+        precision = tp / predicted if predicted else 0.0
+        recall = tp / support if support else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        rows.append({"name": name, "precision": precision, "recall": recall, "f1": f1, "support": support})
+    return rows
+
+
+# ------------------------------------------------------------------------------------ HTML
+
+_CSS = """
+:root{--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--bg2:#f6f8fa}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);
+margin:0 auto;max-width:1080px;padding:20px 24px 60px}
+h1{font-size:24px;margin:0 0 4px}
+h2{font-size:18px;margin:28px 0 8px;padding-bottom:4px;border-bottom:1px solid var(--line)}
+h3{font-size:15px;margin:16px 0 6px}p{margin:6px 0}.muted{color:var(--muted)}
+nav{margin:8px 0 0;font-size:13px}nav a{margin-right:12px;color:#0969da;text-decoration:none}
+table{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}
+th,td{border:1px solid var(--line);padding:3px 8px;text-align:right;vertical-align:top}
+th{background:var(--bg2);font-weight:600}td.l,th.l{text-align:left}
+.ok{color:var(--ok);font-weight:600}.bad{color:var(--bad);font-weight:600}.warn{color:var(--warn);font-weight:600}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.card{border:1px solid var(--line);border-radius:8px;padding:8px 12px;min-width:150px;background:#fff}
+.card b{display:block;font-size:20px}.card span{color:var(--muted);font-size:12px}
+.charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{max-width:100%;height:auto}
+svg.chart{max-width:100%;height:auto}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(96px,1fr));gap:8px;margin:8px 0}
+.tile{border:2px solid var(--ok);border-radius:6px;padding:4px;text-align:center;font-size:11px;line-height:1.25}
+.tile.wrong{border-color:var(--bad)}
+.tile img{width:56px;height:56px;image-rendering:pixelated;display:block;margin:0 auto 3px}
+pre{background:var(--bg2);border:1px solid var(--line);padding:8px;overflow:auto;font-size:12px;max-height:420px}
+.banner{border-radius:8px;padding:10px 14px;margin:12px 0;font-weight:600}
+.banner.ok{background:#dafbe1;color:var(--ok)}.banner.bad{background:#ffebe9;color:var(--bad)}
+ul.reasons{margin:4px 0 8px 18px;padding:0}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _num(value: Any, spec: str = ",.4f") -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "n/a" if value is None else _e(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "n/a"
+    return format(value, spec)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
+    """An HTML table; the first ``left`` columns are left-aligned text, cells are escaped."""
+
+    def cells(tag: str, values: Sequence[Any]) -> str:
+        return "".join(f"<{tag}{' class=l' if i < left else ''}>{_e(v)}</{tag}>" for i, v in enumerate(values))
+
+    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
+    return f"<table><tr>{cells('th', head)}</tr>{body}</table>"
+
+
+def _card(value: str, label: str) -> str:
+    return f'<div class="card"><b>{_e(value)}</b><span>{_e(label)}</span></div>'
+
+
+def _missing(what: str) -> str:
+    return f'<p class="muted">{_e(what)}</p>'
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{_e(title)}</h2>\n{body}\n</section>'
+
+
+_STATUS_CLASS = {"succeeded": "ok", "failed": "bad", "not run": "warn"}
+
+
+def steps_section(steps: Optional[Sequence[StepRecord]], failure: Optional[Failure]) -> str:
+    """The steps with status, seconds, headline and log; the failure with its log tail."""
+    parts = []
+    if failure is not None:
+        parts.append(f'<div class="banner bad">The run failed at step “{_e(failure.step)}”: {_e(failure.error)}</div>')
+    if steps is None:
+        parts.append(
+            _missing(
+                "Step status and times are in the Kubeflow UI's run graph: a step on a cluster cannot see "
+                "the others' status (the local report, from make run, lists them)."
+            )
+        )
+    elif not steps:
+        parts.append(_missing("No step ran."))
+    else:
+        rows = []
+        for s in steps:
+            cls = _STATUS_CLASS.get(s.status, "")
+            log = f'<a href="{_e(s.log)}">log</a>' if s.log else ""
+            secs = "" if s.seconds is None else f"{s.seconds:.1f}"
+            rows.append(
+                f'<tr><td class=l>{_e(s.name)}</td><td class="l {cls}">{_e(s.status)}</td><td>{secs}</td>'
+                f"<td class=l>{_e(s.headline)}</td><td class=l>{log}</td></tr>"
+            )
+        parts.append(
+            "<table><tr><th class=l>step</th><th class=l>status</th><th>seconds</th><th class=l>result</th>"
+            f"<th class=l>log</th></tr>{''.join(rows)}</table>"
+        )
+    if failure is not None:
+        where = f" (whole log: <code>{_e(failure.log)}</code>)" if failure.log else ""
+        parts.append(f"<h3>Log tail of “{_e(failure.step)}”{where}</h3><pre>{_e(failure.log_tail)}</pre>")
+    return _section("steps", "Steps", "\n".join(parts))
+
+
+def dataset_section(dataset_dir: Optional[str]) -> str:
+    """Counts per split and class, a chart of them, and the rejections with their reasons."""
+    manifest = read_json(_join(dataset_dir, "dataset.json")) if dataset_dir else None
+    if manifest is None:
+        return _section("dataset", "Dataset", _missing("No dataset: the conversion did not finish."))
+    splits = manifest.get("splits", {})
+    classes = [str(c) for c in manifest.get("classes", [])]
+    names = list(splits)
+    total = sum(int(s.get("count", 0)) for s in splits.values())
+    source = manifest.get("source", {}) or {}
+    image = manifest.get("image", {}) or {}
+    cards = "".join(
+        [
+            _card(f"{total:,}", "images"),
+            *(_card(f"{int(splits[n].get('count', 0)):,}", f"{n}") for n in names),
+            _card(f"{len(classes)}", "classes"),
+            _card(f"{int(manifest.get('rejected', 0)):,}", "rejected"),
+        ]
+    )
+    parts = [
+        f"<p>Source <code>{_e(source.get('uri', '?'))}</code> ({_e(source.get('format', '?'))}); images "
+        f"{_e(image.get('height', '?'))}×{_e(image.get('width', '?'))}×{_e(image.get('channels', '?'))}.</p>",
+        f'<div class="cards">{cards}</div>',
+    ]
+    counts = {n: splits[n].get("class_counts", {}) or {} for n in names}
+    rows = [[c, *(counts[n].get(c, 0) for n in names)] for c in classes]
+    rows.append(["all", *(int(splits[n].get("count", 0)) for n in names)])
+    side = [_table(["class", *names], rows)]
+    if classes and names:
+        series = {n: [float(counts[n].get(c, 0)) for c in classes] for n in names}
+        side.append(charts.grouped_bars("Images per class and split", classes, series, "images", width_in=7.0))
+    parts.append(f'<div class="charts">{"".join(side)}</div>')
+    parts.append("<h3>Rejected images</h3>")
+    reasons = manifest.get("rejected_reasons", {}) or {}
+    if not int(manifest.get("rejected", 0)):
+        parts.append("<p>None: every image of the source was usable.</p>")
+    else:
+        parts.append(_table(["reason", "images"], sorted(reasons.items(), key=lambda kv: -kv[1])))
+        listed = _read_text(_join(dataset_dir, "rejected.jsonl")) or ""
+        lines = [json.loads(line) for line in listed.splitlines()[:REJECTIONS_LISTED] if line.strip()]
+        if lines:
+            parts.append(
+                _table(
+                    ["image", "reason"],
+                    [[r.get("path") or r.get("uri") or r.get("id", "?"), r.get("reason", "?")] for r in lines],
+                    left=2,
+                )
+            )
+    return _section("dataset", "Dataset", "\n".join(parts))
+
+
+def _metric_keys(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    skip = {"epoch", "step", "loss", "val_loss", "learning_rate"}
+    keys = []
+    for entry in history:
+        for k in entry:
+            if k not in skip and not k.startswith("val_") and k not in keys:
+                keys.append(k)
+    return keys
+
+
+def training_section(model_dir: Optional[str]) -> str:
+    """Loss per epoch and the task's metric per epoch (train and validation), and the figures."""
+    summary = read_json(_join(model_dir, "training.json")) if model_dir else None
+    if summary is None:
+        return _section("training", "Training", _missing("No training record: training did not finish."))
+    history = summary.get("history", []) or []
+    cards = "".join(
+        [
+            _card(_num(summary.get("images_per_sec"), ",.0f"), "training images/s"),
+            _card(f"{summary.get('epochs', '?')} × {summary.get('steps_per_epoch', '?')}", "epochs × steps"),
+            _card(_num(summary.get("val_accuracy"), ".4f"), "validation accuracy"),
+            _card(_num(summary.get("train_seconds"), ",.1f"), "seconds training"),
+        ]
+    )
+    parts = [
+        f"<p>Model <code>{_e(summary.get('model', '?'))}</code> ({_e(summary.get('task', '?'))}) on "
+        f"{_e(summary.get('accelerator', '?'))} × {_e(summary.get('replicas', '?'))}, global batch "
+        f"{_e(summary.get('global_batch_size', '?'))}, {_e(summary.get('precision', '?'))}, learning rate "
+        f"{_e(summary.get('learning_rate', '?'))}.</p>",
+        f'<div class="cards">{cards}</div>',
+    ]
+    if not history:
+        parts.append(_missing("No per-epoch history in training.json."))
+        return _section("training", "Training", "\n".join(parts))
+    epochs = [float(h.get("epoch", i + 1)) for i, h in enumerate(history)]
+
+    def curve(key: str) -> Optional[tuple[list[float], list[float]]]:
+        points = [(x, h[key]) for x, h in zip(epochs, history, strict=True) if isinstance(h.get(key), (int, float))]
+        return ([p[0] for p in points], [float(p[1]) for p in points]) if points else None
+
+    figures = []
+    for key in ("loss", *_metric_keys(history)):
+        series = {label: c for label, c in (("train", curve(key)), ("validation", curve("val_" + key))) if c}
+        if series:
+            limits = (0.0, 1.0) if "accuracy" in key or key in {"auc", "precision", "recall", "ap"} else None
+            figures.append(
+                charts.line_chart(
+                    f"{key} per epoch", series, "epoch", key, limits=limits, width_in=HALF_IN, integer_x=True
+                )
+            )
+    parts.append(f'<div class="charts">{"".join(figures)}</div>')
+    keys = sorted({k for h in history for k in h if k not in ("epoch", "step")})
+    parts.append(
+        _table(
+            ["epoch", "step", *keys],
+            [[h.get("epoch", ""), h.get("step", ""), *(_num(h.get(k)) for k in keys)] for h in history],
+            left=0,
+        )
+    )
+    return _section("training", "Training", "\n".join(parts))
+
+
+def _samples_grid(samples: Optional[Mapping[str, Any]]) -> str:
+    items = list((samples or {}).get("images", []))
+    if not items:
+        return _missing("No image sample was published by the evaluation.")
+    tiles = []
+    for item in items:
+        wrong = item.get("true") != item.get("predicted")
+        mime = item.get("mime", "image/png")
+        if not str(mime).startswith("image/"):
+            continue
+        label = f"true: {item.get('true')}<br>pred: {item.get('predicted')} ({_num(item.get('score'), '.0%')})"
+        tiles.append(
+            f'<div class="tile{" wrong" if wrong else ""}"><img alt="{_e(item.get("true"))}" '
+            f'src="data:{_e(mime)};base64,{_e(item.get("data", ""))}">{label}</div>'
+        )
+    wrong_n = sum(1 for i in items if i.get("true") != i.get("predicted"))
+    return (
+        f"<p>{len(items)} of the first {_e(samples.get('scanned', len(items)))} {_e(samples.get('split', ''))} "
+        f"images, mistakes first ({wrong_n} wrong, red).</p>"
+        f'<div class="grid" id="samples">{"".join(tiles)}</div>'
+    )
+
+
+def evaluation_section(
+    evaluation: Optional[Mapping[str, Any]],
+    confusion: Optional[Mapping[str, Any]],
+    samples: Optional[Mapping[str, Any]],
+) -> str:
+    """The metrics, the confusion matrix as a heatmap, the image grid and the worst classes."""
+    if not evaluation:
+        return _section("evaluation", "Evaluation", _missing("No evaluation: the step did not finish."))
+    shown = [(k, v) for k, v in evaluation.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    cards = "".join(_card(_num(v, ",.0f" if k.startswith("num_") else ".4f"), k.replace("_", " ")) for k, v in shown)
+    parts = [f'<div class="cards">{cards}</div>']
+    cm = confusion_matrix(confusion)
+    if cm is not None:
+        names, matrix = cm
+        parts.append(
+            '<div class="charts">'
+            + charts.heatmap("Confusion matrix", matrix, names, "predicted", "true", width_in=6.0)
+            + "</div>"
+        )
+        table = per_class(names, matrix)
+        worst = sorted(table, key=lambda r: (r["f1"], r["name"]))[:WORST_CLASSES]
+        parts.append("<h3>Worst classes (lowest F1)</h3>")
+        confused = []
+        for r in worst:
+            i = names.index(r["name"])
+            off = [(matrix[i][j], names[j]) for j in range(len(names)) if j != i and matrix[i][j]]
+            top = max(off) if off else None
+            confused.append(f"{top[1]} ({top[0]})" if top else "none")
+        parts.append(
+            _table(
+                ["class", "precision", "recall", "F1", "support", "most often taken for"],
+                [
+                    [r["name"], _num(r["precision"]), _num(r["recall"]), _num(r["f1"]), r["support"], c]
+                    for r, c in zip(worst, confused, strict=True)
+                ],
+            )
+        )
+    parts.append("<h3>Test images with true and predicted labels</h3>")
+    parts.append(_samples_grid(samples))
+    return _section("evaluation", "Evaluation", "\n".join(parts))
+
+
+def gate_section(blessing: Optional[Mapping[str, Any]]) -> str:
+    """The gate's decision and every reason, and its checks against thresholds and the baseline."""
+    if not blessing:
+        return _section("gate", "Gate", _missing("No gate decision: the evaluation did not finish."))
+    blessed = bool(blessing.get("blessed"))
+    decision = "BLESSED" if blessed else "NOT BLESSED"
+    reasons = "".join(f"<li>{_e(r)}</li>" for r in blessing.get("reasons", []))
+    parts = [
+        f'<div class="banner {"ok" if blessed else "bad"}">{decision}</div>',
+        f'<ul class="reasons">{reasons}</ul>',
+    ]
+    checks = blessing.get("checks", []) or []
+    if checks:
+        parts.append(
+            _table(
+                ["check", "metric", "value", "threshold", "baseline", "passed"],
+                [
+                    [
+                        c.get("kind", ""),
+                        c.get("metric", ""),
+                        _num(c.get("value")),
+                        _num(c.get("threshold")),
+                        _num(c.get("baseline")),
+                        "yes" if c.get("passed") else "no",
+                    ]
+                    for c in checks
+                ],
+                left=2,
+            )
+        )
+    base = blessing.get("baseline")
+    parts.append(
+        "<p>Baseline: prod's metrics " + (_e(json.dumps(base)) if base else "none (prod served nothing)") + ".</p>"
+    )
+    return _section("gate", "Gate", "\n".join(parts))
+
+
+def benchmark_section(row: Optional[Mapping[str, Any]]) -> str:
+    """The benchmark's table (in process and over REST) and its charts."""
+    if not row:
+        return _section("benchmark", "Benchmark", _missing("No benchmark: the step did not finish."))
+    paths = [("in process", "")]
+    if row.get("http_images_per_sec") is not None:
+        paths.append(("REST", "http_"))
+    rows = []
+    for label, p in paths:
+        rows.append(
+            [
+                label,
+                _num(row.get(p + "num_images"), ",.0f"),
+                _num(row.get(p + "batch_size"), ",.0f"),
+                _num(row.get(p + "time_s"), ",.3f"),
+                _num(row.get(p + "images_per_sec"), ",.0f"),
+                _num(row.get(p + "latency_p50_ms"), ",.2f"),
+                _num(row.get(p + "latency_p95_ms"), ",.2f"),
+                _num(row.get(p + "latency_p99_ms"), ",.2f"),
+            ]
+        )
+    parts = [
+        f"<p>On {_e(row.get('label', row.get('accelerator', '?')))} ({_e(row.get('cores', '?'))} cores, "
+        f"${_num(row.get('price_per_hour'), ',.2f')}/hour, {_e(row.get('price_source', ''))}): "
+        f"{_num(row.get('images_per_dollar'), ',.0f')} images per dollar.</p>",
+        _table(["path", "images", "batch", "time (s)", "images/s", "p50 ms", "p95 ms", "p99 ms"], rows),
+    ]
+    labels = [label for label, _ in paths]
+    figs = [
+        charts.bar_chart(
+            "Throughput", labels, [row.get(p + "images_per_sec") for _, p in paths], "images/s", width_in=HALF_IN
+        ),
+        charts.grouped_bars(
+            "Batch latency",
+            ["p50", "p95", "p99"],
+            {label: [row.get(f"{p}latency_{q}_ms") for q in ("p50", "p95", "p99")] for label, p in paths},
+            "ms",
+            width_in=HALF_IN,
+        ),
+    ]
+    parts.append(f'<div class="charts">{"".join(figs)}</div>')
+    return _section("benchmark", "Benchmark", "\n".join(parts))
+
+
+def stages_section(stages_root: Optional[str]) -> str:
+    """What each stage serves, and its history, newest first."""
+    if not stages_root:
+        return _section("stages", "Stages", _missing("No stage store was given."))
+    from components.serving import stages
+
+    parts = []
+    for stage in STAGES:
+        current = stages.read_current(stages_root, stage)
+        history = stages.read_history(stages_root, stage)
+        if current is None:
+            served = "serves nothing"
+        else:
+            acc = (current.get("metrics") or {}).get("accuracy")
+            served = (
+                f"serves {_e(current.get('model_name') or '?')} version {_e(current.get('version'))} from run "
+                f"{_e(current.get('run', '?'))}" + (f", test accuracy {_num(acc)}" if acc is not None else "")
+            )
+        parts.append(f"<h3>{_e(stage)}: {served}</h3>")
+        if history:
+            rows = []
+            for entry in reversed(history[-HISTORY_SHOWN:]):
+                checks = entry.get("checks") or {}
+                passed = sum(1 for c in checks.values() if isinstance(c, Mapping) and c.get("passed"))
+                rows.append(
+                    [
+                        entry.get("time", ""),
+                        entry.get("action", ""),
+                        "none" if entry.get("version") is None else entry.get("version"),
+                        entry.get("run", ""),
+                        _num((entry.get("metrics") or {}).get("accuracy")),
+                        f"{passed}/{len(checks)}",
+                        entry.get("reason", ""),
+                    ]
+                )
+            parts.append(_table(["time", "action", "version", "run", "accuracy", "checks", "reason"], rows, left=4))
+        else:
+            parts.append(_missing("No history yet."))
+    return _section("stages", "Stages", "\n".join(parts))
+
+
+def glance(inputs: ReportInputs) -> str:
+    """The run's figures in one row of cards, above the sections."""
+    training = read_json(_join(inputs.model_dir, "training.json")) if inputs.model_dir else None
+    evaluation = inputs.evaluation or {}
+    cards = [_card("failed" if inputs.failure else "succeeded", "run")]
+    if "accuracy" in evaluation:
+        cards.append(_card(_num(evaluation["accuracy"]), "test accuracy"))
+    if inputs.blessing:
+        cards.append(_card("blessed" if inputs.blessing.get("blessed") else "not blessed", "gate"))
+    if training and training.get("images_per_sec") is not None:
+        cards.append(_card(_num(training["images_per_sec"], ",.0f"), "training images/s"))
+    if inputs.benchmark and inputs.benchmark.get("images_per_sec") is not None:
+        cards.append(_card(_num(inputs.benchmark["images_per_sec"], ",.0f"), "inference images/s"))
+    if inputs.steps:
+        took = sum(s.seconds or 0.0 for s in inputs.steps)
+        cards.append(_card(f"{took:,.0f} s", f"{sum(1 for s in inputs.steps if s.status != 'not run')} steps"))
+    return f'<div class="cards" id="glance">{"".join(cards)}</div>'
+
+
+def render(inputs: ReportInputs) -> str:
+    """The whole page.
+
+    Args:
+        inputs: the run's records; missing parts give a section that says what is missing.
+
+    Returns:
+        The HTML text (UTF-8, self-contained).
+    """
+    samples = inputs.samples
+    sections = [
+        steps_section(inputs.steps, inputs.failure),
+        dataset_section(inputs.dataset_dir),
+        training_section(inputs.model_dir),
+        evaluation_section(inputs.evaluation, inputs.confusion, samples),
+        gate_section(inputs.blessing),
+        benchmark_section(inputs.benchmark),
+        stages_section(inputs.stages_root),
+    ]
+    status = "failed" if inputs.failure is not None else "finished"
+    nav = "".join(
+        f'<a href="#{a}">{t}</a>'
+        for a, t in (
+            ("steps", "Steps"),
+            ("dataset", "Dataset"),
+            ("training", "Training"),
+            ("evaluation", "Evaluation"),
+            ("gate", "Gate"),
+            ("benchmark", "Benchmark"),
+            ("stages", "Stages"),
+        )
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(inputs.title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<header><h1>{_e(inputs.title)}</h1><p class=muted>Run <code>{_e(inputs.run or '?')}</code>: {status}.</p>"
+        f"<nav>{nav}</nav></header>\n" + glance(inputs) + "\n".join(sections) + "\n</body></html>\n"
+    )
+
+
+def write_report(inputs: ReportInputs, path: str) -> int:
+    """Renders the page and writes it to ``path`` (local or gs://); returns its size in bytes."""
+    from trainer import storage
+
+    data = render(inputs).encode("utf-8")
+    if path.startswith("gs://"):
+        storage.write_bytes(path, data)
+    else:  # a page for people to open: readable by all, as any file the user writes
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    return len(data)
