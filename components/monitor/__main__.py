@@ -20,6 +20,7 @@ from typing import Optional
 
 from components.cli import EXIT_OK, fail, load_section
 from trainer.config import STAGES, ConfigError, MonitorConfig
+from trainer.runtime import configure_tensorflow_env
 
 EXIT_BROKEN = 1
 
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the monitor once; see the module docstring."""
     args = _parser().parse_args(argv)
+    configure_tensorflow_env()  # before anything imports TensorFlow
     flags = {k: getattr(args, k) for k in ("prometheus_url", "stages_root", "window", "target", "model_name")}
     flags["stages"] = tuple(args.stages) if args.stages else None
     try:

@@ -36,6 +36,9 @@ def monitor_stages(
     Returns:
         ``ok`` or ``broken: <stage>: <what>; ...``.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.monitor.monitor import monitor, status_line
     from components.serving.stages import resolve_stages_root
     from trainer.config import MonitorConfig
@@ -59,5 +62,8 @@ def monitor_stages(
 @project_component
 def fail_if_broken(status: str) -> None:
     """Fails the run when the monitor found a broken stage (``status`` is not ``ok``)."""
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     if status != "ok":
         raise RuntimeError(f"the monitor found {status}; its report says what was missed")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.cli import EXIT_BAD_INPUT, EXIT_OK
+from trainer.runtime import configure_tensorflow_env
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Writes the report; prints its path and size."""
     args = _parser().parse_args(argv)
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.report.build import ReportError, write_report
     from components.report.local import inputs_from_run_dir
 

@@ -541,28 +541,36 @@ def benchmark_section(row: Optional[Mapping[str, Any]]) -> str:
     return _section("benchmark", "Benchmark", "\n".join(parts))
 
 
+def _headline(metrics: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
+    """The task's headline figure of a record's metrics: accuracy, or AP@0.5 for a detector."""
+    metrics = metrics or {}
+    for key, label in (("accuracy", "test accuracy"), ("ap50", "test AP@0.5")):
+        if key in metrics:
+            return label, metrics[key]
+    return "", None
+
+
 def stages_section(stages_root: Optional[str]) -> str:
-    """What each stage serves, and its history, newest first."""
+    """What each stage serves (every model, by name), and each model's history, newest first."""
     if not stages_root:
         return _section("stages", "Stages", _missing("No stage store was given."))
     from components.serving import stages
 
     parts = []
     for stage in STAGES:
-        current = stages.read_current(stages_root, stage)
-        history = stages.read_history(stages_root, stage)
-        if current is None:
-            served = "serves nothing"
-        else:
-            acc = (current.get("metrics") or {}).get("accuracy")
-            served = (
-                f"serves {_e(current.get('model_name') or '?')} version {_e(current.get('version'))} from run "
-                f"{_e(current.get('run', '?'))}" + (f", test accuracy {_num(acc)}" if acc is not None else "")
+        served = stages.served_models(stages_root, stage)
+        if not served:
+            parts.append(f"<h3>{_e(stage)}: serves nothing</h3>")
+            continue
+        for name in sorted(served):
+            current = served[name]
+            label, value = _headline(current.get("metrics"))
+            parts.append(
+                f"<h3>{_e(stage)}: serves {_e(name)} version {_e(current.get('version'))} from run "
+                f"{_e(current.get('run', '?'))}" + (f", {label} {_num(value)}" if value is not None else "") + "</h3>"
             )
-        parts.append(f"<h3>{_e(stage)}: {served}</h3>")
-        if history:
             rows = []
-            for entry in reversed(history[-HISTORY_SHOWN:]):
+            for entry in reversed(stages.read_history(stages_root, stage, name)[-HISTORY_SHOWN:]):
                 checks = entry.get("checks") or {}
                 passed = sum(1 for c in checks.values() if isinstance(c, Mapping) and c.get("passed"))
                 rows.append(
@@ -571,14 +579,15 @@ def stages_section(stages_root: Optional[str]) -> str:
                         entry.get("action", ""),
                         "none" if entry.get("version") is None else entry.get("version"),
                         entry.get("run", ""),
-                        _num((entry.get("metrics") or {}).get("accuracy")),
+                        _num(_headline(entry.get("metrics"))[1]),
                         f"{passed}/{len(checks)}",
                         entry.get("reason", ""),
                     ]
                 )
-            parts.append(_table(["time", "action", "version", "run", "accuracy", "checks", "reason"], rows, left=4))
-        else:
-            parts.append(_missing("No history yet."))
+            if rows:
+                parts.append(_table(["time", "action", "version", "run", "score", "checks", "reason"], rows, left=4))
+            else:
+                parts.append(_missing("No history yet."))
     return _section("stages", "Stages", "\n".join(parts))
 
 

@@ -39,6 +39,9 @@ def build_report(
         run_id: pass ``dsl.PIPELINE_JOB_NAME_PLACEHOLDER`` (shown in the header).
         title: the page's title.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
     from components.report.build import ReportInputs, read_json, write_report
     from components.serving.stages import resolve_stages_root
 

@@ -13,6 +13,7 @@ from components.evaluate import samples as sample_lib
 from components.report import build
 from components.report.build import Failure, ReportInputs, StepRecord
 from components.serving import stages
+from components.serving.checks import CheckResult
 
 CLASSES = ["cat", "dog", "bird"]
 
@@ -99,9 +100,13 @@ def records(tmp_path):
              "http_batch_size": 64, "http_time_s": 0.1, "http_images_per_sec": 2560.0, "http_latency_p50_ms": 25.0,
              "http_latency_p95_ms": 27.0, "http_latency_p99_ms": 30.0}  # fmt: skip
     root = str(tmp_path / "stages")
-    checks = {"health": {"passed": True, "detail": "ok"}, "prediction": {"passed": True, "detail": "8/8"}}
-    stages.record(root, "demo", "promote", 1, "/m/1", "run-a", checks, {"accuracy": 0.81}, "classifier")
-    stages.record(root, "demo", "promote", 2, "/m/2", "run-b", checks, {"accuracy": 0.8}, "classifier")
+    checks = (CheckResult("health", True, "ok"), CheckResult("prediction", True, "8/8"))
+    for version, run, accuracy in ((1, "run-a", 0.81), (2, "run-b", 0.8)):
+        entry = stages.StageEntry(
+            action="promote", version=version, model_uri=f"/m/{version}", run=run, model_name="classifier",
+            checks=checks, metrics={"accuracy": accuracy},
+        )  # fmt: skip
+        stages.record(root, "demo", entry)
     return ReportInputs(
         title="pets: run report",
         run="run-b",
