@@ -74,23 +74,4 @@ def pipeline(
             stage's other models.
         promote_to_prod: after staging passed, promote to prod as well.
     """
-    flow.build(
-        source=source,
-        limit_per_split=limit_per_split,
-        model=model,
-        model_options=model_options,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate,
-        accelerator_type=accelerator_type,
-        accelerator_count=accelerator_count,
-        value_thresholds=value_thresholds,
-        change_thresholds=change_thresholds,
-        benchmark_images=benchmark_images,
-        benchmark_batch_size=benchmark_batch_size,
-        serving_target=serving_target,
-        stages_root=stages_root,
-        served_model_name=served_model_name,
-        promote_to_prod=promote_to_prod,
-    )
+    flow.build(**locals())  # every parameter of the run form, as it is

@@ -4,16 +4,14 @@ and its checks, REST against in-process mAP, the benchmark, weights from a path,
 import base64
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.detection_fixtures import tiny_detection
+from tests.preempt import kill_at_first_checkpoint
 from trainer.tasks import get_task
 
 pytestmark = pytest.mark.slow
@@ -150,22 +148,9 @@ def test_a_killed_detection_training_resumes(det, tmp_path):
     model_dir = tmp_path / "model"
     config_file = tmp_path / "train.yaml"
     config_file.write_text(config.to_yaml())
-    cmd = [sys.executable, "-m", "trainer", "--dataset", det["dataset"], "--model-dir", str(model_dir)]
-    child = subprocess.Popen(
-        [*cmd, "--config", str(config_file), "--log-level", "WARNING"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    marker = model_dir / "checkpoints" / "checkpoint"
-    deadline = time.monotonic() + 300
-    try:
-        while not marker.exists():
-            assert child.poll() is None, "the training ended before a checkpoint could be interrupted"
-            assert time.monotonic() < deadline, "no checkpoint appeared within 300 s"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.wait(timeout=30)
+    command = [sys.executable, "-m", "trainer", "--dataset", det["dataset"], "--model-dir", str(model_dir)]
+    kill_at_first_checkpoint([*command, "--config", str(config_file), "--log-level", "WARNING"],
+                             model_dir / "checkpoints" / "checkpoint", timeout_s=300)  # fmt: skip
     assert not (model_dir / "training.json").exists()
     summary = train(det["dataset"], str(model_dir), config)
     assert 0 < summary.resumed_from_step < 24 and summary.steps == 24

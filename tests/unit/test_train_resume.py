@@ -2,13 +2,11 @@
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 
+from tests.preempt import kill_at_first_checkpoint
 from tests.unit.train_datasets import write_dataset
 from trainer.config import TrainConfig
 from trainer.train import train
@@ -23,34 +21,9 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     model_dir = tmp_path / "model"
     config_file = tmp_path / "train.yaml"
     config_file.write_text(CONFIG.to_yaml())
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trainer",
-            "--dataset",
-            dataset,
-            "--model-dir",
-            str(model_dir),
-            "--config",
-            str(config_file),
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    state = model_dir / "checkpoints" / "checkpoint"
-    deadline = time.monotonic() + 120
-    try:
-        while not state.exists():
-            assert child.poll() is None, "the training ended before a checkpoint could be interrupted"
-            assert time.monotonic() < deadline, "no checkpoint appeared within 120 s"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    command = [sys.executable, "-m", "trainer", "--dataset", dataset, "--model-dir", str(model_dir)]
+    kill_at_first_checkpoint([*command, "--config", str(config_file), "--log-level", "WARNING"],
+                             model_dir / "checkpoints" / "checkpoint")  # fmt: skip
     assert not (model_dir / "training.json").exists()
 
     summary = train(dataset, str(model_dir), CONFIG)
