@@ -96,8 +96,10 @@ def summarize(
 
     took = "" if seconds is None else f" in {seconds:.0f} s"
     scores = "   ".join(
-        f"{label}: {fmt(metric('evaluate', 'metrics', key), '.4f')}" for label, key in TASKS[task]["headline"]
-    )
+        f"{label + ':':20s}{fmt(metric('evaluate', 'metrics', key), '.4f')}" if i == 0 else
+        f"{label}: {fmt(metric('evaluate', 'metrics', key), '.4f')}"
+        for i, (label, key) in enumerate(TASKS[task]["headline"])
+    )  # fmt: skip
     lines = [
         f"== lean-tpu-pipelines: local run finished{took} ==",
         f"artifacts:          {run_dir}",
