@@ -29,9 +29,10 @@ def pipeline(
     limit_per_split: int = 0,
     model: str = "retinanet",
     model_options: dict = {},  # noqa: B006 (a pipeline default, never mutated)
-    epochs: int = 6,
+    epochs: int = 8,
     steps_per_epoch: int = 0,
     batch_size_per_replica: int = 16,
+    augment: bool = True,
     learning_rate: float = 0.008,
     accelerator_type: str = accelerators.DEFAULT_ACCELERATOR_TYPE,
     accelerator_count: int = accelerators.DEFAULT_ACCELERATOR_COUNT,
@@ -58,6 +59,7 @@ def pipeline(
         epochs: training epochs.
         steps_per_epoch: training steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: images per accelerator core per step.
+        augment: random horizontal flips of the training images, boxes flipped with them.
         learning_rate: peak learning rate for a global batch of 128 (scaled with the global batch;
             0.008 gives 1e-3 at batch 16), after a short warm-up, with cosine decay.
         accelerator_type: the train pod's accelerator resource (cloud-tpus.google.com/v2: a TPU

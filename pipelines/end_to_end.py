@@ -28,6 +28,7 @@ def pipeline(
     epochs: int = 5,
     steps_per_epoch: int = 0,
     batch_size_per_replica: int = 128,
+    augment: bool = False,
     learning_rate: float = 0.001,
     accelerator_type: str = accelerators.DEFAULT_ACCELERATOR_TYPE,
     accelerator_count: int = accelerators.DEFAULT_ACCELERATOR_COUNT,
@@ -52,6 +53,8 @@ def pipeline(
         epochs: training epochs.
         steps_per_epoch: training steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
+        augment: random flips and small translations of the training images (off: a flip changes
+            the meaning of digit-like data).
         learning_rate: learning rate for a global batch of 128, scaled with the global batch.
         accelerator_type: the train pod's accelerator resource: cloud-tpus.google.com/v2 (a TPU
             v2-8 on GKE), cloud-tpus.google.com/v3, nvidia.com/gpu, ...

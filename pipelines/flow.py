@@ -43,6 +43,7 @@ def build(
     steps_per_epoch,
     batch_size_per_replica,
     learning_rate,
+    augment,
     accelerator_type,
     accelerator_count,
     value_thresholds,
@@ -72,6 +73,7 @@ def build(
         batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate,
         model_options=model_options,
+        augment=augment,
         accelerator="auto",
     ).set_display_name("Train")
     accelerators.set_accelerator(trained_task, accelerator_type, accelerator_count)

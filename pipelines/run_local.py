@@ -72,7 +72,7 @@ TASKS: dict[str, dict[str, Any]] = {
     "detection": {
         "pipeline": "pipelines.detection",
         "headline": (("test AP@0.5", "ap50"), ("test AP@[.5:.95]", "ap")),
-        "defaults": {"data": "shapes", "limit": 0, "epochs": 6, "model_name": "detector"},
+        "defaults": {"data": "shapes", "limit": 0, "epochs": 8, "model_name": "detector"},
     },
 }
 
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         "shapes (detection); default: the task's built-in"
     )  # fmt: skip
     parser.add_argument("--limit", type=int, help="images per split, 0 = all; default 20000 (detection: all)")
-    parser.add_argument("--epochs", type=int, help="default 3 (detection: 6)")
+    parser.add_argument("--epochs", type=int, help="default 3 (detection: 8)")
     parser.add_argument("--steps-per-epoch", type=int, default=0, help="0 = one pass over the training split")
     parser.add_argument("--benchmark-images", type=int, default=3200)
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")

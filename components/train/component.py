@@ -18,6 +18,7 @@ def train_model(
     batch_size_per_replica: int = 128,
     learning_rate: float = 0.001,
     accelerator: str = "auto",
+    augment: bool = False,
     config_yaml: str = "",
     model_options: Optional[dict] = None,
 ):
@@ -36,6 +37,7 @@ def train_model(
         batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
         learning_rate: learning rate for a global batch of 128, scaled with the global batch.
         accelerator: ``auto`` detects; ``tpu``, ``gpu``, ``cpu`` fail if not there.
+        augment: random flips (and, for classification, small translations) of the training images.
         config_yaml: further TrainConfig fields as YAML (e.g. ``precision: float32``); the
             parameters above win over it. Empty for none.
         model_options: the model builder's options (detection: image_size, anchor_size, preset,
@@ -55,6 +57,7 @@ def train_model(
         batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate,
         accelerator=accelerator,
+        augment=augment,
         model_options=model_options,
     )
     summary = train(dataset.path, model.path, config, checkpoint_dir=checkpoint_uri(model.uri))

@@ -215,6 +215,7 @@ def test_the_make_run_recipe_over_seeds(shapes_dataset, tmp_path):
             epochs=defaults["epochs"],
             batch_size_per_replica=defaults["batch_size_per_replica"],
             learning_rate=defaults["learning_rate"],
+            augment=defaults["augment"],
             seed=seed,
         )
         summary = train(shapes_dataset, str(tmp_path / f"seed{seed}"), config)
