@@ -70,18 +70,13 @@ prometheus: ## Install Prometheus and promtool (Debian's prometheus package) whe
 	       "the Prometheus tests are skipped"; \
 	fi
 
-run: setup ## Run the end-to-end pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true
-	$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) \
-	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
-	  $(if $(filter true,$(PROD)),--to-prod)
-
 serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages) until Ctrl-C
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
-run: setup ## Run the end-to-end pipeline locally (kfp.local); DATA=folder LIMIT=0 (all) EPOCHS=N PROD=true VERBOSE=1
-	@$(PY) -m pipelines.run_local --data '$(DATA)' --limit $(LIMIT) --epochs $(EPOCHS) \
-	  --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' $(if $(filter true,$(PROD)),--to-prod) \
-	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true VERBOSE=1
+	@$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) \
+	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
+	  $(if $(filter true,$(PROD)),--to-prod) $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 test: setup browser ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q
