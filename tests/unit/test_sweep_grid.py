@@ -285,3 +285,18 @@ def test_gpu_vs_tpu_tables_render_as_before_through_the_shared_table_helper():
         )
     ]
     assert render_sweep_markdown(sweeps) == GOLDEN_SWEEP
+
+
+def test_a_legacy_pod_slice_pod_resolves_to_a_multi_worker_cluster(monkeypatch):
+    # What a pod on tpu-v3-32 gets: GKE writes one endpoint per TPU host of the slice. The trainer
+    # hands TPUClusterResolver tpu=None for this path; TF (2.21 here) builds the worker job from them.
+    import tensorflow as tf
+
+    from trainer.distribute import find_tpu
+
+    endpoints = [f"grpc://10.0.0.{i}:8470" for i in range(1, 5)]
+    monkeypatch.setenv("KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", ",".join(endpoints))
+    address = find_tpu()
+    assert address is not None and address.tpu is None
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address.tpu)
+    assert resolver.cluster_spec().as_dict() == {"worker": [e.removeprefix("grpc://") for e in endpoints]}
