@@ -2,9 +2,9 @@
 
 ``python -m pipelines.run_sweep [--grid grid.yaml] [--source shapes:400] [--steps-per-epoch 8]
 [--pipeline-root local_outputs]``. The default grid is 2 image sizes x 2 epoch counts x 2 batch
-sizes of the small detector on the built-in shapes, with one cell that cannot run (a batch larger
-than the training split when the data is tiny is refused by the trainer; here a bad model option)
-so the failed row shows too. A grid file is a YAML list of cells (pipelines/sweep.py).
+sizes of the small detector on the built-in shapes, plus one cell with a model option the detector
+does not know, so a failed row (with its reason) shows too. A grid file is a YAML list of cells
+(docs/sweep.md).
 """
 
 from __future__ import annotations
