@@ -1,6 +1,6 @@
 """``make sweep``: the sweep pipeline under kfp.local over a CPU grid, then its table printed.
 
-``python -m pipelines.run_sweep [--grid grid.yaml] [--source shapes:400] [--steps-per-epoch 8]
+``python -m pipelines.run_sweep [--grid grid.yaml] [--source shapes:400] [--steps-per-epoch 24]
 [--pipeline-root local_outputs]``. The default grid is 2 image sizes x 2 epoch counts x 2 batch
 sizes of the small detector on the built-in shapes, plus one cell with a model option the detector
 does not know, so a failed row (with its reason) shows too. A grid file is a YAML list of cells
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", type=Path, help="a YAML list of cells (default: the demo grid)")
     parser.add_argument("--source", default="shapes:400")
     parser.add_argument("--model", default="retinanet")
-    parser.add_argument("--steps-per-epoch", type=int, default=8)
+    parser.add_argument("--steps-per-epoch", type=int, default=24)
     parser.add_argument("--learning-rate", type=float, default=0.016)
     parser.add_argument("--pipeline-root", type=Path, default=Path("local_outputs"))
     args = parser.parse_args(argv)
