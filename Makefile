@@ -20,14 +20,16 @@ PROD ?= false
 OUT ?= local_outputs
 # VERBOSE=1: print every step's whole output as it runs (kfp.local's echo included), as well as the logs.
 VERBOSE ?=
-# make compile knobs
+# make compile knobs; SWEEP_PARALLELISM: grid cells at once in sweep/gpu_vs_tpu (a literal in the
+# YAML, kfp takes no parameter there; default 4, 0 for no limit)
 IMAGE ?=
+SWEEP_PARALLELISM ?=
 DIST := dist/pipelines
 # make images knobs
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
 
-.PHONY: help setup data prometheus browser run serve test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus browser run serve sweep test test-fast bench lint format compile upload images clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -78,6 +80,9 @@ run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=fol
 	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
 	  $(if $(filter true,$(PROD)),--to-prod) $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
+sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml
+	$(PY) -m pipelines.run_sweep $(if $(GRID),--grid '$(GRID)') --pipeline-root '$(OUT)'
+
 test: setup browser ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q
 
@@ -96,7 +101,8 @@ format: $(STAMP) ## ruff fix + format
 	$(VENV)/bin/ruff format .
 
 compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=... overrides the image)
-	$(PY) -m pipelines.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)')
+	$(PY) -m pipelines.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)') \
+	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM))
 
 upload: compile ## Upload the compiled pipelines to KFP_HOST (new pipeline or new version)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make upload KFP_HOST=http://localhost:8080"; exit 2; }

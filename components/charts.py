@@ -230,3 +230,54 @@ def heatmap(
     fig.colorbar(image, ax=ax, shrink=0.8)
     ax.set_title(title, loc="left", fontweight="bold")
     return to_svg(fig, title)
+
+
+def bubble_chart(
+    labels: Sequence[str],
+    x: Sequence[float],
+    y: Sequence[float],
+    sizes: Sequence[Optional[float]],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    size_note: str = "${:,.2f}",
+) -> str:
+    """A labelled scatter chart whose marker area follows ``sizes`` (the sweep: quality against time, cost).
+
+    Args:
+        labels: one name per point.
+        x: the x values.
+        y: the y values.
+        sizes: the marker area's measure per point (None: the smallest marker, no note).
+        title: the chart's title.
+        x_label: the x axis label.
+        y_label: the y axis label.
+        size_note: how a point's size is written next to its label.
+
+    Returns:
+        The inline ``<svg>`` element.
+
+    Raises:
+        ChartError: the sequences differ in length or there is no point.
+    """
+    if not labels or not len(labels) == len(x) == len(y) == len(sizes):
+        raise ChartError(
+            f"bubble_chart needs one x, y and size per label: {len(labels)}, {len(x)}, {len(y)}, {len(sizes)}"
+        )
+    known = [s for s in sizes if s is not None]
+    peak = max(known) if known else 0.0
+    smallest, largest = 40.0, 900.0
+    areas = [smallest if s is None or peak <= 0 else smallest + (largest - smallest) * s / peak for s in sizes]
+    fig = _figure(3.6)
+    ax = fig.add_subplot()
+    ax.scatter(x, y, s=areas, alpha=0.55, color=PALETTE[0], edgecolors="#1f3b5c")
+    for label, px, py, size in zip(labels, x, y, sizes, strict=True):
+        note = label if size is None else f"{label} ({size_note.format(size)})"
+        ax.annotate(note, (px, py), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.margins(0.15)
+    return to_svg(fig, title)

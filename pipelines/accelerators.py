@@ -45,6 +45,10 @@ RETRY_BACKOFF = "60s"
 RETRY_BACKOFF_FACTOR = 2.0
 RETRY_BACKOFF_MAX = "3600s"
 
+# Legacy TPU Node pod slices larger than 8 cores: (version, cores). The pipelines' runtime
+# parameters take the same values (accelerator_type cloud-tpus.google.com/v3, count 32).
+LEGACY_POD_SLICES = (("v2", 32), ("v3", 32), ("v3", 64), ("v3", 128))
+
 # GKE TPU VM types: preset name part -> (node label value, chips on one host at most).
 GKE_TPU_TYPES: dict[str, tuple[str, int]] = {
     "v4": ("tpu-v4-podslice", 4),
@@ -84,12 +88,16 @@ class Preset:
     limit_cpu_memory: bool = False
 
 
-def _legacy_tpu(name: str, version: str, preemptible: bool) -> Preset:
+def _legacy_tpu(name: str, version: str, preemptible: bool, cores: int = 8) -> Preset:
     kind = f"preemptible-{version}" if preemptible else version
     return Preset(
         name=name,
         accelerator_type=f"cloud-tpus.google.com/{kind}",
-        accelerator_count=8,
+        # More than 8 cores is a pod slice: still one pod with one annotation; GKE puts the slice's
+        # several worker endpoints in KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS and TPUClusterResolver() builds
+        # the multi-worker cluster spec from them (checked with TF 2.21). Replicas = cores, so the
+        # global batch (per replica x replicas) and the learning rate (scaled with it) follow.
+        accelerator_count=cores,
         # The TPU is remote on this path: the pod only runs the input pipeline and the host loop.
         cpu="4",
         memory="16Gi",
@@ -162,6 +170,11 @@ PRESETS: dict[str, Preset] = {
     "tpu-v3-8": _legacy_tpu("tpu-v3-8", "v3", preemptible=False),
     "preemptible-v2-8": _legacy_tpu("preemptible-v2-8", "v2", preemptible=True),
     "preemptible-v3-8": _legacy_tpu("preemptible-v3-8", "v3", preemptible=True),
+    # Legacy TPU Node pod slices (GKE's TPU Node integration, end of life announced for 2025-04-25).
+    **{
+        f"tpu-{version}-{cores}": _legacy_tpu(f"tpu-{version}-{cores}", version, preemptible=False, cores=cores)
+        for version, cores in LEGACY_POD_SLICES
+    },
     **{
         p.name: p
         for p in map(

@@ -18,6 +18,8 @@ from pathlib import Path
 import yaml
 from kfp import compiler
 
+from pipelines import grid
+
 # File name -> module defining ``pipeline`` (a @dsl.pipeline function).
 PIPELINES = {
     "end_to_end": "pipelines.end_to_end",
@@ -29,6 +31,7 @@ PIPELINES = {
     "rollback": "pipelines.rollback",
     "notebook": "pipelines.notebook",
     "monitor": "pipelines.monitor",
+    "sweep": "pipelines.sweep",
 }
 
 
@@ -43,11 +46,25 @@ def set_image(documents: list[dict], image: str) -> int:
     return changed
 
 
-def compile_pipeline(name: str, output_dir: Path, image: str | None = None) -> Path:
-    """Compiles one pipeline by its file name and returns the YAML's path (written atomically)."""
+def pipeline_func(name: str, parallelism: int | None = None):
+    """The pipeline function of a file name; a grid pipeline (``build``) gets ``parallelism``.
+
+    Args:
+        name: a key of ``PIPELINES``.
+        parallelism: cells at once for pipelines with a fan-out over a grid (pipelines/grid.py);
+            None for their default.
+    """
     if name not in PIPELINES:
         raise KeyError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
-    func = importlib.import_module(PIPELINES[name]).pipeline
+    module = importlib.import_module(PIPELINES[name])
+    if parallelism is not None and hasattr(module, "build"):
+        return module.build(parallelism)
+    return module.pipeline
+
+
+def compile_pipeline(name: str, output_dir: Path, image: str | None = None, parallelism: int | None = None) -> Path:
+    """Compiles one pipeline by its file name and returns the YAML's path (written atomically)."""
+    func = pipeline_func(name, parallelism)
     output_dir.mkdir(parents=True, exist_ok=True)
     target = output_dir / f"{name}.yaml"
     fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=output_dir, prefix=f".{name}.")
@@ -67,9 +84,11 @@ def compile_pipeline(name: str, output_dir: Path, image: str | None = None) -> P
     return target
 
 
-def compile_all(output_dir: Path, image: str | None = None, names: Iterable[str] | None = None) -> list[Path]:
+def compile_all(
+    output_dir: Path, image: str | None = None, names: Iterable[str] | None = None, parallelism: int | None = None
+) -> list[Path]:
     """Compiles the named pipelines (all by default)."""
-    return [compile_pipeline(n, output_dir, image) for n in (names or PIPELINES)]
+    return [compile_pipeline(n, output_dir, image, parallelism) for n in (names or PIPELINES)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,9 +97,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help=f"pipelines to compile (default all: {', '.join(PIPELINES)})")
     parser.add_argument("--output-dir", type=Path, default=Path("dist/pipelines"))
     parser.add_argument("--image", help="container image for every step (default: components.images)")
+    parser.add_argument(
+        "--sweep-parallelism",
+        help=f"grid cells run at once in sweep and gpu_vs_tpu (0: no limit); default ${grid.PARALLELISM_ENV} "
+        f"or {grid.DEFAULT_PARALLELISM}. A literal in the YAML: kfp takes no parameter there",
+    )
     args = parser.parse_args(argv)
     try:
-        for path in compile_all(args.output_dir, args.image, args.names):
+        parallelism = (
+            grid.parallelism_from(args.sweep_parallelism)
+            if args.sweep_parallelism is not None
+            else grid.parallelism_of(os.environ)
+        )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        for path in compile_all(args.output_dir, args.image, args.names, parallelism):
             print(path)
     except KeyError as err:
         print(f"error: {err.args[0]}", file=sys.stderr)

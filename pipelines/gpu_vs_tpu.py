@@ -8,32 +8,32 @@ epoch time (s) and step time per example (us), per batch size and accelerator, p
 Each fan-out task requests its accelerator through runtime placeholders (the entry's resource
 name and count; an empty name requests none). Locally (kfp.local) it runs on CPU with a few steps.
 Compiled by ``make compile`` to ``dist/pipelines/gpu_vs_tpu.yaml``. No TensorFlow here.
+
+It is a one-dimensional grid of the ``sweep`` pipeline's kind: its entries are the accelerator
+part of a grid cell (``components.benchmark.grid.AcceleratorEntry``), its fan-out is the grid's
+(``pipelines.grid.fan_out``, the same compile-time ``SWEEP_PARALLELISM``), and its tables are
+written with the same Markdown table helper. Its measurement stays the notebook's (in-memory fit,
+first epoch excluded), and so do its two tables.
 """
 
 from kfp import dsl
 
 from components.benchmark.component import join_sweeps, training_sweep
+from components.benchmark.grid import AcceleratorEntry
 from components.convert.component import convert_to_tfrecords
-from pipelines import accelerators
+from pipelines import accelerators, grid
 
 NAME = "gpu_vs_tpu"
 
 # accelerator: the name in the tables; strategy: what trainer.distribute.get_strategy must find
 # (a demand, so a TPU run that silently fell back to CPU fails instead of reporting CPU numbers).
 DEFAULT_ACCELERATORS = [
-    {
-        "accelerator": "tpu-v2-8",
-        "accelerator_type": "cloud-tpus.google.com/v2",
-        "accelerator_count": "8",
-        "strategy": "tpu",
-    },
-    {"accelerator": "gpu-1", "accelerator_type": "nvidia.com/gpu", "accelerator_count": "1", "strategy": "gpu"},
-    {"accelerator": "cpu", "accelerator_type": "", "accelerator_count": "0", "strategy": "cpu"},
+    AcceleratorEntry("tpu-v2-8", "cloud-tpus.google.com/v2", "8", "tpu").to_dict(),
+    AcceleratorEntry("gpu-1", "nvidia.com/gpu", "1", "gpu").to_dict(),
+    AcceleratorEntry("cpu", "", "0", "cpu").to_dict(),
 ]
 
-LOCAL_ACCELERATORS = [
-    {"accelerator": "cpu", "accelerator_type": "", "accelerator_count": "0", "strategy": "cpu"},
-]
+LOCAL_ACCELERATORS = [AcceleratorEntry("cpu", "", "0", "cpu").to_dict()]
 
 
 @dsl.pipeline(name="gpu-vs-tpu-on-accelerator")
@@ -69,48 +69,56 @@ def sweep_on(
     return task.outputs["Output"]
 
 
-@dsl.pipeline(
-    name=NAME,
-    description=(
-        "The GPU-vs-TPU notebook as a pipeline: the CNN trained at batch sizes 256/512/1024 on each "
-        "accelerator (TPU v2-8, one GPU, CPU); epoch time and step time per example, first epoch excluded."
-    ),
-)
-def pipeline(
-    source: str = "fashion-mnist",
-    limit_per_split: int = 0,
-    accelerators_to_try: list = DEFAULT_ACCELERATORS,  # noqa: B006 (a pipeline default, never mutated)
-    batch_sizes: list = [256, 512, 1024],  # noqa: B006
-    epochs: int = 3,
-    steps_per_epoch: int = 0,
-    model: str = "mnist_cnn",
-):
-    """Trains and times the notebook's CNN per accelerator and batch size.
+def build(parallelism: int = grid.DEFAULT_PARALLELISM):
+    """The pipeline with a concurrency limit on its fan-out (a literal: pipelines/grid.py)."""
 
-    Args:
-        source: the dataset to convert (fashion-mnist, digits, an image folder, ...).
-        limit_per_split: keep at most this many images per split; 0 keeps all.
-        accelerators_to_try: entries ``{accelerator, accelerator_type, accelerator_count,
-            strategy}``: the name in the tables, the pod's accelerator resource and count (empty
-            type: none), and ``tpu``/``gpu``/``cpu``/``auto`` for the trainer.
-        batch_sizes: global batch sizes to sweep.
-        epochs: epochs per batch size, at least 2 (the first is excluded).
-        steps_per_epoch: steps per epoch; 0 means one pass over the training split.
-        model: the model builder (mnist_cnn is the notebook's CNN).
-    """
-    converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
-        "Convert to TFRecords"
+    @dsl.pipeline(
+        name=NAME,
+        description=(
+            "The GPU-vs-TPU notebook as a pipeline: the CNN trained at batch sizes 256/512/1024 on each "
+            "accelerator (TPU v2-8, one GPU, CPU); epoch time and step time per example, first epoch excluded."
+        ),
     )
-    with dsl.ParallelFor(accelerators_to_try) as entry:
-        branch = sweep_on(
-            dataset=converted.outputs["dataset"],
-            accelerator=entry.accelerator,
-            accelerator_type=entry.accelerator_type,
-            accelerator_count=entry.accelerator_count,
-            strategy=entry.strategy,
-            batch_sizes=batch_sizes,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            model=model,
-        ).set_display_name("Sweep on accelerator")
-    join_sweeps(sweeps=dsl.Collected(branch.output)).set_display_name("GPU vs TPU tables")
+    def pipeline(
+        source: str = "fashion-mnist",
+        limit_per_split: int = 0,
+        accelerators_to_try: list = DEFAULT_ACCELERATORS,  # noqa: B006 (a pipeline default, never mutated)
+        batch_sizes: list = [256, 512, 1024],  # noqa: B006
+        epochs: int = 3,
+        steps_per_epoch: int = 0,
+        model: str = "mnist_cnn",
+    ):
+        """Trains and times the notebook's CNN per accelerator and batch size.
+
+        Args:
+            source: the dataset to convert (fashion-mnist, digits, an image folder, ...).
+            limit_per_split: keep at most this many images per split; 0 keeps all.
+            accelerators_to_try: entries ``{accelerator, accelerator_type, accelerator_count,
+                strategy}``: the name in the tables, the pod's accelerator resource and count (empty
+                type: none), and ``tpu``/``gpu``/``cpu``/``auto`` for the trainer.
+            batch_sizes: global batch sizes to sweep.
+            epochs: epochs per batch size, at least 2 (the first is excluded).
+            steps_per_epoch: steps per epoch; 0 means one pass over the training split.
+            model: the model builder (mnist_cnn is the notebook's CNN).
+        """
+        converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
+            "Convert to TFRecords"
+        )
+        with grid.fan_out(accelerators_to_try, parallelism) as entry:
+            branch = sweep_on(
+                dataset=converted.outputs["dataset"],
+                accelerator=entry.accelerator,
+                accelerator_type=entry.accelerator_type,
+                accelerator_count=entry.accelerator_count,
+                strategy=entry.strategy,
+                batch_sizes=batch_sizes,
+                epochs=epochs,
+                steps_per_epoch=steps_per_epoch,
+                model=model,
+            ).set_display_name("Sweep on accelerator")
+        join_sweeps(sweeps=dsl.Collected(branch.output)).set_display_name("GPU vs TPU tables")
+
+    return pipeline
+
+
+pipeline = build()

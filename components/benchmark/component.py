@@ -148,3 +148,158 @@ def join_sweeps(sweeps: list, report: Output[Markdown], chart: Output[HTML]):
         f.write(render_sweep_markdown(sweeps))
     with open(chart.path, "w", encoding="utf-8") as f:
         f.write(render_sweep_html(sweeps))
+
+
+# --------------------------------------------------------------------------- training grid
+
+
+@project_component
+def plan_training_grid(
+    grid: list,
+    model: str,
+    model_options: dict,
+    epochs: int,
+    steps_per_epoch: int,
+    batch_size_per_replica: int,
+    learning_rate: float,
+    source: str,
+    limit_per_split: int,
+) -> list:
+    """Checks the grid and expands it into one cell per run (repeats apart), each with its key.
+
+    Args:
+        grid: the cells (``components.benchmark.grid.plan_grid``).
+        model: the model builder of cells that name none.
+        model_options: its options for cells that give none.
+        epochs: for cells that give none.
+        steps_per_epoch: for cells that give none; 0 for one pass over the training split.
+        batch_size_per_replica: for cells that give none.
+        learning_rate: for cells that give none (for a global batch of 128).
+        source: the dataset's source (part of each cell's key).
+        limit_per_split: the dataset's limit (part of each cell's key).
+
+    Returns:
+        The cells as dicts (``GridCell.to_dict``), the fan-out's items.
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.benchmark.grid import grid_settings, plan_grid
+
+    defaults, context = grid_settings(
+        model, model_options, epochs, steps_per_epoch, batch_size_per_replica, learning_rate, source, limit_per_split
+    )
+    return [c.to_dict() for c in plan_grid(grid, defaults, context)]
+
+
+@project_component
+def train_grid_cell(
+    dataset: Input[Dataset],
+    cell: dict,
+    model: Output[Model],
+    metrics: Output[Metrics],
+    rows_root: str = "",
+    pipeline_root: str = "",
+) -> dict:
+    """Trains and evaluates one grid cell; succeeds with ``status: failed`` when the run fails.
+
+    Args:
+        dataset: the converted dataset (one for the whole grid: every cell scores the same test split).
+        cell: the cell (``GridCell.to_dict``, from plan_training_grid).
+        model: the trained model folder.
+        metrics: the cell's figures: fit/billed seconds, examples/s and the test metrics.
+        rows_root: where the cell's row is written while it runs (local path or gs://); empty for
+            ``<pipeline_root>/sweep-rows``.
+        pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+
+    Returns:
+        The row (``CellResult.to_dict``).
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.artifacts import checkpoint_uri
+    from components.benchmark.cell import process_start_time, resolve_rows_root, run_cell_recorded
+    from components.benchmark.grid import GridCell
+
+    result = run_cell_recorded(
+        dataset.path,
+        model.path,
+        GridCell.from_dict(cell),
+        resolve_rows_root(rows_root, pipeline_root),
+        process_start_time(),
+        checkpoint_uri(model.uri),
+    )
+    model.metadata.update({"status": result.status, "cell": result.cell.name})
+    for name, value in {"fit_s": result.fit_s, "billed_s": result.billed_s, **result.metrics}.items():
+        if value is not None:
+            metrics.log_metric(name, value)
+    return result.to_dict()
+
+
+@project_component
+def join_training_grid(
+    grid: list,
+    model: str,
+    model_options: dict,
+    epochs: int,
+    steps_per_epoch: int,
+    batch_size_per_replica: int,
+    learning_rate: float,
+    source: str,
+    limit_per_split: int,
+    report: Output[Markdown],
+    chart: Output[HTML],
+    rows_root: str = "",
+    pipeline_root: str = "",
+    price_table: Optional[str] = None,
+) -> dict:
+    """Builds the grid's tables from the rows the cells wrote, whichever cells finished.
+
+    It runs as the pipeline's exit task: after every cell, failed tasks included. It plans the
+    grid again (the same pure function, so the same keys) and reads each cell's row; a cell
+    without one, or still ``running``, is a failed row.
+
+    Args:
+        grid: the pipeline's grid.
+        model: the model builder of cells that name none (the same values as plan_training_grid).
+        model_options: its options for cells that give none.
+        epochs: for cells that give none.
+        steps_per_epoch: for cells that give none; 0 for one pass over the training split.
+        batch_size_per_replica: for cells that give none.
+        learning_rate: for cells that give none (for a global batch of 128).
+        source: the dataset's source (part of each cell's key).
+        limit_per_split: the dataset's limit (part of each cell's key).
+        report: the Markdown tables.
+        chart: the HTML page: tables and the quality-against-time chart.
+        rows_root: where the cells wrote their rows; empty for ``<pipeline_root>/sweep-rows``.
+        pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+        price_table: a YAML price table over the defaults (a path in the container).
+
+    Returns:
+        ``best_quality``, ``fastest``, ``cheapest`` (cell names), ``cells``, ``failed``.
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.benchmark.cell import resolve_rows_root
+    from components.benchmark.grid import grid_settings, plan_grid
+    from components.benchmark.grid_table import (
+        best_cells,
+        build_rows,
+        collect_results,
+        render_grid_html,
+        render_grid_markdown,
+    )
+    from components.benchmark.prices import load_price_table
+
+    defaults, context = grid_settings(
+        model, model_options, epochs, steps_per_epoch, batch_size_per_replica, learning_rate, source, limit_per_split
+    )
+    results = collect_results(plan_grid(grid, defaults, context), resolve_rows_root(rows_root, pipeline_root))
+    rows = build_rows(results, load_price_table(price_table or None))
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(render_grid_markdown(rows))
+    with open(chart.path, "w", encoding="utf-8") as f:
+        f.write(render_grid_html(rows))
+    return best_cells(rows)

@@ -16,7 +16,7 @@ import yaml
 
 DEFAULT_PRICE_TABLE = Path(__file__).with_name("prices.yaml")
 KINDS = ("cpu", "gpu", "tpu")
-_FIELDS = ("price_per_hour", "kind", "cores", "label", "source")
+_FIELDS = ("price_per_hour", "kind", "cores", "label", "source", "host")
 
 
 class PriceTableError(ValueError):
@@ -34,6 +34,9 @@ class AcceleratorPrice:
         cores: vCPUs, GPUs or TPU cores.
         label: a readable name for tables.
         source: where the price comes from (``case study``, ``estimate ...``, ``user``).
+        host: the entry whose price is added for the machine the accelerator needs besides itself
+            (a legacy Cloud TPU is attached to a GKE node that is billed too); None when the
+            price already includes it.
     """
 
     name: str
@@ -42,6 +45,7 @@ class AcceleratorPrice:
     cores: int
     label: str
     source: str
+    host: Optional[str] = None
 
 
 def _entry(name: str, data: Any, origin: str) -> AcceleratorPrice:
@@ -72,6 +76,7 @@ def _entry(name: str, data: Any, origin: str) -> AcceleratorPrice:
         cores=cores,
         label=str(data.get("label", name)),
         source=str(data.get("source", origin)),
+        host=None if data.get("host") is None else str(data["host"]),
     )
 
 
@@ -125,6 +130,22 @@ def lookup(table: Mapping[str, AcceleratorPrice], accelerator: str) -> Accelerat
             "Use one of those names or add it to your price table (BenchmarkConfig.price_table)."
         )
     return table[accelerator]
+
+
+def hourly_cost(table: Mapping[str, AcceleratorPrice], accelerator: str) -> tuple[float, float]:
+    """The accelerator's price and its host's (0 when none is needed), $/hour.
+
+    Raises:
+        PriceTableError: no entry for the accelerator, or its ``host`` names no entry.
+    """
+    entry = lookup(table, accelerator)
+    if entry.host is None:
+        return entry.price_per_hour, 0.0
+    if entry.host not in table:
+        raise PriceTableError(
+            f"price table: {accelerator!r} names the host {entry.host!r}, which has no entry; add it or drop host"
+        )
+    return entry.price_per_hour, table[entry.host].price_per_hour
 
 
 def images_per_dollar(images_per_sec: float, price_per_hour: float) -> Optional[float]:

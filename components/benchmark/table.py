@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 from components import charts
+from components.benchmark import markdown
 from components.benchmark.rows import BenchmarkRow, SweepRun, as_row, as_sweep
 from trainer.benchmark import SweepResult
 
@@ -215,11 +216,8 @@ def render_sweep_markdown(sweeps: Sweeps, title: str = "GPU vs TPU training swee
         ("Epoch time (s)", "epoch_time_s", ".2f"),
         ("Step time per example (us)", "step_time_per_example_us", ".1f"),
     ):
-        lines += [f"## {heading}", "", "| batch size | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
-        for size in sizes:
-            cells = [_num(_figure(by_acc[n].get(size), key), fmt) for n in names]
-            lines.append(f"| {size} | " + " | ".join(cells) + " |")
-        lines.append("")
+        body = [[str(size), *(_num(_figure(by_acc[n].get(size), key), fmt) for n in names)] for size in sizes]
+        lines += [f"## {heading}", "", *markdown.table(["batch size", *names], body, "r" * (len(names) + 1)), ""]
     details = []
     for n in names:
         for size in sizes:

@@ -46,7 +46,8 @@ def train_model(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.train.run import checkpoint_uri, describe_model, scalar_metrics, train_config
+    from components.artifacts import checkpoint_uri
+    from components.train.run import describe_model, scalar_metrics, train_config
     from trainer.train import train
 
     config = train_config(

@@ -37,24 +37,6 @@ def train_config(config_yaml: str = "", model_options: Mapping[str, Any] | None 
     return TrainConfig.from_dict({**data, **fields})
 
 
-# URI schemes TensorFlow's file system writes to directly (tf.io.gfile), without the KFP launcher.
-_DIRECT_SCHEMES = ("gs://",)
-
-
-def checkpoint_uri(model_uri: str) -> str | None:
-    """Where a component's checkpoints go: under the Model artifact's remote URI, or ``None``.
-
-    On a cluster, KFP gives the component a local path (``/gcs/...``) and uploads it to the
-    artifact's URI only after the step succeeds; checkpoints written there would die with a
-    preempted pod. Written straight to the gs:// URI they survive, and a retried task (the same URI)
-    resumes from them. Locally (kfp.local) the URI is a plain path: ``None`` keeps the default,
-    ``<model path>/checkpoints``.
-    """
-    if model_uri.startswith(_DIRECT_SCHEMES):
-        return model_uri.rstrip("/") + "/checkpoints"
-    return None
-
-
 def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, Any]:
     """The Model artifact's metadata: what it was trained on and how to call it."""
     from trainer.tasks import get_task

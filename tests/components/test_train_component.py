@@ -57,7 +57,7 @@ def test_config_from_parameters_and_yaml():
 
 
 def test_checkpoints_go_straight_to_a_remote_model_uri():
-    from components.train.run import checkpoint_uri
+    from components.artifacts import checkpoint_uri
 
     assert (
         checkpoint_uri("gs://bucket/root/run/train-model/model") == "gs://bucket/root/run/train-model/model/checkpoints"
