@@ -2,7 +2,7 @@
 
 from typing import Optional
 
-from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
 from components.images import project_component
 
@@ -16,6 +16,7 @@ def evaluate_model(
     report: Output[Markdown],
     blessing: Output[Artifact],
     samples: Output[Artifact],
+    page: Output[HTML],
     value_thresholds: Optional[dict] = None,
     change_thresholds: Optional[dict] = None,
     stages_root: str = "",
@@ -38,6 +39,8 @@ def evaluate_model(
         blessing: JSON: decision, reasons, checks, baseline.
         samples: JSON: a few dozen of the split's images with true and predicted labels (the run
             report's image grid), mistakes first.
+        page: HTML: the confusion heatmap (classification), or the precision-recall curves and test
+            images with true and predicted boxes (detection).
         value_thresholds: metric -> bound (a lower bound where higher is better, an upper bound for
             ``loss``: the task says which).
         change_thresholds: metric -> minimum improvement over the model prod serves now.
@@ -78,7 +81,7 @@ def evaluate_model(
         metrics.log_metric(name, value)
     if outcome.confusion is not None:
         confusion.log_confusion_matrix(*outcome.confusion)
-    write_outputs(outcome, report.path, blessing.path)
+    write_outputs(outcome, report.path, blessing.path, page.path)
     blessing.metadata.update({"blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons})
     write_sample(model.path, dataset.path, samples.path, split)
     return outcome.decision.blessed

@@ -11,6 +11,7 @@ import os
 from typing import Any, Optional
 
 from components.evaluate.gate import Decision, decide, validate_thresholds
+from components.evaluate.page import classification_page, detection_page
 from components.evaluate.report import blessing_record, render_detection_report, render_report
 from trainer.config import EvaluateConfig
 from trainer.tasks import TaskError, task_of_model
@@ -18,6 +19,8 @@ from trainer.tasks import TaskError, task_of_model
 BASELINE_STAGE = "prod"
 # The Markdown report of each task's evaluation result (the step's own rendering).
 REPORTS = {"classification": render_report, "detection": render_detection_report}
+# And its HTML page (components/evaluate/page.py).
+PAGES = {"classification": classification_page, "detection": detection_page}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +33,7 @@ class EvaluationOutcome:
         decision: the gate's decision.
         report: the Markdown report.
         blessing: the blessing artifact's JSON content.
+        page: the HTML page (charts and, for detection, images with boxes).
     """
 
     task: str
@@ -37,6 +41,7 @@ class EvaluationOutcome:
     decision: Decision
     report: str
     blessing: dict[str, Any]
+    page: str = ""
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -112,12 +117,18 @@ def run_evaluation(
         decision=decision,
         report=report,
         blessing=blessing_record(decision, result.metrics, model_dir, config.split),
+        page=PAGES[task.name](result, decision, config.split),
     )
 
 
-def write_outputs(outcome: EvaluationOutcome, report_path: str, blessing_path: str) -> None:
-    """Writes the Markdown report and the blessing JSON to the artifacts' local paths."""
-    for path, text in ((report_path, outcome.report), (blessing_path, json.dumps(outcome.blessing, indent=2))):
+def write_outputs(
+    outcome: EvaluationOutcome, report_path: str, blessing_path: str, page_path: Optional[str] = None
+) -> None:
+    """Writes the Markdown report, the blessing JSON and (given a path) the HTML page."""
+    files = [(report_path, outcome.report), (blessing_path, json.dumps(outcome.blessing, indent=2))]
+    if page_path is not None:
+        files.append((page_path, outcome.page))
+    for path, text in files:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)

@@ -81,6 +81,13 @@ def test_evaluation_gate_and_report_through_the_exported_model(det, tmp_path):
     assert set(outcome.metrics) == {"ap", "ap50", "ap75", "ar100", "num_examples"}
     assert 0.0 <= outcome.metrics["ap"] <= outcome.metrics["ap50"] <= 1.0 and outcome.decision.blessed
     assert "| square |" in outcome.report and "AP@0.50" in outcome.report
+    # The HTML page: precision-recall curves and test images with true and predicted boxes.
+    page = outcome.page
+    assert (
+        "Precision-recall at IoU 0.5" in page
+        and page.count("data:image/png;base64,") == len(outcome.result.examples) > 0
+    )
+    assert "<script" not in page
     strict = run_evaluation(det["model"], det["dataset"], EvaluateConfig(value_thresholds={"ap50": 1.01}))
     assert not strict.decision.blessed and any("FAIL: ap50" in r for r in strict.decision.reasons)
     with pytest.raises(ValueError, match="unknown metric 'accuracy'"):

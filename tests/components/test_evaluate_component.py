@@ -30,6 +30,7 @@ def _run(tmp_path, **kwargs):
         "report": SimpleNamespace(path=str(tmp_path / "report.md")),
         "blessing": SimpleNamespace(path=str(tmp_path / "blessing.json"), metadata={}),
         "samples": SimpleNamespace(path=str(tmp_path / "samples.json")),
+        "page": SimpleNamespace(path=str(tmp_path / "page.html")),
     }
     kwargs.setdefault("pipeline_root", str(tmp_path / "root"))
     blessed = evaluate_model.python_func(
@@ -58,6 +59,9 @@ def test_scores_the_saved_model_and_blesses_on_value_thresholds(tmp_path):
     assert sample["split"] == "test" and sample["scanned"] == 60 and 0 < len(sample["images"]) <= 32
     assert all(i["true"].startswith("class_") and i["predicted"].startswith("class_") for i in sample["images"])
     assert {i["mime"] for i in sample["images"]} <= {"image/png", "image/jpeg"}
+    page = Path(outs["page"].path).read_text()
+    assert page.startswith("<!doctype html>") and "Confusion matrix" in page and "<svg" in page
+    assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
     wrong = [i["true"] != i["predicted"] for i in sample["images"]]
     assert wrong == sorted(wrong, reverse=True)
 

@@ -188,12 +188,16 @@ class DetectionEvaluation:
         class_names: class names, index = label.
         per_class: one dict per class: ``name``, ``ap``, ``ap50``, ``instances``.
         pr_curves: per class, precision at the 101 COCO recall points at IoU 0.5 (-1: undefined).
+        examples: a few scored test images for a person to look at: ``image`` (base64 of the
+            encoded bytes), ``truth`` (``[box, label]`` pairs) and ``predicted`` (``[box, label,
+            score]``, score >= 0.3), boxes normalised ``[ymin, xmin, ymax, xmax]``.
     """
 
     metrics: dict[str, float]
     class_names: list[str]
     per_class: list[dict[str, Any]]
     pr_curves: dict[str, list[float]]
+    examples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
@@ -380,7 +384,8 @@ class Detection(Task):
         _loaded, fn = self.serving_function(saved_model_dir, manifest)
         records = read_detection_split(dataset_dir, config.split, limit)
         predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size)
-        return coco_evaluate(records, predictions, list(manifest["classes"]))
+        result = coco_evaluate(records, predictions, list(manifest["classes"]))
+        return dataclasses.replace(result, examples=scored_examples(records, predictions))
 
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """The split's first ``count`` images with their true (non-crowd) boxes."""
@@ -735,6 +740,30 @@ def predict_in_process(fn: Any, images: Sequence[bytes], batch_size: int) -> lis
 
 # --------------------------------------------------------------------------------------------
 # COCO evaluation
+
+
+def scored_examples(
+    records: Sequence[Mapping[str, Any]], predictions: Sequence[Mapping[str, Any]], count: int = 8
+) -> list[dict[str, Any]]:
+    """The first ``count`` images that have objects, with true and predicted boxes (the HTML page's)."""
+    import base64
+
+    out = []
+    for r, p in zip(records, predictions, strict=True):
+        if not r["boxes"]:
+            continue
+        n = int(p["num_detections"])
+        found = zip(p["detection_boxes"][:n], p["detection_classes"][:n], p["detection_scores"][:n], strict=True)
+        out.append(
+            {
+                "image": base64.b64encode(r["encoded"]).decode("ascii"),
+                "truth": [[list(b), int(label)] for b, label in zip(r["boxes"], r["labels"], strict=True)],
+                "predicted": [[list(b), int(c) - 1, float(s)] for b, c, s in found if s >= MATCH_SCORE],
+            }
+        )
+        if len(out) == count:
+            break
+    return out
 
 
 def coco_evaluate(
