@@ -1,6 +1,6 @@
 """Accelerator settings for a pipeline task: Cloud TPU (legacy TPU Node or GKE TPU VM), GPU, CPU.
 
-Two ways in (DESIGN.md section 3):
+Two ways in (docs/training.md has the presets):
 
 - ``set_accelerator(task, accelerator_type, accelerator_count)`` takes literals *or pipeline
   parameters*: one compiled YAML then serves TPU, GPU and CPU, the choice made when a run starts.

@@ -71,11 +71,11 @@ def check_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any]) 
 
     Raises:
         SubmitError: ``staging`` is not a gs:// folder, or the notebook is missing.
-        components.notebook.execute.NotebookInputError: the file is not a notebook.
+        components.notebook.run.NotebookInputError: the file is not a notebook.
         components.notebook.params.NotebookParameterError: a parameter the notebook does not declare.
     """
-    from components.notebook.execute import read_notebook
     from components.notebook.params import prepare
+    from components.notebook.run import read_notebook
 
     check_staging(staging)
     if not notebook.is_file():
@@ -91,7 +91,7 @@ def upload_notebook(notebook: Path, staging: str, parameters: Mapping[str, Any])
 
     Raises:
         SubmitError: ``staging`` is not a gs:// folder, or the notebook is missing.
-        components.notebook.execute.NotebookInputError: the file is not a notebook.
+        components.notebook.run.NotebookInputError: the file is not a notebook.
         components.notebook.params.NotebookParameterError: a parameter the notebook does not declare.
     """
     check_notebook(notebook, staging, parameters)
@@ -181,8 +181,8 @@ def submit(
 def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit") -> int:
     """Command-line entry point."""
     from components.cli import EXIT_FAILED, fail, parse_pairs
-    from components.notebook.execute import NotebookInputError
     from components.notebook.params import NotebookParameterError
+    from components.notebook.run import NotebookInputError
     from trainer.config import ConfigError
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])

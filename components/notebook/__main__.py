@@ -29,8 +29,8 @@ PROG = "python -m components.notebook"
 
 def _run(args: argparse.Namespace) -> int:
     from components.notebook.config import NotebookConfig
-    from components.notebook.execute import NotebookInputError, NotebookOutputs, NotebookRunError, run_notebook
     from components.notebook.params import NotebookParameterError
+    from components.notebook.run import NotebookInputError, NotebookOutputs, NotebookRunError, run_notebook
 
     try:
         flags = {

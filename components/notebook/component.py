@@ -40,8 +40,8 @@ def run_notebook(
 
     configure_tensorflow_env()  # the kernel inherits it
     from components.notebook.config import NotebookConfig
-    from components.notebook.execute import NotebookOutputs
-    from components.notebook.execute import run_notebook as run
+    from components.notebook.run import NotebookOutputs
+    from components.notebook.run import run_notebook as run
 
     config = NotebookConfig(
         notebook=notebook,

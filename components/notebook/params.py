@@ -1,7 +1,7 @@
 """The notebook's ``parameters`` cell: what it declares, and the values given turned to its types.
 
 kfp.local hands a dict parameter's contents over with every number as a float (``{"epochs": 3}``
-arrives as ``{"epochs": 3.0}``, DESIGN.md section 2), and so does JSON tooling on the way. The rule
+arrives as ``{"epochs": 3.0}``), and so does JSON tooling on the way. The rule
 here: a float with an integral value becomes an int where the notebook's default for that name is
 an int (in lists and dicts too, element by element against the default's elements); where the
 default is a float, or not a literal, the value is left as given. ``True``/``False`` are never

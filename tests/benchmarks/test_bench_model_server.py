@@ -1,4 +1,4 @@
-"""Load on the local model server: 8 concurrent clients for 20 s on loopback (issue 6).
+"""Load on the local model server: 8 concurrent clients for 20 s on loopback.
 
 Baseline measured in the same run: the same request body's batch through the SavedModel's
 serving signature in process (no HTTP, no JSON). The ratio is the REST path's throughput against

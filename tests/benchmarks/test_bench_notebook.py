@@ -3,7 +3,7 @@
 A trivial notebook (a parameters cell, a little pure-Python work, a printed result, a file written)
 run two ways, each in a fresh process as it runs for real:
 
-- through the step: ``components.notebook.execute.run_notebook`` (papermill in a child process, a
+- through the step: ``components.notebook.run.run_notebook`` (papermill in a child process, a
   kernel started on this Python, the notebook saved after every cell, the HTML page rendered, the
   files collected);
 - directly: the same cells' code joined and run with ``python -c``.
@@ -55,7 +55,7 @@ STEP = """
 import json, sys, time
 start = time.perf_counter()
 from components.notebook.config import NotebookConfig
-from components.notebook.execute import NotebookOutputs, run_notebook
+from components.notebook.run import NotebookOutputs, run_notebook
 out = sys.argv[2]
 result = run_notebook(
     NotebookConfig(notebook=sys.argv[1]),

@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from components.notebook.config import NotebookConfig
-from components.notebook.execute import NotebookOutputs, NotebookRunError, run_notebook
 from components.notebook.render import network_references
+from components.notebook.run import NotebookOutputs, NotebookRunError, run_notebook
 
 pytestmark = pytest.mark.slow
 

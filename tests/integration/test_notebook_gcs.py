@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from components.notebook.config import NotebookConfig
-from components.notebook.execute import NotebookOutputs, NotebookRunError, run_notebook
+from components.notebook.run import NotebookOutputs, NotebookRunError, run_notebook
 from tests.gcs_emulator import running_emulator
 from trainer import storage
 

@@ -1,4 +1,4 @@
-"""The layout's rules (DESIGN.md section 1), kept true by tests.
+"""The layout's rules (docs/ARCHITECTURE.md), kept true by tests.
 
 - A step is a folder under components/ with a component.py; no step folder imports another step
   folder (shared packages such as components.serving, components.kube, components.images are fine).

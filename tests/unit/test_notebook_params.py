@@ -8,8 +8,8 @@ import pytest
 
 from components.notebook import params
 from components.notebook.config import NotebookConfig
-from components.notebook.execute import KERNEL_NAME, NotebookInputError, fetch_notebook, write_kernelspec
 from components.notebook.render import network_references, render_html
+from components.notebook.run import KERNEL_NAME, NotebookInputError, fetch_notebook, write_kernelspec
 from trainer.config import ConfigError
 
 CELL = """\
