@@ -33,6 +33,21 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_targ
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
 
 
+def _promote_through_stages(
+    trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod
+):
+    """Demo always; staging when blessed; prod when blessed and asked for. Returns the demo task."""
+    metrics = evaluated.outputs["metrics"]
+    demo = _promote("demo", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+    with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
+        staging = _promote("staging", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+        staging.after(demo)
+        with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
+            prod = _promote("prod", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+            prod.after(staging)
+    return demo
+
+
 def build(
     *,
     source,
@@ -102,20 +117,10 @@ def build(
         accelerator="cpu-8",
     ).set_display_name("Benchmark inference")
 
-    demo = _promote(
-        "demo", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
+    demo = _promote_through_stages(
+        trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod
     )
     demo.after(evaluated, benchmarked)
-    with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
-        staging = _promote(
-            "staging", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
-        )
-        staging.after(demo)
-        with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
-            prod = _promote(
-                "prod", trained, dataset, evaluated.outputs["metrics"], stages_root, serving_target, served_model_name
-            )
-            prod.after(staging)
 
     # The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records.
     build_report(

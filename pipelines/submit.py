@@ -178,13 +178,7 @@ def submit(
     return Submitted(result.run_id, url, uri, arguments)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit") -> int:
-    """Command-line entry point."""
-    from components.cli import EXIT_FAILED, fail, parse_pairs
-    from components.notebook.params import NotebookParameterError
-    from components.notebook.run import NotebookInputError
-    from trainer.config import ConfigError
-
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("notebook", type=Path, help="the local .ipynb")
     parser.add_argument("--host", required=True, help="the KFP API endpoint, e.g. https://HOST/pipeline")
@@ -201,7 +195,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit"
     parser.add_argument("--pipeline-root", help="where the run's artifacts go (default: the deployment's)")
     parser.add_argument("--namespace", default="kubeflow", help="the Kubeflow namespace of the KFP API")
     parser.add_argument("--ui-host", help="the KFP UI's address for the run URL (default: --host)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit") -> int:
+    """Command-line entry point."""
+    from components.cli import EXIT_FAILED, fail, parse_pairs
+    from components.notebook.params import NotebookParameterError
+    from components.notebook.run import NotebookInputError
+    from trainer.config import ConfigError
+
+    args = _parser(prog).parse_args(argv)
     if args.accelerator:
         from pipelines.accelerators import get_preset
 
