@@ -239,8 +239,10 @@ class TrainConfig(ConfigBase):
         batch_size_per_replica: examples per accelerator core per step (128 is the TPU target).
         learning_rate: base learning rate for a global batch of 128; scaled with the global batch.
         accelerator: ``auto`` detects; ``tpu``, ``gpu``, ``cpu`` are demands that fail if unmet.
-        precision: ``mixed_bfloat16``, ``mixed_float16``, ``float32``, or ``None`` for the
-            accelerator's default.
+        precision: ``mixed_bfloat16``, ``mixed_float16``, ``float32``, or ``auto``: bfloat16 on
+            TPU; on GPU bfloat16 from compute capability 8, float16 from 7, else float32; on CPU
+            bfloat16 where oneDNN can use native bf16 units (``avx512_bf16``/``amx_bf16``), else
+            float32 (``trainer.distribute.choose_precision``).
         steps_per_execution: steps run per host round trip; ``None`` for the accelerator's default.
         jit_compile: XLA; ``None`` for the accelerator's default (off on CPU).
         validation_steps: batches of the validation split evaluated per epoch; ``None`` for all.
@@ -267,7 +269,7 @@ class TrainConfig(ConfigBase):
     batch_size_per_replica: int = 128
     learning_rate: float = 1e-3
     accelerator: typing.Literal["auto", "tpu", "gpu", "cpu"] = "auto"
-    precision: Optional[typing.Literal["mixed_bfloat16", "mixed_float16", "float32"]] = None
+    precision: typing.Literal["auto", "mixed_bfloat16", "mixed_float16", "float32"] = "auto"
     steps_per_execution: Optional[int] = None
     jit_compile: Optional[bool] = None
     validation_steps: Optional[int] = None

@@ -1,6 +1,6 @@
 """One function that finds the accelerator and returns the matching ``tf.distribute`` strategy.
 
-Detection order for ``accelerator="auto"`` (DESIGN.md section 3):
+Detection order for ``accelerator="auto"``:
 
 1. A Cloud TPU given by GKE's legacy "TPU Node" path: the pod's ``KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS``
    (``TPUClusterResolver()`` reads it), or ``TPU_NAME`` (a named TPU, e.g. on a GCE VM).
@@ -48,30 +48,163 @@ class TpuAddress:
 
 @dataclasses.dataclass(frozen=True)
 class AcceleratorDefaults:
-    """Training settings that suit an accelerator (DESIGN.md section 3).
+    """Training settings that suit an accelerator (docs/training.md).
+
+    The precision is chosen apart, by :func:`choose_precision`: on a CPU it depends on the processor.
 
     Attributes:
-        precision: the Keras mixed-precision policy name.
         steps_per_execution: steps per host round trip.
         jit_compile: XLA compilation of the train step.
         drop_remainder: batches of a fixed shape (TPUs need static shapes).
     """
 
-    precision: str
     steps_per_execution: int
     jit_compile: bool
     drop_remainder: bool
 
 
-# CPU: float32 (bfloat16 measured 2.4x slower here, 8x with oneDNN) and no XLA (7-10x slower here);
-# a few steps per execution trims Python overhead at no cost. TPU: bfloat16 on the MXU, many steps
-# per execution because each host round trip is expensive, static shapes. GPU: float16 tensor cores
-# and XLA, which fuses this small model's element-wise ops.
+# CPU: no XLA (0.75x to 10x slower, measured on two CPUs); a few steps per execution trims Python
+# overhead at no cost. TPU: many steps per execution because each host round trip is expensive,
+# static shapes. GPU: XLA, which fuses this small model's element-wise ops.
 DEFAULTS: Mapping[str, AcceleratorDefaults] = {
-    "tpu": AcceleratorDefaults("mixed_bfloat16", 64, True, True),
-    "gpu": AcceleratorDefaults("mixed_float16", 8, True, False),
-    "cpu": AcceleratorDefaults("float32", 4, False, False),
+    "tpu": AcceleratorDefaults(64, True, True),
+    "gpu": AcceleratorDefaults(8, True, False),
+    "cpu": AcceleratorDefaults(4, False, False),
 }
+
+
+# oneDNN's CPU instruction-set levels in increasing order (its ``ONEDNN_MAX_CPU_ISA`` values); the
+# bf16 dot-product units are used from AVX512_CORE_BF16 on. ALL and DEFAULT set no cap.
+_ONEDNN_ISAS = (
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+    "AVX512_CORE_BF16",
+    "AVX10_1_512",
+    "AVX512_CORE_FP16",
+    "AVX512_CORE_AMX",
+    "AVX10_1_512_AMX",
+    "AVX512_CORE_AMX_FP16",
+    "AVX10_1_512_AMX_FP16",
+)
+_FIRST_BF16_ISA = _ONEDNN_ISAS.index("AVX512_CORE_BF16")
+CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+PRECISIONS = ("auto", "mixed_bfloat16", "mixed_float16", "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionChoice:
+    """The mixed-precision policy training uses, and why (recorded in ``training.json``).
+
+    Attributes:
+        policy: a Keras policy name: ``mixed_bfloat16``, ``mixed_float16`` or ``float32``.
+        reason: one line saying what decided it.
+    """
+
+    policy: str
+    reason: str
+
+
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The feature flags of the first processor in a ``/proc/cpuinfo`` text (x86 ``flags``, Arm ``Features``)."""
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def cpu_bf16_units(cpuinfo: str, environ: Mapping[str, str]) -> str | None:
+    """Why oneDNN can run bfloat16 natively on this CPU, or ``None`` when it cannot.
+
+    Native means the CPU has bf16 dot-product units (``avx512_bf16`` or ``amx_bf16``), oneDNN is on
+    (``TF_ENABLE_ONEDNN_OPTS`` not ``0``) and ``ONEDNN_MAX_CPU_ISA`` does not hide them: elsewhere
+    bfloat16 is emulated, which trained the detector 2.4x slower than float32.
+    """
+    found = sorted(CPU_BF16_FLAGS & cpu_flags(cpuinfo))
+    if not found:
+        return None
+    if environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip() == "0":
+        return None
+    cap = environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if cap in _ONEDNN_ISAS and _ONEDNN_ISAS.index(cap) < _FIRST_BF16_ISA:
+        return None
+    return f"the CPU has {' and '.join(found)} and oneDNN uses them"
+
+
+def gpu_precision(compute_capability: tuple[int, int] | None) -> PrecisionChoice:
+    """The policy for a GPU of a CUDA compute capability (``None``: unknown, float16 assumed)."""
+    if compute_capability is None:
+        return PrecisionChoice("mixed_float16", "a GPU of unknown compute capability: float16 with loss scaling")
+    major, minor = compute_capability
+    if major >= 8:
+        return PrecisionChoice("mixed_bfloat16", f"compute capability {major}.{minor} has bfloat16 tensor cores")
+    if major >= 7:
+        return PrecisionChoice(
+            "mixed_float16", f"compute capability {major}.{minor}: float16 tensor cores, with loss scaling"
+        )
+    return PrecisionChoice("float32", f"compute capability {major}.{minor} has no tensor cores")
+
+
+def choose_precision(
+    requested: str,
+    kind: str,
+    *,
+    cpuinfo: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    gpu_capability: tuple[int, int] | None = None,
+) -> PrecisionChoice:
+    """The mixed-precision policy for an accelerator kind; ``requested`` other than ``auto`` always wins.
+
+    Args:
+        requested: ``auto`` or a policy name (the train config's ``precision``).
+        kind: ``tpu``, ``gpu`` or ``cpu`` (:func:`accelerator_kind`).
+        cpuinfo: the ``/proc/cpuinfo`` text (read when ``None`` and the kind is ``cpu``).
+        environ: the environment (``os.environ`` when ``None``).
+        gpu_capability: the first GPU's compute capability, for ``gpu``.
+
+    Raises:
+        ValueError: an unknown ``requested`` or ``kind``.
+    """
+    if requested not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {requested!r}")
+    if requested != "auto":
+        return PrecisionChoice(requested, "set in the train config")
+    if kind == "tpu":
+        return PrecisionChoice("mixed_bfloat16", "TPUs compute in bfloat16")
+    if kind == "gpu":
+        return gpu_precision(gpu_capability)
+    if kind != "cpu":
+        raise ValueError(f"accelerator kind: expected tpu, gpu or cpu, got {kind!r}")
+    if cpuinfo is None:
+        cpuinfo = _read_cpuinfo()
+    units = cpu_bf16_units(cpuinfo, os.environ if environ is None else environ)
+    if units:
+        return PrecisionChoice("mixed_bfloat16", units)
+    return PrecisionChoice("float32", "the CPU has no bf16 units oneDNN can use (bfloat16 would be emulated)")
+
+
+def gpu_capability() -> tuple[int, int] | None:
+    """The first GPU's CUDA compute capability, or ``None`` when TensorFlow does not report one."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+    return tuple(capability) if capability else None
+
+
+def _read_cpuinfo(path: str = "/proc/cpuinfo") -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:  # not Linux: no flags known, so no native bf16 assumed
+        return ""
 
 
 def find_tpu(environ: Mapping[str, str] | None = None, dev_root: str = "/dev") -> TpuAddress | None:

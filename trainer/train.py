@@ -136,7 +136,8 @@ def _align_steps(
 
 
 def _effective_config(config: TrainConfig, **resolved: Any) -> TrainConfig:
-    return config.replace(**{k: v for k, v in resolved.items() if getattr(config, k) is None})
+    """The config with the settings left to the device (``None``, ``auto``) as they were resolved."""
+    return config.replace(**{k: v for k, v in resolved.items() if getattr(config, k) in (None, "auto")})
 
 
 def _dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
@@ -426,6 +427,14 @@ def _prepare(
     )
 
 
+def _precision(config: TrainConfig, kind: str) -> str:
+    """The mixed-precision policy: the config's, or the one that suits the device (``auto``)."""
+    capability = distribute.gpu_capability() if kind == "gpu" else None
+    choice = distribute.choose_precision(config.precision, kind, gpu_capability=capability)
+    log.info("precision %s: %s", choice.policy, choice.reason)
+    return choice.policy
+
+
 def _settings(config: TrainConfig, manifest: Mapping[str, Any], strategy: Any) -> _Settings:
     """Batch, precision, steps per execution, XLA and steps per epoch for the strategy."""
     import tensorflow as tf
@@ -453,7 +462,7 @@ def _settings(config: TrainConfig, manifest: Mapping[str, Any], strategy: Any) -
         kind=kind,
         replicas=replicas,
         global_batch=global_batch,
-        precision=config.precision or defaults.precision,
+        precision=_precision(config, kind),
         steps_per_execution=spe,
         jit_compile=defaults.jit_compile if config.jit_compile is None else config.jit_compile,
         drop_remainder=defaults.drop_remainder,

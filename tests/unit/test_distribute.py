@@ -31,10 +31,9 @@ def test_no_tpu(tmp_path):
 
 def test_cpu_defaults_avoid_what_is_slow_here():
     cpu = distribute.DEFAULTS["cpu"]
-    assert cpu.precision == "float32" and cpu.jit_compile is False and cpu.drop_remainder is False
+    assert cpu.jit_compile is False and cpu.drop_remainder is False
     tpu = distribute.DEFAULTS["tpu"]
-    assert tpu.precision == "mixed_bfloat16" and tpu.drop_remainder and tpu.steps_per_execution > 1
-    assert distribute.DEFAULTS["gpu"].precision == "mixed_float16"
+    assert tpu.drop_remainder and tpu.steps_per_execution > 1
 
 
 @pytest.fixture
