@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from components.convert import ConvertError, convert
-from components.convert.step import summarize
+from components.convert.run import summarize
 from trainer.config import ConvertConfig
 from trainer.tfrecords import REJECTED_NAME, iter_records
 

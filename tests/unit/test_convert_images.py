@@ -197,7 +197,7 @@ def test_a_written_shard_is_byte_identical_to_tfrecordwriter_output(converted, t
 
 def test_empty_class_folders_are_warned_about_counted_and_left_out(tmp_path, caplog, capsys):
     from components.convert.__main__ import main
-    from components.convert.step import summarize
+    from components.convert.run import summarize
 
     src = tmp_path / "src"
     for cls in ("cat", "dog"):

@@ -13,7 +13,7 @@ from components.convert.convert import convert, finalize, plan_ranges, write_sha
 from components.params import none_if_empty
 from trainer import storage
 from trainer.config import ConfigError, ConvertConfig
-from trainer.tfrecords import MANIFEST_NAME
+from trainer.tfrecords import DatasetInfo, write_dataset_info
 
 
 def config_from_params(**params: Any) -> ConvertConfig:
@@ -169,5 +169,6 @@ def finalize_step(output: str, verify: bool, pointer: str | None = None) -> tupl
     t0 = time.monotonic()
     manifest = finalize(_fanout_config(output), output)
     if pointer is not None and pointer.rstrip("/") != output.rstrip("/"):
-        storage.write_json(storage.join(pointer, MANIFEST_NAME), {**manifest, "shards_dir": output})
+        info = dataclasses.replace(DatasetInfo.from_json(manifest), shards_dir=output)
+        write_dataset_info(pointer, info)
     return summarize(manifest, output, verify, time.monotonic() - t0)
