@@ -193,6 +193,20 @@ def open_config_source(config: ConvertConfig) -> Source:
     return sources.open_source(config.source, config.source_format, classes)
 
 
+def _check_task(config: ConvertConfig, source: Source) -> None:
+    """Refuses settings the source's task cannot take.
+
+    Raises:
+        ConvertError: a resize of a detection source.
+    """
+    if source.task == "detection" and config.resize is not None:
+        raise ConvertError(
+            f"convert.resize {list(config.resize)} with the detection source {config.source}: resizing here would "
+            "crop or pad the images away from their boxes; keep the images at their size (drop resize): the "
+            "detection trainer letterboxes images and their boxes together"
+        )
+
+
 def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
     """Lays out splits and shards deterministically from the config and the scanned source."""
     source = source or open_config_source(config)
@@ -200,12 +214,7 @@ def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
     order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
     settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
     key = sources.fingerprint([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
-    if source.task == "detection" and config.resize is not None:
-        raise ConvertError(
-            f"convert.resize {list(config.resize)} with the detection source {config.source}: resizing here would "
-            "crop or pad the images away from their boxes; keep the images at their size (drop resize): the "
-            "detection trainer letterboxes images and their boxes together"
-        )
+    _check_task(config, source)
     plan = Plan(key, source, {})
     index = 0
     for split in order + [s for s in config.splits if s not in by_split]:
@@ -455,7 +464,7 @@ class _ShardTotals:
     def marker(self, plan: Plan, shard: ShardPlan) -> dict[str, Any]:
         """The shard's ``_convert/`` marker: what finalize needs without reading the shard again."""
         shapes = self.shapes
-        marker = {
+        return {
             "plan_key": plan.key,
             "file": shard.file,
             "split": shard.split,
@@ -466,11 +475,9 @@ class _ShardTotals:
             "rejected": self.rejected,
             "converted": dict(self.converted),
             "shapes": "mixed" if "mixed" in shapes or len(shapes) > 1 else [list(s) for s in shapes],
+            "boxes": dict(self.boxes),  # detection sources; empty for the others
+            "dropped": self.dropped,
         }
-        if plan.source.task == "detection":
-            marker["boxes"] = dict(self.boxes)
-            marker["dropped"] = self.dropped
-        return marker
 
 
 class _Collector:
@@ -565,8 +572,8 @@ class _Totals:
             class_counts.update({int(k): v for k, v in m["class_counts"].items()})
             self.rejected.extend(m["rejected"])
             self.converted.update(m["converted"])
-            self.boxes.update(m.get("boxes", {}))
-            self.dropped.extend(m.get("dropped", []))
+            self.boxes.update(m["boxes"])
+            self.dropped.extend(m["dropped"])
             if m["shapes"] == "mixed":
                 self.mixed = True
             else:
@@ -627,7 +634,11 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
     Raises:
         ConvertError: a shard of the plan is missing (a worker did not finish).
     """
-    plan = plan or make_plan(config)
+    return _finalize(config, output, plan or make_plan(config)).to_json()
+
+
+def _finalize(config: ConvertConfig, output: str, plan: Plan) -> DatasetInfo:
+    """:func:`finalize`, returning the written (or already up-to-date) info."""
     out = Output(output)
     existing = _up_to_date(plan, out)
     if existing is not None:
@@ -651,10 +662,10 @@ def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) ->
     rejected_text = "".join(json.dumps(r) + "\n" for r in rejected)
     out.publish_marked({REJECTED_NAME: rejected_text}, MANIFEST_NAME, info.to_text())
     out.delete_tree(MARKERS)
-    return info.to_json()
+    return info
 
 
-def _up_to_date(plan: Plan, out: Output) -> dict | None:
+def _up_to_date(plan: Plan, out: Output) -> DatasetInfo | None:
     """The existing ``dataset.json`` when it is of this plan and every shard has its size; else None.
 
     A file that is not a valid :class:`DatasetInfo` (written by another version) is not up to date.
@@ -675,7 +686,7 @@ def _up_to_date(plan: Plan, out: Output) -> dict | None:
         for s in split.shards:
             if sizes.get(s.file) != s.bytes:
                 return None
-    return info.to_json()
+    return info
 
 
 def _invalidate(plan: Plan, out: Output) -> None:
@@ -685,9 +696,9 @@ def _invalidate(plan: Plan, out: Output) -> None:
         out.delete(MANIFEST_NAME)
 
 
-def _empty_note(manifest: dict[str, Any]) -> str:
+def _empty_note(info: DatasetInfo) -> str:
     """``"; 2 empty class folders (cat, dog)"`` when a folder source had class folders without images."""
-    empty = manifest.get("empty_classes") or []  # absent in manifests written before it was recorded
+    empty = info.empty_classes
     return f"; {len(empty)} empty class folders ({', '.join(empty)})" if empty else ""
 
 
@@ -724,18 +735,18 @@ def convert(
     out = Output(output)
     existing = _up_to_date(plan, out)
     if existing is not None:
-        total = sum(s["count"] for s in existing["splits"].values())
+        total = sum(s.count for s in existing.splits.values())
         log(f"convert: {output} is up to date ({total} images{_empty_note(existing)})")
-        return existing
+        return existing.to_json()
     sources.loader(plan.source.spec())  # arrays read in the background: a corrupt file fails before any change
     _invalidate(plan, out)
     stats = write_shards(config, output, plan=plan, progress_every_s=progress_every_s, log=log, on_progress=on_progress)
-    manifest = finalize(config, output, plan=plan)
+    info = _finalize(config, output, plan)
     seconds = time.monotonic() - t0
-    total = sum(s["count"] for s in manifest["splits"].values())
+    total = sum(s.count for s in info.splits.values())
     log(
         f"convert: {total} images in {seconds:.1f}s ({total / max(seconds, 1e-9):.0f} img/s), "
-        f"{manifest['rejected']} rejected, {sum(manifest['converted'].values())} converted, "
-        f"{stats['skipped']} shards reused -> {output}" + _empty_note(manifest)
+        f"{info.rejected} rejected, {sum(info.converted.values())} converted, "
+        f"{stats['skipped']} shards reused -> {output}" + _empty_note(info)
     )
-    return manifest
+    return info.to_json()
