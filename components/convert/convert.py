@@ -572,8 +572,8 @@ class _Totals:
             class_counts.update({int(k): v for k, v in m["class_counts"].items()})
             self.rejected.extend(m["rejected"])
             self.converted.update(m["converted"])
-            self.boxes.update(m["boxes"])
-            self.dropped.extend(m["dropped"])
+            self.boxes.update(m.get("boxes", {}))  # markers of an interrupted run of an older version lack them
+            self.dropped.extend(m.get("dropped", []))
             if m["shapes"] == "mixed":
                 self.mixed = True
             else:
