@@ -9,9 +9,7 @@ real) ``mnist_cnn`` exported by ``trainer.export.export_saved_model`` into ``<mo
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -36,48 +34,16 @@ def make_image(label: int, rng: np.random.Generator) -> np.ndarray:
 
 def write_dataset(root: Path, counts: dict[str, int], seed: int = 0) -> Path:
     """Writes a dataset folder with one shard per split; a count of 0 writes an empty split."""
-    from trainer.tfrecords import SCHEMA_VERSION, encode_example, frame_record, shard_checksum, shard_name
+    from tests.datasets import write_test_dataset
 
     rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    splits = {}
+    arrays = {}
     for split, count in counts.items():
-        records, class_counts = [], {c: 0 for c in CLASSES}
-        for i in range(count):
-            label = i % len(CLASSES)
-            data = _png(make_image(label, rng))
-            records.append(
-                encode_example(
-                    image=data,
-                    image_format="png",
-                    height=28,
-                    width=28,
-                    channels=1,
-                    label=label,
-                    label_text=CLASSES[label],
-                    source_key=f"synthetic:{split}:{i}",
-                    sha256=hashlib.sha256(data).hexdigest(),
-                )
-            )
-            class_counts[CLASSES[label]] += 1
-        shards = []
-        if count:
-            name = shard_name(split, 0, 1)
-            blob = b"".join(frame_record(r) for r in records)
-            (root / name).write_bytes(blob)
-            shards.append({"file": name, "count": count, "bytes": len(blob), "crc32c": shard_checksum(blob)})
-        splits[split] = {"count": count, "class_counts": class_counts, "shards": shards}
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "source": {"uri": "synthetic", "format": "npz", "fingerprint": "0"},
-        "classes": CLASSES,
-        "image": {"height": 28, "width": 28, "channels": 1},
-        "compression": None,
-        "splits": splits,
-        "rejected": 0,
-    }
-    (root / "dataset.json").write_text(json.dumps(manifest))
-    return root
+        labels = np.arange(count, dtype=np.int64) % len(CLASSES)
+        images = np.stack([make_image(int(label), rng) for label in labels]) if count else np.zeros((0, 28, 28))
+        keys = [f"synthetic:{split}:{i}" for i in range(count)]
+        arrays[split] = (images.astype(np.uint8)[..., None], labels, keys)
+    return write_test_dataset(root, shards=1, arrays=arrays, classes=CLASSES)
 
 
 def write_model(root: Path, num_classes: int = 10, train_on: Path | None = None, steps: int = 0) -> Path:

@@ -76,52 +76,10 @@ def export_tiny_model(export_dir: str, **kwargs) -> str:
 
 def write_digits_dataset(folder, count: int = 64, start: int = 1000) -> str:
     """Writes a small real dataset folder (test split only) of digits PNGs in the project's schema."""
-    import hashlib
-    import json
-    from pathlib import Path
+    from tests.datasets import write_test_dataset
 
-    from trainer import tfrecords
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     images, labels = digits()
-    records = []
-    for i in range(start, start + count):
-        data = png_bytes(images[i])
-        records.append(
-            tfrecords.frame_record(
-                tfrecords.encode_example(
-                    image=data,
-                    image_format="png",
-                    height=8,
-                    width=8,
-                    channels=1,
-                    label=int(labels[i]),
-                    label_text=CLASS_NAMES[int(labels[i])],
-                    source_key=f"digits:{i}",
-                    sha256=hashlib.sha256(data).hexdigest(),
-                )
-            )
-        )
-    shard = b"".join(records)
-    name = tfrecords.shard_name("test", 0, 1)
-    (folder / name).write_bytes(shard)
-    manifest = {
-        "schema_version": tfrecords.SCHEMA_VERSION,
-        "source": {"uri": "sklearn-digits", "format": "npz", "fingerprint": "test"},
-        "classes": CLASS_NAMES,
-        "image": {"height": 8, "width": 8, "channels": 1},
-        "compression": None,
-        "splits": {
-            "test": {
-                "count": count,
-                "class_counts": {},
-                "shards": [
-                    {"file": name, "count": count, "bytes": len(shard), "crc32c": tfrecords.shard_checksum(shard)}
-                ],
-            }
-        },
-        "rejected": 0,
-    }
-    (folder / "dataset.json").write_text(json.dumps(manifest))
-    return str(folder)
+    picked = range(start, start + count)
+    arrays = {"test": (images[start : start + count, :, :, None], labels[start : start + count],
+                       [f"digits:{i}" for i in picked])}  # fmt: skip
+    return str(write_test_dataset(folder, shards=1, arrays=arrays, classes=CLASS_NAMES))

@@ -7,12 +7,14 @@ processes never import TensorFlow (about 6 s per process); the reading half (:da
 the functions, so importing this module stays cheap.
 
 A dataset folder holds ``<split>-<i:05d>-of-<n:05d>.tfrecord[.gz]`` shards and a ``dataset.json``
-manifest written last; :func:`load_manifest` reads and checks it, :func:`shard_paths` lists a split.
+manifest written last, typed as :class:`DatasetInfo`: :func:`load_dataset_info` reads and checks it
+(:func:`load_manifest`: the same as a dict), :func:`shard_paths` lists a split.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -481,14 +483,197 @@ def decode_image(encoded: Any, channels: int = 0) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def load_manifest(dataset_dir: str) -> dict[str, Any]:
+def _from_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """The keyword arguments of dataclass ``cls`` from a JSON object: unknown or missing keys are errors."""
+    if not isinstance(data, dict):
+        raise DatasetError(f"{where} must be a JSON object, got {type(data).__name__}: {json.dumps(data)[:80]}")
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
+    required = [f.name for f in fields if f.default is dataclasses.MISSING]
+    unknown = sorted(set(data) - names)
+    missing = [n for n in required if n not in data]
+    if unknown or missing:
+        raise DatasetError(
+            f"{where}: "
+            + "; ".join(
+                ([f"unknown keys {unknown}"] if unknown else []) + ([f"missing keys {missing}"] if missing else [])
+            )
+            + f"; expected the keys {sorted(names)} ({', '.join(required)} required); re-run the convert step"
+        )
+    return dict(data)
+
+
+def _drop_none(data: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """``data`` without those of ``keys`` whose value is None (keys written only when they apply)."""
+    return {k: v for k, v in data.items() if k not in keys or v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard file of a split: its name, records, size and checksum (``crc32c``, base64)."""
+
+    file: str
+    count: int
+    bytes: int
+    crc32c: str | None = None
+    sha256: str | None = None  # the checksum of manifests written before crc32c
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> ShardInfo:
+        return cls(**_from_fields(cls, data, where))
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(dataclasses.asdict(self), ("crc32c", "sha256"))
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitInfo:
+    """One split: its examples, per-class counts (by class name) and shards in order."""
+
+    count: int
+    class_counts: dict[str, int]
+    shards: tuple[ShardInfo, ...]
+    unlabelled: int | None = None  # records without an image-level class (-1), when there are any
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> SplitInfo:
+        kw = _from_fields(cls, data, where)
+        if not isinstance(kw["shards"], list):
+            raise DatasetError(f"{where}: 'shards' must be a list, got {type(kw['shards']).__name__}")
+        kw["shards"] = tuple(ShardInfo.from_json(s, f"{where} shard {i}") for i, s in enumerate(kw["shards"]))
+        return cls(**kw)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"count": self.count, "class_counts": dict(self.class_counts)}
+        out["shards"] = [s.to_json() for s in self.shards]
+        if self.unlabelled is not None:
+            out["unlabelled"] = self.unlabelled
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageShape:
+    """The size every image of the dataset has (absent when the sizes differ)."""
+
+    height: int
+    width: int
+    channels: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceInfo:
+    """Where the images came from: the source URI or built-in name, its kind and its fingerprint."""
+
+    uri: str
+    format: str
+    fingerprint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BoxStats:
+    """What became of the boxes of a detection source (rejected.jsonl lists the dropped ones)."""
+
+    kept: int
+    clipped: int
+    dropped: int
+    dropped_reasons: dict[str, int]
+    crowd: int
+    negatives: int  # images kept without any box
+    orphan_annotations: int
+
+
+_NESTED: dict[str, type] = {"source": SourceInfo, "image": ImageShape, "boxes": BoxStats}
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """The typed content of ``dataset.json``: every key it has, read and written in one place.
+
+    Attributes:
+        schema_version: the record schema (``SCHEMA_VERSION``).
+        task: ``classification`` or ``detection``.
+        source: where the images came from.
+        classes: class names; labels index into them.
+        image: the common image size, None when sizes differ.
+        compression: ``GZIP`` or None.
+        splits: split name -> counts and shards, in the converter's split order.
+        rejected: images rejected (rejected.jsonl).
+        rejected_reasons: rejections by kind of reason.
+        converted: images converted to a stored format, by conversion.
+        ignored: files skipped while scanning, by why.
+        empty_classes: class folders without images.
+        plan_key: the conversion plan's key (an unchanged re-run is up to date).
+        config: the ConvertConfig the dataset was made with, as a dict.
+        boxes: box statistics of detection datasets, else None.
+        shards_dir: where the shards are when not next to dataset.json (a fan-out's pointer copy).
+    """
+
+    schema_version: int
+    task: str
+    source: SourceInfo
+    classes: tuple[str, ...]
+    image: ImageShape | None
+    compression: str | None
+    splits: dict[str, SplitInfo]
+    rejected: int
+    rejected_reasons: dict[str, int]
+    converted: dict[str, int]
+    ignored: dict[str, int]
+    empty_classes: tuple[str, ...]
+    plan_key: str
+    config: dict[str, Any]
+    boxes: BoxStats | None = None
+    shards_dir: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = MANIFEST_NAME) -> DatasetInfo:
+        """The info of a parsed ``dataset.json``.
+
+        Raises:
+            DatasetError: another schema version, unknown or missing keys, or a malformed part.
+        """
+        if isinstance(data, dict) and "schema_version" in data and data["schema_version"] != SCHEMA_VERSION:
+            raise DatasetError(
+                f"{where} has schema_version {data['schema_version']}, this code reads {SCHEMA_VERSION}; "
+                "re-run the convert step with this version"
+            )
+        kw = _from_fields(cls, data, where)
+        for key, nested in _NESTED.items():
+            if kw.get(key) is not None:
+                kw[key] = nested(**_from_fields(nested, kw[key], f"{where} {key!r}"))
+        if not isinstance(kw["splits"], dict):
+            raise DatasetError(f"{where}: 'splits' must be an object, got {type(kw['splits']).__name__}")
+        kw["splits"] = {k: SplitInfo.from_json(v, f"{where} split {k!r}") for k, v in kw["splits"].items()}
+        kw["classes"], kw["empty_classes"] = tuple(kw["classes"]), tuple(kw["empty_classes"])
+        return cls(**kw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``dataset.json`` object (:meth:`from_json` reads it back to an equal info)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _NESTED:
+                value = None if value is None else dataclasses.asdict(value)
+            elif f.name == "splits":
+                value = {k: v.to_json() for k, v in value.items()}
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[f.name] = value
+        return _drop_none(out, ("boxes", "shards_dir"))
+
+    def to_text(self) -> str:
+        """``dataset.json``'s text."""
+        return json.dumps(self.to_json(), indent=1)
+
+    def shard_paths(self, dataset_dir: str, split: str) -> list[str]:
+        """The shard files of one split, in order (see :func:`shard_paths`)."""
+        return shard_paths(dataset_dir, split, {**self.to_json(), "dir": str(dataset_dir)})
+
+
+def load_dataset_info(dataset_dir: str) -> DatasetInfo:
     """Reads and checks ``<dataset_dir>/dataset.json`` (a local folder or a gs:// URI).
-
-    Args:
-        dataset_dir: the dataset folder (a ``Dataset`` artifact's path or URI).
-
-    Returns:
-        The manifest as a dict (see docs/CONTRACTS.md), with ``dir`` added: the folder it was read from.
 
     Raises:
         DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
@@ -500,24 +685,30 @@ def load_manifest(dataset_dir: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise DatasetError(f"not a dataset: {dataset_dir} has no {MANIFEST_NAME}; run the convert step first") from None
     try:
-        manifest = json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path} is not valid JSON ({err}); re-run the convert step") from None
-    if not isinstance(manifest, dict):
-        raise DatasetError(f"{path} must hold a JSON object, got {type(manifest).__name__}")
-    missing = [k for k in ("schema_version", "classes", "splits") if k not in manifest]
-    if missing:
-        raise DatasetError(f"{path} lacks {', '.join(missing)}; re-run the convert step")
-    if manifest["schema_version"] != SCHEMA_VERSION:
-        raise DatasetError(
-            f"{path} has schema_version {manifest['schema_version']}, this code reads {SCHEMA_VERSION}; "
-            "re-run the convert step with this version"
-        )
-    for split, info in manifest["splits"].items():
-        if not isinstance(info, dict) or "shards" not in info or "count" not in info:
-            raise DatasetError(f"{path}: split {split!r} needs 'count' and 'shards'")
-    manifest["dir"] = dataset_dir
-    return manifest
+    return DatasetInfo.from_json(data, path)
+
+
+def write_dataset_info(dataset_dir: str, info: DatasetInfo) -> None:
+    """Writes ``info`` as ``<dataset_dir>/dataset.json`` (local or gs://)."""
+    storage.write_text(storage.join(str(dataset_dir), MANIFEST_NAME), info.to_text())
+
+
+def load_manifest(dataset_dir: str) -> dict[str, Any]:
+    """``dataset.json`` as a dict: :func:`load_dataset_info`'s checks, its :meth:`DatasetInfo.to_json`.
+
+    Args:
+        dataset_dir: the dataset folder (a ``Dataset`` artifact's path or URI).
+
+    Returns:
+        The manifest as a dict (see docs/CONTRACTS.md), with ``dir`` added: the folder it was read from.
+
+    Raises:
+        DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
+    """
+    return {**load_dataset_info(dataset_dir).to_json(), "dir": str(dataset_dir)}
 
 
 def shard_paths(dataset_dir: str, split: str, manifest: Mapping[str, Any] | None = None) -> list[str]:

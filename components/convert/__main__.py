@@ -14,18 +14,17 @@ import argparse
 import json
 import sys
 
-from components.convert.sources import KINDS, ConvertError
+from components.convert.sources import EXPECTED, KINDS, ConvertError
 from trainer.config import ConfigError, ConvertConfig
 from trainer.runtime import configure_tensorflow_env
+from trainer.tfrecords import DatasetInfo
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parses the arguments, converts, optionally verifies; prints a one-line error on bad input."""
     configure_tensorflow_env()  # --verify reads the shards back with TensorFlow
     p = argparse.ArgumentParser(prog="python -m components.convert", description=__doc__.split("\n")[0])
-    p.add_argument("source", help="image folder, .csv/.jsonl manifest, .npz, IDX folder, COCO .json "
-                   "(local or gs://), or a built-in: fashion-mnist, digits, shapes (detection; "
-                   "shapes:<count> for another count than 3000)")  # fmt: skip
+    p.add_argument("source", help=f"{EXPECTED}; paths local or gs://")
     p.add_argument("output", help="the dataset folder to write (local or gs://)")
     p.add_argument("--config", help="a YAML file with a ConvertConfig section; flags override it")
     p.add_argument("--format", dest="source_format", choices=KINDS)
@@ -57,16 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     except (ConvertError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    counts = ", ".join(f"{k}={v['count']}" for k, v in manifest["splits"].items())
-    empty = manifest.get("empty_classes") or []
+    info = DatasetInfo.from_json(manifest)
+    counts = ", ".join(f"{k}={v.count}" for k, v in info.splits.items())
+    empty = info.empty_classes
     note = f"; {len(empty)} empty class folders: {', '.join(empty)}" if empty else ""
-    boxes = manifest.get("boxes")
+    boxes = info.boxes
     if boxes is not None:  # detection: what became of the boxes (rejected.jsonl lists the dropped ones)
         note += (
-            f"; boxes: {boxes['kept']} kept, {boxes['clipped']} clipped, {boxes['dropped']} dropped, "
-            f"{boxes['orphan_annotations']} orphan annotations; {boxes['negatives']} images without boxes"
+            f"; boxes: {boxes.kept} kept, {boxes.clipped} clipped, {boxes.dropped} dropped, "
+            f"{boxes.orphan_annotations} orphan annotations; {boxes.negatives} images without boxes"
         )
-    print(f"dataset: {args.output} ({counts}; {manifest['rejected']} rejected{note})")
+    print(f"dataset: {args.output} ({counts}; {info.rejected} rejected{note})")
     return 0
 
 

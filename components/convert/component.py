@@ -41,7 +41,7 @@ def convert_to_tfrecords(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.convert.step import artifact_location, config_from_params, run_step
+    from components.convert.run import artifact_location, config_from_params, run_step
     from components.progress import reporter
 
     config = config_from_params(
@@ -92,7 +92,7 @@ def plan_tfrecords(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.convert.step import artifact_location, config_from_params, plan_step
+    from components.convert.run import artifact_location, config_from_params, plan_step
 
     config = config_from_params(
         source=source,
@@ -117,7 +117,7 @@ def write_tfrecord_shards(dataset: Input[Dataset], start: int, stop: int) -> int
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.convert.step import artifact_location, shards_step
+    from components.convert.run import artifact_location, shards_step
 
     return shards_step(artifact_location(dataset), start, stop)["images"]
 
@@ -128,7 +128,7 @@ def finalize_tfrecords(staged: Input[Dataset], dataset: Output[Dataset], metrics
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.convert.step import artifact_location, finalize_step
+    from components.convert.run import artifact_location, finalize_step
 
     metadata, scores = finalize_step(artifact_location(staged), verify, pointer=artifact_location(dataset))
     dataset.uri = staged.uri  # the dataset stays where the workers wrote it (the pointer copy covers

@@ -30,7 +30,21 @@ from components.convert import pool, sources, worker
 from components.convert.sources import ConvertError, Item, Source
 from components.convert.storage import Output
 from trainer.config import ConvertConfig
-from trainer.tfrecords import MANIFEST_NAME, REJECTED_NAME, SCHEMA_VERSION, crc32c_b64, crc32c_combine, shard_name
+from trainer.tfrecords import (
+    MANIFEST_NAME,
+    REJECTED_NAME,
+    SCHEMA_VERSION,
+    BoxStats,
+    DatasetError,
+    DatasetInfo,
+    ImageShape,
+    ShardInfo,
+    SourceInfo,
+    SplitInfo,
+    crc32c_b64,
+    crc32c_combine,
+    shard_name,
+)
 
 CONVERTER_VERSION = 3  # bump when the bytes written for the same input change
 MARKERS = "_convert"
@@ -179,19 +193,28 @@ def open_config_source(config: ConvertConfig) -> Source:
     return sources.open_source(config.source, config.source_format, classes)
 
 
-def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
-    """Lays out splits and shards deterministically from the config and the scanned source."""
-    source = source or open_config_source(config)
-    by_split = assign_splits(source.items, dict(config.splits), config.seed, config.stratify)
-    order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
-    settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
-    key = sources._hash([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
+def _check_task(config: ConvertConfig, source: Source) -> None:
+    """Refuses settings the source's task cannot take.
+
+    Raises:
+        ConvertError: a resize of a detection source.
+    """
     if source.task == "detection" and config.resize is not None:
         raise ConvertError(
             f"convert.resize {list(config.resize)} with the detection source {config.source}: resizing here would "
             "crop or pad the images away from their boxes; keep the images at their size (drop resize): the "
             "detection trainer letterboxes images and their boxes together"
         )
+
+
+def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
+    """Lays out splits and shards deterministically from the config and the scanned source."""
+    source = source or open_config_source(config)
+    by_split = assign_splits(source.items, dict(config.splits), config.seed, config.stratify)
+    order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
+    settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
+    key = sources.fingerprint([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
+    _check_task(config, source)
     plan = Plan(key, source, {})
     index = 0
     for split in order + [s for s in config.splits if s not in by_split]:
@@ -308,6 +331,17 @@ def _serial_seconds(shards: list[ShardPlan], config: ConvertConfig) -> float:
     return sum(len(s.items) * per_item + sum(map(_SIZE, s.items)) / 1e9 for s in shards)
 
 
+def _nothing_written(owned: list[ShardPlan]) -> dict[str, Any]:
+    return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
+
+
+def _worker_count(todo: list[ShardPlan], config: ConvertConfig) -> int:
+    """``config.workers``, else every core, except for jobs too small to be worth starting workers."""
+    if config.workers is None and _serial_seconds(todo, config) < IN_PROCESS_S:
+        return 1
+    return config.workers or os.cpu_count() or 1
+
+
 def write_shards(
     config: ConvertConfig,
     output: str,
@@ -339,11 +373,11 @@ def write_shards(
     out = Output(output)
     owned = plan.shards[start:stop]
     if _up_to_date(plan, out) is not None:  # finalized already (a re-run of a fan-out)
-        return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
+        return _nothing_written(owned)
     sizes = out.sizes()
     todo = [s for s in owned if _valid_marker(plan, out, s, sizes) is None]
     if not todo:
-        return {"written": 0, "skipped": len(owned), "images": 0, "rejected": 0, "seconds": 0.0}
+        return _nothing_written(owned)
     opts = worker.Options(
         spec=plan.source.spec(),
         classes=plan.source.classes,
@@ -355,9 +389,7 @@ def write_shards(
     out.makedirs()
     out.remove_temporaries([s.file for s in todo])
     total_items = sum(len(s.items) for s in todo)
-    workers = config.workers or os.cpu_count() or 1
-    if config.workers is None and _serial_seconds(todo, config) < IN_PROCESS_S:
-        workers = 1
+    workers = _worker_count(todo, config)
     # Many chunks: when the last ones run, the other workers have little left to wait for.
     cap = max(16, math.ceil(total_items / (16 * workers)))
     tasks = [(shard, chunk) for shard in todo for chunk in _chunks(shard, config, cap)]
@@ -366,123 +398,133 @@ def write_shards(
         f"convert: writing {len(todo)} shards ({total_items} images) of {len(owned)} with {workers} workers"
         + (f"; {len(owned) - len(todo)} already done" if len(owned) > len(todo) else "")
     )
-    stats = {"images": 0, "rejected": 0}
-    temps = {shard.file: out.temp_path(shard.file) for shard in todo}
-    try:
-        if workers == 1 or len(tasks) == 1:
-            results = (worker.encode_chunk(chunk, opts) for _, chunk in tasks)
-            _write_results(plan, out, tasks, temps, results, progress, stats, in_place=False)
-        else:
-            firsts: dict[str, int] = {}
-            for i, (shard, _) in enumerate(tasks):
-                firsts.setdefault(shard.file, i)
-            results = pool.run(
-                [chunk for _, chunk in tasks],
-                [temps[shard.file] for shard, _ in tasks],
-                [firsts[shard.file] for shard, _ in tasks],
-                opts,
-                min(workers, len(tasks)),
-            )
-            with contextlib.closing(results):  # on any error the workers are stopped before the cleanup below
-                _write_results(plan, out, tasks, temps, results, progress, stats, in_place=True)
-    finally:
-        for tmp in temps.values():  # unpublished leftovers of a failure
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        out.close()
+    collector = _Collector(plan, out, tasks, progress)
+    _run_tasks(collector, opts, workers)
     progress.finish()
     return {
         "written": len(todo),
         "skipped": len(owned) - len(todo),
-        "images": stats["images"],
-        "rejected": stats["rejected"],
+        "images": collector.images,
+        "rejected": collector.rejected,
         "seconds": time.monotonic() - t0,
     }
 
 
-def _write_results(
-    plan: Plan,
-    out: Output,
-    tasks: list,
-    temps: dict[str, str],
-    results,
-    progress: Progress,
-    stats: dict,
-    in_place: bool,
-) -> None:
-    """Collects the chunks' results in order; publishes each shard when its last chunk is in.
+def _run_tasks(collector: _Collector, opts: worker.Options, workers: int) -> None:
+    """Encodes every task, in this process or in worker processes, into the collector's shards."""
+    tasks, temps = collector.tasks, collector.temps
+    try:
+        if workers == 1 or len(tasks) == 1:
+            collector.collect((worker.encode_chunk(chunk, opts) for _, chunk in tasks), in_place=False)
+            return
+        firsts: dict[str, int] = {}
+        for i, (shard, _) in enumerate(tasks):
+            firsts.setdefault(shard.file, i)
+        results = pool.run(
+            [chunk for _, chunk in tasks],
+            [temps[shard.file] for shard, _ in tasks],
+            [firsts[shard.file] for shard, _ in tasks],
+            opts,
+            min(workers, len(tasks)),
+        )
+        with contextlib.closing(results):  # on any error the workers are stopped before the cleanup below
+            collector.collect(results, in_place=True)
+    finally:
+        for tmp in temps.values():  # unpublished leftovers of a failure
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        collector.out.close()
 
-    With ``in_place`` the workers wrote the bytes; otherwise they are written here.
-    """
-    current: ShardPlan | None = None
-    f = None
-    acc: dict[str, Any] = {}
-    remaining = collections.Counter(id(shard) for shard, _ in tasks)
-    to_publish: list[tuple[str, str, dict]] = []
 
-    def flush(force: bool) -> None:
-        if to_publish and (force or len(to_publish) >= 8 or not out.gcs):
-            out.publish([(t, n) for t, n, _ in to_publish])
-            for _, _, marker in to_publish:
-                out.write_text(f"{MARKERS}/{marker['file']}.json", json.dumps(marker))
-            to_publish.clear()
+@dataclass
+class _ShardTotals:
+    """What the chunks of one shard add up to, for its marker."""
 
-    for (shard, _), res in zip(tasks, results, strict=False):
-        if shard is not current:
-            current = shard
-            if not in_place:
-                f = open(temps[shard.file], "wb")
-            acc = {
-                "crc": 0,
-                "bytes": 0,
-                "count": 0,
-                "classes": collections.Counter(),
-                "rejected": [],
-                "converted": collections.Counter(),
-                "shapes": set(),
-                "boxes": collections.Counter(),
-                "dropped": [],
-            }
-        if not in_place:
-            res.write_to(f)
-        acc["crc"] = crc32c_combine(acc["crc"], res.crc, res.size)
-        acc["bytes"] += res.size
-        acc["count"] += res.count
-        acc["classes"].update(res.class_counts)
-        acc["rejected"].extend(res.rejected)
-        acc["converted"].update(res.converted)
-        acc["shapes"].update(res.shapes)
-        acc["boxes"].update(res.boxes)
-        acc["dropped"].extend(res.dropped)
-        stats["images"] += res.count
-        stats["rejected"] += len(res.rejected)
-        progress.add(res.count + len(res.rejected))
-        remaining[id(shard)] -= 1
-        if remaining[id(shard)] == 0:
+    crc: int = 0
+    bytes: int = 0
+    count: int = 0
+    classes: collections.Counter = field(default_factory=collections.Counter)
+    rejected: list = field(default_factory=list)
+    converted: collections.Counter = field(default_factory=collections.Counter)
+    shapes: set = field(default_factory=set)
+    boxes: collections.Counter = field(default_factory=collections.Counter)
+    dropped: list = field(default_factory=list)
+
+    def add(self, res: worker.ChunkResult) -> None:
+        self.crc = crc32c_combine(self.crc, res.crc, res.size)
+        self.bytes += res.size
+        self.count += res.count
+        self.classes.update(res.class_counts)
+        self.rejected.extend(res.rejected)
+        self.converted.update(res.converted)
+        self.shapes.update(res.shapes)
+        self.boxes.update(res.boxes)
+        self.dropped.extend(res.dropped)
+
+    def marker(self, plan: Plan, shard: ShardPlan) -> dict[str, Any]:
+        """The shard's ``_convert/`` marker: what finalize needs without reading the shard again."""
+        shapes = self.shapes
+        return {
+            "plan_key": plan.key,
+            "file": shard.file,
+            "split": shard.split,
+            "count": self.count,
+            "bytes": self.bytes,
+            "crc32c": crc32c_b64(self.crc),
+            "class_counts": {str(k): v for k, v in self.classes.items()},
+            "rejected": self.rejected,
+            "converted": dict(self.converted),
+            "shapes": "mixed" if "mixed" in shapes or len(shapes) > 1 else [list(s) for s in shapes],
+            "boxes": dict(self.boxes),  # detection sources; empty for the others
+            "dropped": self.dropped,
+        }
+
+
+class _Collector:
+    """Collects the chunks' results in order; publishes each shard when its last chunk is in."""
+
+    def __init__(self, plan: Plan, out: Output, tasks: list[tuple[ShardPlan, list[Item]]], progress: Progress):
+        self.plan, self.out, self.tasks, self.progress = plan, out, tasks, progress
+        self.temps = {shard.file: out.temp_path(shard.file) for shard, _ in tasks}
+        self.remaining = collections.Counter(id(shard) for shard, _ in tasks)
+        self.to_publish: list[tuple[str, str, dict]] = []
+        self.images = self.rejected = 0
+
+    def _flush(self, force: bool) -> None:
+        if self.to_publish and (force or len(self.to_publish) >= 8 or not self.out.gcs):
+            self.out.publish([(t, n) for t, n, _ in self.to_publish])
+            for _, _, marker in self.to_publish:
+                self.out.write_text(f"{MARKERS}/{marker['file']}.json", json.dumps(marker))
+            self.to_publish.clear()
+
+    def collect(self, results: Any, in_place: bool) -> None:
+        """Adds every result to its shard. With ``in_place`` the workers wrote the bytes; else they are written here."""
+        current: ShardPlan | None = None
+        f = None
+        totals = _ShardTotals()
+        try:
+            for (shard, _), res in zip(self.tasks, results, strict=False):
+                if shard is not current:
+                    current, totals = shard, _ShardTotals()
+                    if not in_place:
+                        f = open(self.temps[shard.file], "wb")
+                if not in_place:
+                    res.write_to(f)
+                totals.add(res)
+                self.images += res.count
+                self.rejected += len(res.rejected)
+                self.progress.add(res.count + len(res.rejected))
+                self.remaining[id(shard)] -= 1
+                if self.remaining[id(shard)] == 0:
+                    if f is not None:
+                        f.close()
+                        f = None
+                    self.to_publish.append((self.temps[shard.file], shard.file, totals.marker(self.plan, shard)))
+                    self._flush(False)
+        finally:
             if f is not None:
                 f.close()
-                f = None
-            shapes = acc["shapes"]
-            marker = {
-                "plan_key": plan.key,
-                "file": shard.file,
-                "split": shard.split,
-                "count": acc["count"],
-                "bytes": acc["bytes"],
-                "crc32c": crc32c_b64(acc["crc"]),
-                "class_counts": {str(k): v for k, v in acc["classes"].items()},
-                "rejected": acc["rejected"],
-                "converted": dict(acc["converted"]),
-                "shapes": "mixed" if "mixed" in shapes or len(shapes) > 1 else [list(s) for s in shapes],
-            }
-            if plan.source.task == "detection":
-                marker["boxes"] = dict(acc["boxes"])
-                marker["dropped"] = acc["dropped"]
-            to_publish.append((temps[shard.file], shard.file, marker))
-            flush(False)
-    if f is not None:
-        f.close()
-    flush(True)
+        self._flush(True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,118 +536,157 @@ def _reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) -> dict[str, Any]:
-    """Checks every shard of the plan is written, then writes ``rejected.jsonl`` and ``dataset.json``.
+def _markers(plan: Plan, out: Output, output: str, sizes: dict[str, int]) -> dict[str, dict]:
+    """Every shard's valid marker.
 
     Raises:
         ConvertError: a shard of the plan is missing (a worker did not finish).
     """
-    plan = plan or make_plan(config)
-    out = Output(output)
-    existing = _up_to_date(plan, out)
-    if existing is not None:
-        return existing
-    sizes = out.sizes()
-    markers, missing = {}, []
-    for shard in plan.shards:
-        marker = _valid_marker(plan, out, shard, sizes)
-        if marker is None:
-            missing.append(shard.file)
-        markers[shard.file] = marker
+    markers = {shard.file: _valid_marker(plan, out, shard, sizes) for shard in plan.shards}
+    missing = [name for name, marker in markers.items() if marker is None]
     if missing:
         raise ConvertError(
             f"cannot finalize {output}: {len(missing)} shards are not written (e.g. {missing[:3]}); "
             "run write_shards for them (or the whole conversion) first"
         )
-    classes = plan.source.classes
-    splits: dict[str, Any] = {}
-    rejected: list[dict] = []
-    converted: collections.Counter = collections.Counter()
-    boxes: collections.Counter = collections.Counter()
-    dropped: list[dict] = []
-    shapes: set = set()
-    mixed = False
-    for split, shards in plan.splits.items():
-        class_counts = collections.Counter()
-        entries = []
-        for shard in shards:
-            m = markers[shard.file]
-            entries.append({"file": shard.file, "count": m["count"], "bytes": m["bytes"], "crc32c": m["crc32c"]})
+    return markers
+
+
+@dataclass
+class _Totals:
+    """What the markers of every shard add up to."""
+
+    splits: dict[str, SplitInfo] = field(default_factory=dict)
+    rejected: list[dict] = field(default_factory=list)
+    converted: collections.Counter = field(default_factory=collections.Counter)
+    boxes: collections.Counter = field(default_factory=collections.Counter)
+    dropped: list[dict] = field(default_factory=list)
+    shapes: set = field(default_factory=set)
+    mixed: bool = False
+
+    def add_split(self, split: str, markers: list[dict], classes: list[str]) -> None:
+        class_counts: collections.Counter = collections.Counter()
+        shards = []
+        for m in markers:
+            shards.append(ShardInfo(m["file"], m["count"], m["bytes"], m["crc32c"]))
             class_counts.update({int(k): v for k, v in m["class_counts"].items()})
-            rejected.extend(m["rejected"])
-            converted.update(m["converted"])
-            boxes.update(m.get("boxes", {}))
-            dropped.extend(m.get("dropped", []))
+            self.rejected.extend(m["rejected"])
+            self.converted.update(m["converted"])
+            self.boxes.update(m.get("boxes", {}))  # markers of an interrupted run of an older version lack them
+            self.dropped.extend(m.get("dropped", []))
             if m["shapes"] == "mixed":
-                mixed = True
+                self.mixed = True
             else:
-                shapes.update(tuple(s) for s in m["shapes"])
-        splits[split] = {
-            "count": sum(e["count"] for e in entries),
-            "class_counts": {name: class_counts.get(i, 0) for i, name in enumerate(classes)},
-            "shards": entries,
-        }
-        if class_counts.get(-1):
-            splits[split]["unlabelled"] = class_counts[-1]
-    image = None
-    if not mixed and len(shapes) == 1:
-        h, w, c = next(iter(shapes))
-        image = {"height": h, "width": w, "channels": c}
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "task": plan.source.task,
-        "source": {"uri": plan.source.uri, "format": plan.source.kind, "fingerprint": plan.source.fingerprint},
-        "classes": classes,
-        "image": image,
-        "compression": config.compression,
-        "splits": splits,
-        "rejected": len(rejected),
-        "rejected_reasons": dict(collections.Counter(_reason_kind(r["reason"]) for r in rejected)),
-        "converted": dict(converted),
-        "ignored": plan.source.ignored,
-        "empty_classes": plan.source.empty_classes,
-        "plan_key": plan.key,
-        "config": config.to_dict(),
-    }
-    if plan.source.task == "detection":
-        orphans = plan.source.rejected
-        manifest["boxes"] = {
-            "kept": boxes["kept"],
-            "clipped": boxes["clipped"],
-            "dropped": boxes["dropped"],
-            "dropped_reasons": dict(collections.Counter(_reason_kind(r["reason"]) for r in dropped)),
-            "crowd": boxes["crowd"],
-            "negatives": boxes["negatives"],  # images kept without any box
-            "orphan_annotations": len(orphans),
-        }
+                self.shapes.update(tuple(s) for s in m["shapes"])
+        self.splits[split] = SplitInfo(
+            count=sum(s.count for s in shards),
+            class_counts={name: class_counts.get(i, 0) for i, name in enumerate(classes)},
+            shards=tuple(shards),
+            unlabelled=class_counts[-1] if class_counts.get(-1) else None,
+        )
+
+    def image(self) -> ImageShape | None:
+        if self.mixed or len(self.shapes) != 1:
+            return None
+        return ImageShape(*next(iter(self.shapes)))
+
+    def box_stats(self, orphans: list[dict]) -> BoxStats:
+        boxes = self.boxes
+        return BoxStats(
+            kept=boxes["kept"],
+            clipped=boxes["clipped"],
+            dropped=boxes["dropped"],
+            dropped_reasons=dict(collections.Counter(_reason_kind(r["reason"]) for r in self.dropped)),
+            crowd=boxes["crowd"],
+            negatives=boxes["negatives"],
+            orphan_annotations=len(orphans),
+        )
+
+
+def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> DatasetInfo:
+    source = plan.source
+    detection = source.task == "detection"
+    return DatasetInfo(
+        schema_version=SCHEMA_VERSION,
+        task=source.task,
+        source=SourceInfo(source.uri, source.kind, source.fingerprint),
+        classes=tuple(source.classes),
+        image=totals.image(),
+        compression=config.compression,
+        splits=totals.splits,
+        rejected=len(totals.rejected),
+        rejected_reasons=dict(collections.Counter(_reason_kind(r["reason"]) for r in totals.rejected)),
+        converted=dict(totals.converted),
+        ignored=dict(source.ignored),
+        empty_classes=tuple(source.empty_classes),
+        plan_key=plan.key,
+        config=config.to_dict(),
+        boxes=totals.box_stats(source.rejected) if detection else None,
+    )
+
+
+def finalize(config: ConvertConfig, output: str, *, plan: Plan | None = None) -> dict[str, Any]:
+    """Checks every shard of the plan is written, then writes ``rejected.jsonl`` and ``dataset.json``.
+
+    Returns:
+        The content of ``dataset.json`` (:meth:`DatasetInfo.to_json`).
+
+    Raises:
+        ConvertError: a shard of the plan is missing (a worker did not finish).
+    """
+    return _finalize(config, output, plan or make_plan(config)).to_json()
+
+
+def _finalize(config: ConvertConfig, output: str, plan: Plan) -> DatasetInfo:
+    """:func:`finalize`, returning the written (or already up-to-date) info."""
+    out = Output(output)
+    existing = _up_to_date(plan, out)
+    if existing is not None:
+        return existing
+    sizes = out.sizes()
+    markers = _markers(plan, out, output, sizes)
+    totals = _Totals()
+    for split, shards in plan.splits.items():
+        totals.add_split(split, [markers[shard.file] for shard in shards], plan.source.classes)
+    info = _dataset_info(plan, config, totals)
+    rejected = totals.rejected
+    if info.boxes is not None:
         # One file for every rejection: images first, then dropped boxes and orphan annotations,
         # which carry an ``annotation_id`` (their image, if any, was kept).
-        rejected = rejected + dropped + orphans
+        rejected = rejected + totals.dropped + plan.source.rejected
     planned = {s.file for s in plan.shards}
     for name in sizes:  # shards of an earlier, different plan must not look like part of this one
         if SHARD_RE.match(name) and name not in planned:
             out.delete(name)
     # dataset.json is the folder's marker: written last, a folder without it is not a dataset.
     rejected_text = "".join(json.dumps(r) + "\n" for r in rejected)
-    out.publish_marked({REJECTED_NAME: rejected_text}, MANIFEST_NAME, json.dumps(manifest, indent=1))
+    out.publish_marked({REJECTED_NAME: rejected_text}, MANIFEST_NAME, info.to_text())
     out.delete_tree(MARKERS)
-    return manifest
+    return info
 
 
-def _up_to_date(plan: Plan, out: Output) -> dict | None:
+def _up_to_date(plan: Plan, out: Output) -> DatasetInfo | None:
+    """The existing ``dataset.json`` when it is of this plan and every shard has its size; else None.
+
+    A file that is not a valid :class:`DatasetInfo` (written by another version) is not up to date.
+    """
     manifest = out.read_json(MANIFEST_NAME)
     if not manifest or manifest.get("plan_key") != plan.key:
         return None
-    sizes = out.sizes()
-    for info in manifest["splits"].values():
-        for s in info["shards"]:
-            if sizes.get(s["file"]) != s["bytes"]:
-                return None
     # Written before the task was recorded: the file stays as it is (no reconversion for a key that
     # only names what the plan already fixes: every such dataset of a detection source was planned by
     # an older COCO reader and is not up to date), and what is returned says it.
     manifest.setdefault("task", plan.source.task)
-    return manifest
+    try:
+        info = DatasetInfo.from_json(manifest, out.join(MANIFEST_NAME))
+    except DatasetError:
+        return None
+    sizes = out.sizes()
+    for split in info.splits.values():
+        for s in split.shards:
+            if sizes.get(s.file) != s.bytes:
+                return None
+    return info
 
 
 def _invalidate(plan: Plan, out: Output) -> None:
@@ -615,9 +696,9 @@ def _invalidate(plan: Plan, out: Output) -> None:
         out.delete(MANIFEST_NAME)
 
 
-def _empty_note(manifest: dict[str, Any]) -> str:
+def _empty_note(info: DatasetInfo) -> str:
     """``"; 2 empty class folders (cat, dog)"`` when a folder source had class folders without images."""
-    empty = manifest.get("empty_classes") or []  # absent in manifests written before it was recorded
+    empty = info.empty_classes
     return f"; {len(empty)} empty class folders ({', '.join(empty)})" if empty else ""
 
 
@@ -654,18 +735,18 @@ def convert(
     out = Output(output)
     existing = _up_to_date(plan, out)
     if existing is not None:
-        total = sum(s["count"] for s in existing["splits"].values())
+        total = sum(s.count for s in existing.splits.values())
         log(f"convert: {output} is up to date ({total} images{_empty_note(existing)})")
-        return existing
+        return existing.to_json()
     sources.loader(plan.source.spec())  # arrays read in the background: a corrupt file fails before any change
     _invalidate(plan, out)
     stats = write_shards(config, output, plan=plan, progress_every_s=progress_every_s, log=log, on_progress=on_progress)
-    manifest = finalize(config, output, plan=plan)
+    info = _finalize(config, output, plan)
     seconds = time.monotonic() - t0
-    total = sum(s["count"] for s in manifest["splits"].values())
+    total = sum(s.count for s in info.splits.values())
     log(
         f"convert: {total} images in {seconds:.1f}s ({total / max(seconds, 1e-9):.0f} img/s), "
-        f"{manifest['rejected']} rejected, {sum(manifest['converted'].values())} converted, "
-        f"{stats['skipped']} shards reused -> {output}" + _empty_note(manifest)
+        f"{info.rejected} rejected, {sum(info.converted.values())} converted, "
+        f"{stats['skipped']} shards reused -> {output}" + _empty_note(info)
     )
-    return manifest
+    return info.to_json()

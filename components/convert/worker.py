@@ -165,9 +165,8 @@ def _detection_boxes(item: sources.Item, info: imaging.ImageInfo, res: ChunkResu
     outside the image are clipped (counted); empty, negative-size, malformed and wholly outside
     boxes are dropped, each with a ``rejected.jsonl`` row. An image left without boxes is a negative.
     """
-    raw = item.boxes
     width, height = info.width, info.height
-    declared = raw.get("declared")
+    declared = item.boxes.declared
     if declared is not None and (declared[0], declared[1]) != (width, height):
         dw, dh = declared
         rotated = " (swapped: a 90-degree EXIF rotation?)" if (dw, dh) == (height, width) else ""
@@ -181,19 +180,19 @@ def _detection_boxes(item: sources.Item, info: imaging.ImageInfo, res: ChunkResu
         )
         return None
     out: dict[str, list] = {"boxes": [], "labels": [], "is_crowd": []}
-    for bbox, ann_id, label, crowd in zip(raw["bbox"], raw["ids"], raw["labels"], raw["is_crowd"], strict=True):
-        reason, box = _check_box(bbox, width, height)
+    for raw in item.boxes.boxes:
+        reason, box = _check_box(raw.bbox, width, height)
         if box is None:
             res.boxes["dropped"] += 1
-            res.dropped.append({**_reject(item, reason), "annotation_id": ann_id, "bbox": bbox})
+            res.dropped.append({**_reject(item, reason), "annotation_id": raw.annotation_id, "bbox": raw.bbox})
             continue
         if reason is not None:
             res.boxes["clipped"] += 1
         res.boxes["kept"] += 1
-        res.boxes["crowd"] += crowd
+        res.boxes["crowd"] += raw.is_crowd
         out["boxes"].append(box)
-        out["labels"].append(label)
-        out["is_crowd"].append(crowd)
+        out["labels"].append(raw.label)
+        out["is_crowd"].append(raw.is_crowd)
     if not out["boxes"]:
         res.boxes["negatives"] += 1
     return out

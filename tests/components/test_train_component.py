@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.unit.train_datasets import write_dataset
+from tests.datasets import write_test_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ def test_train_model_component_writes_model_and_metrics(tmp_path):
 
     from components.train.component import train_model
 
-    dataset = write_dataset(tmp_path / "ds", {"train": 64, "validation": 16})
+    dataset = write_test_dataset(tmp_path / "ds", {"train": 64, "validation": 16})
     kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
 
     @dsl.pipeline

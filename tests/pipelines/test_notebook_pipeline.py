@@ -108,9 +108,9 @@ def test_an_unknown_preset_is_refused():
 def test_the_demo_notebook_runs_under_kfp_local_on_the_cpu(tmp_path):
     from kfp import local
 
-    from tests.unit.train_datasets import write_dataset
+    from tests.datasets import write_test_dataset
 
-    dataset = write_dataset(tmp_path / "dataset", splits={"train": 64})
+    dataset = write_test_dataset(tmp_path / "dataset", splits={"train": 64})
     root = tmp_path / "root"
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
     notebook.pipeline(

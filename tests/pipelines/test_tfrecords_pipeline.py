@@ -96,7 +96,7 @@ def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, f
 
 
 def test_a_pointer_manifest_leads_to_the_shards(tmp_path):
-    from components.convert.step import finalize_step, plan_step, shards_step
+    from components.convert.run import finalize_step, plan_step, shards_step
     from trainer.config import ConvertConfig
     from trainer.tfrecords import load_manifest, shard_paths
 

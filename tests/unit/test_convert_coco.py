@@ -8,9 +8,9 @@ import pytest
 from PIL import Image
 
 from components.convert import ConvertError, convert
-from components.convert.step import summarize
+from components.convert.run import summarize
 from trainer.config import ConvertConfig
-from trainer.tfrecords import REJECTED_NAME, iter_records
+from trainer.tfrecords import REJECTED_NAME, DatasetInfo, iter_records
 
 W, H = 10, 8  # every test image: 10 wide, 8 high
 
@@ -75,7 +75,7 @@ def test_boxes_partly_outside_are_clipped_and_counted(tmp_path):
     assert _boxes(ex) == pytest.approx(
         np.array([[0.5, 0.6, 1.0, 1.0], [1 / 8, 0.0, 3 / 8, 0.2], [1 / 8, 0.1, 3 / 8, 0.3]])
     )
-    _, metrics = summarize(manifest, str(out), verify=False, seconds=0.0)
+    _, metrics = summarize(DatasetInfo.from_json(manifest), str(out), verify=False, seconds=0.0)
     assert metrics["boxes_clipped"] == 2.0 and metrics["boxes_dropped"] == 0.0
     assert _rejected(out) == []  # clipped boxes are kept, not rejected
 
@@ -106,7 +106,7 @@ def test_empty_inverted_malformed_and_outside_boxes_are_dropped_each_with_its_re
     ex = _records(out, manifest)["im1.png"]
     assert _boxes(ex) == pytest.approx(np.array([[0.25, 0.2, 0.75, 0.6]]))
     assert ex["image/object/class/text"].numpy().tolist() == [b"dog"]
-    _, metrics = summarize(manifest, str(out), verify=False, seconds=0.0)
+    _, metrics = summarize(DatasetInfo.from_json(manifest), str(out), verify=False, seconds=0.0)
     assert metrics["boxes_dropped"] == 4.0
     assert metrics["boxes_dropped_zero_area_box"] == 1.0 and metrics["boxes_dropped_negative_size_box"] == 1.0
 
@@ -118,7 +118,7 @@ def test_annotations_of_missing_images_are_counted_and_listed(tmp_path):
     assert manifest["boxes"]["orphan_annotations"] == 1
     (row,) = _rejected(out)
     assert row["annotation_id"] == 2 and "image_id 99" in row["reason"] and row["path"] == str(path)
-    _, metrics = summarize(manifest, str(out), verify=False, seconds=0.0)
+    _, metrics = summarize(DatasetInfo.from_json(manifest), str(out), verify=False, seconds=0.0)
     assert metrics["annotations_orphaned"] == 1.0
 
 
@@ -148,7 +148,7 @@ def test_a_declared_size_that_differs_from_the_file_rejects_the_image(tmp_path):
     assert "declares 20x16 (width x height), the image file is 10x8" in rows["im1.png"]
     assert "EXIF" in rows["im3.png"]  # width and height swapped: the likely cause is named
     assert list(_records(out, manifest)) == ["im2.png"]
-    _, metrics = summarize(manifest, str(out), verify=False, seconds=0.0)
+    _, metrics = summarize(DatasetInfo.from_json(manifest), str(out), verify=False, seconds=0.0)
     assert metrics["rejected_size_mismatch"] == 2.0
 
 
@@ -189,7 +189,7 @@ def test_crowd_boxes_are_kept_and_flagged_and_images_without_boxes_are_negatives
     assert records["im1.png"]["image/object/is_crowd"].numpy().tolist() == [1, 0]
     assert records["im1.png"]["image/object/class/label"].numpy().tolist() == [0, 1]
     assert _boxes(records["im2.png"]).shape == (0, 4)  # a negative: kept, without boxes
-    _, metrics = summarize(manifest, str(out), verify=False, seconds=0.0)
+    _, metrics = summarize(DatasetInfo.from_json(manifest), str(out), verify=False, seconds=0.0)
     assert metrics["negatives"] == 1.0 and metrics["boxes_crowd"] == 1.0
 
 

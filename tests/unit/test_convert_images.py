@@ -11,7 +11,7 @@ from PIL import Image
 
 from components.convert import convert, imaging
 from trainer.config import ConvertConfig
-from trainer.tfrecords import iter_records
+from trainer.tfrecords import DatasetInfo, iter_records
 
 
 def _img(mode="RGB", size=(20, 16), seed=0):
@@ -197,7 +197,7 @@ def test_a_written_shard_is_byte_identical_to_tfrecordwriter_output(converted, t
 
 def test_empty_class_folders_are_warned_about_counted_and_left_out(tmp_path, caplog, capsys):
     from components.convert.__main__ import main
-    from components.convert.step import summarize
+    from components.convert.run import summarize
 
     src = tmp_path / "src"
     for cls in ("cat", "dog"):
@@ -216,7 +216,7 @@ def test_empty_class_folders_are_warned_about_counted_and_left_out(tmp_path, cap
     warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert f"{src}/bird" in warning and f"{src}/fish" in warning and "2 class folder(s) hold no images" in warning
     assert ".cache" not in warning
-    metadata, metrics = summarize(manifest, str(tmp_path / "out"), verify=False, seconds=1.0)
+    metadata, metrics = summarize(DatasetInfo.from_json(manifest), str(tmp_path / "out"), verify=False, seconds=1.0)
     assert metrics["empty_classes"] == 2.0 and metadata["empty_classes"] == ["bird", "fish"]
     # Declared classes stay, with 0 images, and are reported the same way.
     declared = convert(config.replace(classes=("bird", "cat", "dog")), str(tmp_path / "declared"))

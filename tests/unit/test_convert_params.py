@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from components.convert.component import convert_to_tfrecords, plan_tfrecords
-from components.convert.step import config_from_params
+from components.convert.run import config_from_params
 from components.params import none_if_empty
 from pipelines.tfrecords import pipeline as tfrecords_pipeline
 from trainer.config import ConfigError, ConvertConfig

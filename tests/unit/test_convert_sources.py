@@ -232,3 +232,46 @@ def test_png_batches_are_byte_identical_to_one_image_at_a_time():
         encode_png_batch(np.zeros((2, 3, 3), np.float32))
     with pytest.raises(ValueError, match="C<=4"):
         encode_png_batch(np.zeros((2, 3, 3, 5), np.uint8))
+
+
+def test_the_registry_names_every_kind_once_and_the_cli_offers_them(tmp_path, capsys):
+    from components.convert import sources
+    from components.convert.__main__ import main
+
+    assert sources.KINDS == tuple(k.name for k in sources.REGISTRY) and len(set(sources.KINDS)) == len(sources.KINDS)
+    assert all(k.description in sources.EXPECTED for k in sources.REGISTRY)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "{" + ",".join(sources.KINDS) + "}" in capsys.readouterr().out.replace("\n", "").replace(" ", "")
+    (tmp_path / "cls" / "a").mkdir(parents=True)
+    (tmp_path / "table.CSV").write_text("path,label\n")
+    (tmp_path / "coco.json").write_text("{}")
+    (tmp_path / "mnist").mkdir()
+    (tmp_path / "mnist" / "train-images-idx3-ubyte.gz").write_bytes(b"")
+    found = {name: sources.detect(str(tmp_path / name)) for name in ("cls", "table.CSV", "coco.json", "mnist")}
+    assert found == {"cls": "folder", "table.CSV": "csv", "coco.json": "coco", "mnist": "idx"}
+    assert [sources.detect(b) for b in ("digits", "fashion-mnist", "shapes:10")] == [
+        "digits",
+        "fashion-mnist",
+        "shapes",
+    ]
+    with pytest.raises(sources.SourceError, match="unknown source format 'tiff'; expected one of folder, csv"):
+        sources.open_source(str(tmp_path / "cls"), "tiff")
+
+
+def test_coco_boxes_are_typed_and_frozen(pictures, tmp_path):
+    import dataclasses
+
+    from components.convert import sources
+
+    coco = {
+        "images": [{"id": 1, "file_name": "p0.png", "width": 5, "height": 4}],
+        "annotations": [{"id": 7, "image_id": 1, "category_id": 3, "bbox": [1, 1, 2, 2], "iscrowd": 1}],
+        "categories": [{"id": 3, "name": "dot"}],
+    }
+    path = pictures / "boxes.json"
+    path.write_text(json.dumps(coco))
+    (item,) = sources.open_source(str(path)).items
+    assert item.boxes == sources.ImageBoxes((sources.Box([1, 1, 2, 2], 7, 0, 1),), (5, 4))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        item.boxes.boxes[0].label = 1

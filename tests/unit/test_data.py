@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from tests.unit.train_datasets import make_images, write_dataset
+from tests.datasets import make_images, write_test_dataset
 from trainer import data
 from trainer.tfrecords import DatasetError, load_manifest
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    return write_dataset(tmp_path_factory.mktemp("ds"), {"train": 40, "validation": 10}, num_classes=4, shards=2)
+    return write_test_dataset(tmp_path_factory.mktemp("ds"), {"train": 40, "validation": 10}, num_classes=4, shards=2)
 
 
 def _all(ds):
@@ -63,7 +63,7 @@ def test_augment_keeps_shape_and_range(dataset):
 
 
 def test_gzip_shards(tmp_path):
-    folder = write_dataset(tmp_path / "ds", {"train": 6}, shards=1)
+    folder = write_test_dataset(tmp_path / "ds", {"train": 6}, shards=1)
     manifest = json.loads((folder / "dataset.json").read_text())
     shard = manifest["splits"]["train"]["shards"][0]
     raw = (folder / shard["file"]).read_bytes()
@@ -90,7 +90,7 @@ def test_folder_without_manifest(tmp_path):
 
 
 def test_missing_and_empty_splits(tmp_path):
-    folder = write_dataset(tmp_path / "ds", {"train": 8, "validation": 0})
+    folder = write_test_dataset(tmp_path / "ds", {"train": 8, "validation": 0})
     with pytest.raises(DatasetError, match="split 'test' is not in"):
         data.make_dataset(str(folder), "test", 8, training=False)
     with pytest.raises(DatasetError, match="split 'validation' of .* is empty"):
@@ -98,7 +98,7 @@ def test_missing_and_empty_splits(tmp_path):
 
 
 def test_images_of_mixed_sizes_need_a_resize(tmp_path):
-    folder = write_dataset(tmp_path / "ds", {"train": 4})
+    folder = write_test_dataset(tmp_path / "ds", {"train": 4})
     manifest = json.loads((folder / "dataset.json").read_text())
     manifest["image"] = None
     (folder / "dataset.json").write_text(json.dumps(manifest))

@@ -172,14 +172,15 @@ def test_shipped_digits_are_scikit_learns():
 
     from components.convert import sources
 
-    images, labels = sources._digits_arrays()
+    images, labels = sources.digits.digits_file()[:2]
     d = datasets.load_digits()
     np.testing.assert_array_equal(images, np.rint(d.images * (255.0 / 16.0)).astype(np.uint8))
     np.testing.assert_array_equal(labels, d.target.astype(np.int64))
     assert images.dtype == np.uint8 and labels.dtype == np.int64
-    _, _, version = sources._digits_file()
+    _, _, version = sources.digits.digits_file()
     if version == sklearn.__version__:
-        want = sources._hash(["sklearn-digits", sklearn.__version__, hashlib.sha256(images.tobytes()).hexdigest()])
+        digest = hashlib.sha256(images.tobytes()).hexdigest()
+        want = sources.fingerprint(["sklearn-digits", sklearn.__version__, digest])
         assert sources.open_source("digits").fingerprint == want
 
 

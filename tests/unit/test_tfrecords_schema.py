@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tests.datasets import write_test_dataset
 from trainer import tfrecords
 
 
@@ -103,13 +104,8 @@ def test_load_manifest_errors_say_what_to_do(tmp_path):
     (tmp_path / "dataset.json").write_text(json.dumps({"schema_version": 99, "classes": [], "splits": {}}))
     with pytest.raises(tfrecords.DatasetError, match="schema_version 99"):
         tfrecords.load_manifest(str(tmp_path))
-    manifest = {
-        "schema_version": 1,
-        "classes": ["a"],
-        "splits": {"train": {"count": 1, "shards": [{"file": "train-00000-of-00001.tfrecord"}]}},
-    }
-    (tmp_path / "dataset.json").write_text(json.dumps(manifest))
-    assert tfrecords.load_manifest(str(tmp_path))["classes"] == ["a"]
+    write_test_dataset(tmp_path, {"train": 3}, num_classes=1, shards=1)
+    assert tfrecords.load_manifest(str(tmp_path))["classes"] == ["class_0"]
     assert tfrecords.shard_paths(str(tmp_path), "train") == [f"{tmp_path}/train-00000-of-00001.tfrecord"]
     with pytest.raises(tfrecords.DatasetError, match="split 'test' is not in"):
         tfrecords.shard_paths(str(tmp_path), "test")
@@ -130,3 +126,22 @@ def test_crc32c_combine_gives_the_checksum_of_the_concatenation():
     # The manifest's form is Cloud Storage's: base64 of the big-endian CRC (gsutil hash -c).
     assert tfrecords.shard_checksum(b"hello") == "mnG7TA=="
     assert tfrecords.shard_checksum(bytearray(b"hello")) == "mnG7TA=="
+
+
+def test_dataset_info_round_trips_and_refuses_unknown_or_missing_keys(tmp_path):
+    write_test_dataset(tmp_path, {"train": 4, "test": 2}, num_classes=2)
+    info = tfrecords.load_dataset_info(str(tmp_path))
+    assert tfrecords.DatasetInfo.from_json(info.to_json()) == info
+    assert info.splits["train"].count == 4 and info.image == tfrecords.ImageShape(28, 28, 1)
+    manifest = tfrecords.load_manifest(str(tmp_path))
+    assert manifest == {**info.to_json(), "dir": str(tmp_path)}
+    data = info.to_json()
+    with pytest.raises(tfrecords.DatasetError, match=r"unknown keys \['colour'\]"):
+        tfrecords.DatasetInfo.from_json({**data, "colour": "red"})
+    del data["plan_key"]
+    with pytest.raises(tfrecords.DatasetError, match=r"missing keys \['plan_key'\]"):
+        tfrecords.DatasetInfo.from_json(data)
+    shard = info.to_json()
+    shard["splits"]["train"]["shards"][0]["size"] = 1
+    with pytest.raises(tfrecords.DatasetError, match=r"split 'train' shard 0: unknown keys \['size'\]"):
+        tfrecords.DatasetInfo.from_json(shard)

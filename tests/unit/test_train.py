@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.unit.train_datasets import make_images, write_dataset
+from tests.datasets import make_images, write_test_dataset
 from trainer import models
 from trainer.config import TrainConfig
 from trainer.distribute import choose_precision
@@ -29,7 +29,7 @@ CONFIG = TrainConfig(epochs=2, batch_size_per_replica=16, checkpoint_every_steps
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    return str(write_dataset(tmp_path_factory.mktemp("ds"), {"train": 128, "validation": 32, "test": 16}))
+    return str(write_test_dataset(tmp_path_factory.mktemp("ds"), {"train": 128, "validation": 32, "test": 16}))
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_unwritable_model_dir_fails_before_training(dataset, tmp_path):
 
 
 def test_empty_train_split_is_refused(tmp_path):
-    folder = write_dataset(tmp_path / "ds", {"train": 0, "validation": 4})
+    folder = write_test_dataset(tmp_path / "ds", {"train": 0, "validation": 4})
     with pytest.raises(DatasetError, match="split 'train' of .* is empty"):
         train(str(folder), str(tmp_path / "m"), CONFIG)
     assert not (tmp_path / "m").exists()  # refused before anything was written
@@ -197,7 +197,7 @@ def test_tpu_settings_run_on_this_cpu(dataset, tmp_path):
 
 
 def test_transfer_classifier_trains_on_rgb_photos(tmp_path):
-    folder = write_dataset(tmp_path / "rgb", {"train": 32, "validation": 8}, num_classes=3, shape=(32, 32, 3))
+    folder = write_test_dataset(tmp_path / "rgb", {"train": 32, "validation": 8}, num_classes=3, shape=(32, 32, 3))
     config = TrainConfig(
         model="transfer_classifier",
         model_options={"backbone": "mobilenet_v3_small"},

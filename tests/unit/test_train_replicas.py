@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.unit.train_datasets import write_dataset
+from tests.datasets import write_test_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ print("SUMMARY " + json.dumps(summary.to_dict()))
 
 
 def test_two_replicas_scale_the_global_batch_and_learning_rate(tmp_path):
-    dataset = write_dataset(tmp_path / "ds", {"train": 64, "validation": 16})
+    dataset = write_test_dataset(tmp_path / "ds", {"train": 64, "validation": 16})
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(dataset), str(tmp_path / "m")],
         capture_output=True,

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from tests.datasets import write_test_dataset
 from tests.preempt import kill_at_first_checkpoint
-from tests.unit.train_datasets import write_dataset
 from trainer.config import TrainConfig
 from trainer.train import train
 
@@ -17,7 +17,7 @@ CONFIG = TrainConfig(epochs=2, steps_per_epoch=60, batch_size_per_replica=16, ch
 
 
 def test_killed_training_resumes_from_its_checkpoint(tmp_path):
-    dataset = str(write_dataset(tmp_path / "ds", {"train": 96, "validation": 16}))
+    dataset = str(write_test_dataset(tmp_path / "ds", {"train": 96, "validation": 16}))
     model_dir = tmp_path / "model"
     config_file = tmp_path / "train.yaml"
     config_file.write_text(CONFIG.to_yaml())

@@ -13,7 +13,7 @@ from components.convert.convert import convert, finalize, plan_ranges, write_sha
 from components.params import none_if_empty
 from trainer import storage
 from trainer.config import ConfigError, ConvertConfig
-from trainer.tfrecords import MANIFEST_NAME
+from trainer.tfrecords import BoxStats, DatasetInfo, write_dataset_info
 
 
 def config_from_params(**params: Any) -> ConvertConfig:
@@ -52,21 +52,20 @@ def artifact_location(artifact: Any) -> str:
     return artifact.path
 
 
-def dataset_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
+def dataset_metadata(info: DatasetInfo) -> dict[str, Any]:
     """The ``Dataset`` artifact's metadata: what a reader wants without opening dataset.json."""
-    splits = manifest["splits"]
     return {
-        "schema_version": manifest["schema_version"],
-        "task": manifest.get("task") or "classification",  # absent in manifests written before it was recorded
-        "classes": manifest["classes"],
-        "num_classes": len(manifest["classes"]),
-        "image": manifest["image"],
-        "compression": manifest["compression"],
-        "counts": {name: s["count"] for name, s in splits.items()},
-        "shards": {name: len(s["shards"]) for name, s in splits.items()},
-        "source": manifest["source"],
-        "rejected": manifest["rejected"],
-        "empty_classes": manifest.get("empty_classes", []),
+        "schema_version": info.schema_version,
+        "task": info.task,
+        "classes": list(info.classes),
+        "num_classes": len(info.classes),
+        "image": None if info.image is None else dataclasses.asdict(info.image),
+        "compression": info.compression,
+        "counts": {name: s.count for name, s in info.splits.items()},
+        "shards": {name: len(s.shards) for name, s in info.splits.items()},
+        "source": dataclasses.asdict(info.source),
+        "rejected": info.rejected,
+        "empty_classes": list(info.empty_classes),
     }
 
 
@@ -74,38 +73,42 @@ def _metric_name(reason: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in reason.lower())
 
 
-def summarize(
-    manifest: dict[str, Any], output: str, verify: bool, seconds: float
-) -> tuple[dict[str, Any], dict[str, float]]:
+def _box_metrics(boxes: BoxStats) -> dict[str, float]:
+    """A detection dataset's box statistics as metrics."""
+    metrics: dict[str, float] = {
+        f"boxes_{name}": getattr(boxes, name) for name in ("kept", "clipped", "dropped", "crowd")
+    }
+    for reason, n in boxes.dropped_reasons.items():
+        metrics["boxes_dropped_" + _metric_name(reason)] = n
+    metrics["negatives"] = boxes.negatives
+    metrics["annotations_orphaned"] = boxes.orphan_annotations
+    return metrics
+
+
+def summarize(info: DatasetInfo, output: str, verify: bool, seconds: float) -> tuple[dict[str, Any], dict[str, float]]:
     """(Dataset metadata, metrics) of a finished dataset; verifies it first when asked."""
-    total = sum(s["count"] for s in manifest["splits"].values())
-    metrics: dict[str, float] = {f"images_{name}": s["count"] for name, s in manifest["splits"].items()}
+    splits = info.splits
+    metrics: dict[str, float] = {f"images_{name}": s.count for name, s in splits.items()}
     metrics.update(
-        images=total,
-        shards=sum(len(s["shards"]) for s in manifest["splits"].values()),
-        rejected=manifest["rejected"],
-        converted=sum(manifest.get("converted", {}).values()),
-        ignored=sum(manifest.get("ignored", {}).values()),
-        empty_classes=len(manifest.get("empty_classes", [])),
+        images=sum(s.count for s in splits.values()),
+        shards=sum(len(s.shards) for s in splits.values()),
+        rejected=info.rejected,
+        converted=sum(info.converted.values()),
+        ignored=sum(info.ignored.values()),
+        empty_classes=len(info.empty_classes),
         convert_seconds=round(seconds, 3),
     )
-    for reason, n in manifest.get("rejected_reasons", {}).items():
+    for reason, n in info.rejected_reasons.items():
         metrics["rejected_" + _metric_name(reason)] = n
-    boxes = manifest.get("boxes")  # detection datasets
-    if boxes is not None:
-        for name in ("kept", "clipped", "dropped", "crowd"):
-            metrics[f"boxes_{name}"] = boxes[name]
-        for reason, n in boxes["dropped_reasons"].items():
-            metrics["boxes_dropped_" + _metric_name(reason)] = n
-        metrics["negatives"] = boxes["negatives"]
-        metrics["annotations_orphaned"] = boxes["orphan_annotations"]
+    if info.boxes is not None:  # detection datasets
+        metrics.update(_box_metrics(info.boxes))
     if verify:
         from components.convert.verify import verify as verify_dataset
 
         report = verify_dataset(output)
         metrics["verified_records"] = report["records"]
         metrics["verified_decoded"] = report["decoded"]
-    return dataset_metadata(manifest), {k: float(v) for k, v in metrics.items()}
+    return dataset_metadata(info), {k: float(v) for k, v in metrics.items()}
 
 
 def run_step(
@@ -129,7 +132,7 @@ def run_step(
     """
     t0 = time.monotonic()
     manifest = convert(config, output, progress_every_s=progress_every_s, on_progress=on_progress)
-    return summarize(manifest, output, verify, time.monotonic() - t0)
+    return summarize(DatasetInfo.from_json(manifest), output, verify, time.monotonic() - t0)
 
 
 FANOUT_CONFIG = "_convert/config.yaml"  # the plan's config, read by every worker and by finalize
@@ -167,7 +170,7 @@ def finalize_step(output: str, verify: bool, pointer: str | None = None) -> tupl
             whose ``shards_dir`` names ``output``, for orchestrators that ignore a changed artifact URI.
     """
     t0 = time.monotonic()
-    manifest = finalize(_fanout_config(output), output)
+    info = DatasetInfo.from_json(finalize(_fanout_config(output), output))
     if pointer is not None and pointer.rstrip("/") != output.rstrip("/"):
-        storage.write_json(storage.join(pointer, MANIFEST_NAME), {**manifest, "shards_dir": output})
-    return summarize(manifest, output, verify, time.monotonic() - t0)
+        write_dataset_info(pointer, dataclasses.replace(info, shards_dir=output))
+    return summarize(info, output, verify, time.monotonic() - t0)
