@@ -51,7 +51,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     flags["stages"] = tuple(args.stages) if args.stages else None
     try:
         config = load_section(MonitorConfig, args.config, flags)
-        from components.monitor.monitor import PrometheusError, monitor, summary_of
+        from components.monitor.run import PrometheusError, monitor, summary_of
 
         try:
             report = monitor(config)

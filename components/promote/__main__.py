@@ -158,7 +158,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.promote.promote import PromotionError, promote, promote_version, render_report, rollback
+    from components.promote.run import PromotionError, promote, promote_version, render_report, rollback
     from trainer.tasks import TaskError
 
     names = {f.name for f in dataclasses.fields(PromoteConfig)}

@@ -12,7 +12,7 @@ for a failed check; the result says why):
   (latency percentiles, rate, errors); its figures become the history's ``load_test`` record.
 
 :func:`run_checks` runs them in that order (the others only once health passed) and raises
-:class:`SmokeTestError` listing every failure. The task (``trainer.tasks``) is asked what a
+:class:`ServingChecksError` listing every failure. The task (``trainer.tasks``) is asked what a
 response looks like and whether a prediction is right; no check assumes classes. Standard library
 only (urllib), so the same checks run against the local model server and against TensorFlow
 Serving on a cluster.
@@ -180,7 +180,7 @@ class ChecksReport:
         raise KeyError(f"no check {name!r} ran; ran: {[c.name for c in self.checks]}")
 
 
-class SmokeTestError(RuntimeError):
+class ServingChecksError(RuntimeError):
     """One or more checks failed; ``report`` holds every check and its detail."""
 
     def __init__(self, message: str, report: ChecksReport):
@@ -476,7 +476,7 @@ def run_checks(
         The report, every check passed.
 
     Raises:
-        SmokeTestError: any check failed; the message lists each failed check and why.
+        ServingChecksError: any check failed; the message lists each failed check and why.
         ValueError: no examples were given.
     """
     if not examples:
@@ -507,7 +507,7 @@ def run_checks(
     report = ChecksReport(checks=tuple(checks), version=version, accuracy=accuracy, load_test=load_test)
     if not report.passed:
         failed = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
-        raise SmokeTestError(
+        raise ServingChecksError(
             f"smoke tests of {model_name} at {base_url} failed ({len(failed)} of {len(checks)} checks): "
             + " | ".join(failed),
             report,

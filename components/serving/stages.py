@@ -40,7 +40,7 @@ from trainer.tasks import DEFAULT_TASK, get_task
 STAGES = ("demo", "staging", "prod")
 ACTIONS = ("promote", "rollback")
 READY_MARKER = "saved_model.pb"
-SMOKE_FILE = "smoke_examples.json"
+EXAMPLES_FILE = "smoke_examples.json"
 CURRENT_FILE = "current.json"
 HISTORY_FILE = "history.jsonl"
 RECORDS_DIR = "records"
@@ -455,7 +455,7 @@ class StageExamples:
 def save_examples(stages_root: str, stage: str, model_name: str, examples: StageExamples) -> None:
     """Writes ``<stage>/records/<model_name>/smoke_examples.json``."""
     storage.write_bytes(
-        storage.join(records_dir(stages_root, stage, model_name), SMOKE_FILE), json.dumps(examples.to_dict()).encode()
+        storage.join(records_dir(stages_root, stage, model_name), EXAMPLES_FILE), json.dumps(examples.to_dict()).encode()
     )
 
 
@@ -465,11 +465,11 @@ def load_examples(stages_root: str, stage: str, model_name: str) -> StageExample
     Raises:
         FileNotFoundError: the model has never been promoted to the stage.
     """
-    path = storage.join(records_dir(stages_root, stage, model_name), SMOKE_FILE)
+    path = storage.join(records_dir(stages_root, stage, model_name), EXAMPLES_FILE)
     try:
         data = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
-        legacy = storage.join(stage_dir(stages_root, stage), SMOKE_FILE)
+        legacy = storage.join(stage_dir(stages_root, stage), EXAMPLES_FILE)
         if _legacy_owner(stages_root, stage) != model_name or not storage.exists(legacy):
             raise FileNotFoundError(
                 f"{path} not found: {model_name!r} has never been promoted to {stage}, so there is nothing to verify "

@@ -3,9 +3,9 @@ import shutil
 
 import pytest
 
-from components.promote.promote import PromotionError, promote, render_report, rollback
+from components.promote.run import PromotionError, promote, render_report, rollback
 from components.serving import stages
-from components.serving.checks import KnownExample, SmokeTestError, http_json, run_checks
+from components.serving.checks import KnownExample, ServingChecksError, http_json, run_checks
 from tests.promote_models import export_tiny_model, write_digits_dataset
 from trainer.config import PromoteConfig
 from trainer.tasks import get_task
@@ -128,11 +128,11 @@ def test_smoke_tests_report_every_failed_check(models):
     examples = [KnownExample(png_bytes(images[i]), int(labels[i])) for i in range(20)]
     task = get_task("classification")
     with ModelServer(models["bad"] + "/saved_model", "clf") as srv:
-        with pytest.raises(SmokeTestError) as err:
+        with pytest.raises(ServingChecksError) as err:
             run_checks(srv.url, "clf", examples, min_accuracy=0.5, task=task)
         assert "prediction:" in str(err.value) and err.value.report.check("bad_requests").passed
         assert not err.value.report.passed and err.value.report.accuracy < 0.5
-        with pytest.raises(SmokeTestError, match="health") as err:
+        with pytest.raises(ServingChecksError, match="health") as err:
             run_checks(srv.url, "clf", examples, 0.0, task=task, expected_version=5, timeout_s=1)
         assert [c.name for c in err.value.report.checks] == ["health"]  # nothing else runs without health
         assert run_checks(srv.url, "clf", examples, 0.0, task=task, load=None).version == 1
@@ -159,7 +159,7 @@ def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
     tests/integration/test_kube_deploy.py; here deploy_stage/rollback_stage serve the pinned
     version on loopback (what TensorFlow Serving would) or time out.
     """
-    from components.promote import promote as promote_module
+    from components.promote import run as promote_module
     from components.serving import deploy as kube
     from components.serving.server import ModelServer
 
@@ -243,7 +243,7 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
     import base64
 
     from components.evaluate.run import read_baseline
-    from components.promote import promote as promote_module
+    from components.promote import run as promote_module
     from tests.promote_models import digits, png_bytes
 
     a, b = config(tmp_path, "prod", model_name="a"), config(tmp_path, "prod", model_name="b")
@@ -309,7 +309,7 @@ def test_kubernetes_first_version_of_a_second_model_failing_keeps_the_first_mode
     As in test_kubernetes_rollout_timeout_rolls_back, loopback servers stand in for the cluster:
     each serves what the model config list would, the registry's models and the one deployed.
     """
-    from components.promote import promote as promote_module
+    from components.promote import run as promote_module
     from components.serving import deploy as kube
     from components.serving.server import ModelServer
 

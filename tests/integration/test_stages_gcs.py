@@ -105,7 +105,7 @@ def test_old_stage_level_records_on_gcs_load_as_their_models(gcs):
 
 @pytest.mark.slow
 def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
-    from components.promote.promote import promote
+    from components.promote.run import promote
     from tests.promote_models import export_tiny_model, write_digits_dataset
     from trainer.config import PromoteConfig
 

@@ -41,8 +41,8 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path):
 def test_monitor_pipeline_runs_locally_against_prometheus(tmp_path):
     from kfp import local
 
-    from components.monitor.monitor import PrometheusError, monitor, status_line
-    from components.promote.promote import promote
+    from components.monitor.run import PrometheusError, monitor, status_line
+    from components.promote.run import promote
     from components.serving import stages
     from components.serving.checks import http_json
     from components.serving.load import run_load

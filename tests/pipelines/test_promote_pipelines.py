@@ -32,7 +32,7 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path, name):
 def test_promote_and_rollback_pipelines_run_locally(tmp_path):
     from kfp import local
 
-    from components.promote.promote import promote
+    from components.promote.run import promote
     from components.serving import stages
     from pipelines import promote as promote_pipeline
     from pipelines import rollback as rollback_pipeline

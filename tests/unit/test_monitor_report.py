@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.monitor.monitor import MonitorReport, ObjectiveResult, StageStatus, status_line
+from components.monitor.run import MonitorReport, ObjectiveResult, StageStatus, status_line
 from components.serving.checks import CheckResult, LoadSettings
 from components.serving.load import LoadTestRecord
 from components.serving.metrics import ServingMetrics, status_code_name

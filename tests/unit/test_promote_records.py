@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from components.promote import __main__ as cli
-from components.promote.promote import PromotionResult, render_report, task_of_model
+from components.promote.run import PromotionResult, render_report, task_of_model
 from components.serving.checks import CheckResult
 from trainer.config import ConfigError, PromoteConfig
 from trainer.tasks import TaskError

@@ -107,7 +107,7 @@ OLD_HISTORY = (
     '"classifier", "model_uri": "/runs/train/model", "previous_version": null, "run": "end-to-end-1", "sha256": '
     '"ab12", "target": "local", "time": "2025-06-01T10:00:00+00:00", "version": 1}\n'
     '{"action": "rollback", "checks": {}, "failed_version": 1, "metrics": {}, "model_name": "classifier", '
-    '"model_uri": "", "reason": "SmokeTestError: ...", "run": "end-to-end-2", "time": "2025-06-02T10:00:00+00:00", '
+    '"model_uri": "", "reason": "ServingChecksError: ...", "run": "end-to-end-2", "time": "2025-06-02T10:00:00+00:00", '
     '"version": null}\n'
     '{"action": "promote", "checks": {"health": {"detail": "version 2 AVAILABLE", "passed": true}}, "metrics": {}, '
     '"model_name": "classifier", "model_uri": "/runs/x", "run": "promote-3", "source_stage": "demo", '
@@ -120,7 +120,7 @@ OLD_CURRENT = """{
  "metrics": {"accuracy": 0.9},
  "model_name": "clf",
  "model_uri": "/m/a",
- "reason": "SmokeTestError: prediction failed",
+ "reason": "ServingChecksError: prediction failed",
  "run": "run-2",
  "sha256": null,
  "time": "2025-06-01T10:00:00+00:00",
