@@ -30,7 +30,8 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer.config import ConfigBase, ConfigError, PromoteConfig
+from components.serving.targets import target_names
+from trainer.config import STAGES, ConfigBase, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
 from trainer.tasks import TASKS
 
@@ -72,6 +73,10 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         args = typing.get_args(hint)
         if f.name == "task":
             kwargs["choices"] = sorted(TASKS)
+        elif f.name == "stage":
+            kwargs["choices"] = list(STAGES)
+        elif f.name == "target":
+            kwargs["choices"] = target_names()
         elif typing.get_origin(hint) is typing.Literal:
             kwargs["choices"] = list(args)
         elif typing.get_origin(hint) in (typing.Union, types.UnionType):

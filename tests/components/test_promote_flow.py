@@ -7,7 +7,7 @@ from components.promote.run import PromotionError, promote, render_report, rollb
 from components.serving import stages
 from components.serving.checks import KnownExample, ServingChecksError, http_json, run_checks
 from tests.promote_models import export_tiny_model, write_digits_dataset
-from trainer.config import PromoteConfig
+from trainer.config import LoadTestConfig, PromoteConfig
 from trainer.tasks import get_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -228,13 +228,13 @@ def test_each_check_runs_alone_and_asks_the_task(models):
         wrong = [KnownExample(e.image, (e.expected + 1) % 10) for e in known]
         failed = checks.check_known_predictions(srv.url, "clf", task, wrong, 0.5)
         assert not failed.passed and failed.figures["right"] <= 1 and "need 0.50" in failed.detail
-        load = checks.check_load(srv.url, "clf", image, checks.LoadSettings(clients=2, max_requests=12))
+        load = checks.check_load(srv.url, "clf", image, LoadTestConfig(clients=2, max_requests=12))
         assert load.passed and load.figures["requests"] == 12 and load.figures["errors"] == 0
         assert checks.CheckResult.from_dict("load", load.to_dict()) == load
     # A server that is gone: every check reports, none raises.
     gone = checks.check_bad_requests(url, "clf")
     assert not gone.passed and "URLError" in gone.detail
-    down = checks.check_load(url, "clf", image, checks.LoadSettings(clients=1, max_seconds=0.5))
+    down = checks.check_load(url, "clf", image, LoadTestConfig(clients=1, max_seconds=0.5))
     assert not down.passed and down.figures["errors"] == down.figures["requests"] > 0
 
 

@@ -53,9 +53,12 @@ class ServingTarget(abc.ABC):
 
     Attributes:
         name: the registry name (``PromoteConfig.target``, ``MonitorConfig.target``).
+        load_profile: which default load tests the target's stages run (``trainer.config.LOAD_TESTS``):
+            ``cluster`` (servers in a cluster) or ``loopback`` (a server on the step's machine).
     """
 
     name: ClassVar[str]
+    load_profile: ClassVar[str]
 
     @abc.abstractmethod
     def check(self, stages_root: str) -> None:

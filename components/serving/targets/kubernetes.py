@@ -30,6 +30,7 @@ class KubernetesTarget(ServingTarget):
     """
 
     name = "kubernetes"
+    load_profile = "cluster"
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ class LocalTarget(ServingTarget):
     """
 
     name = "local"
+    load_profile = "loopback"
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
         self.host = host
