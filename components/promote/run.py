@@ -23,7 +23,6 @@ The checks ask the model's task (``PromoteConfig.task``, else the model folder's
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
@@ -44,12 +43,11 @@ from components.serving.stages import StageEntry, StageExamples
 from components.serving.targets import Endpoints, ServingTarget, get_target
 from trainer import storage
 from trainer.config import PromoteConfig
-from trainer.tasks import DEFAULT_TASK, Task, get_task
+from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)
 
 CHECKS_SPLIT = "test"
-TRAINING_SUMMARY = "training.json"
 
 
 class PromotionError(RuntimeError):
@@ -135,21 +133,6 @@ def saved_model_dir_of(model_dir: str) -> str:
         f"{model_dir} is not a model folder: neither {model_dir}/saved_model/saved_model.pb nor "
         f"{model_dir}/saved_model.pb exists; pass the train step's model artifact"
     )
-
-
-def task_of_model(model_dir: str, configured: Optional[str] = None) -> Task:
-    """The task of a model: ``configured`` if given, else ``training.json``'s ``task``, else classification.
-
-    Model folders written before tasks existed have no ``task`` in their ``training.json`` (a bare
-    SavedModel folder has no ``training.json`` at all): they are classifiers.
-    """
-    if configured is not None:
-        return get_task(configured)
-    try:
-        summary = json.loads(storage.read_bytes(storage.join(model_dir, TRAINING_SUMMARY)))
-    except FileNotFoundError:
-        return get_task(DEFAULT_TASK)
-    return get_task(summary.get("task") if isinstance(summary, dict) else None)
 
 
 def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: str = CHECKS_SPLIT) -> StageExamples:
@@ -287,7 +270,7 @@ def promote(
     if not isinstance(config, PromoteConfig):
         raise TypeError(f"config must be a PromoteConfig, got {type(config).__name__}")
     saved_model = saved_model_dir_of(model_dir)
-    task = task_of_model(model_dir, config.task)
+    task = get_task(config.task) if config.task is not None else task_of_model(model_dir)
     candidate = _Candidate(
         saved_model,
         model_dir,

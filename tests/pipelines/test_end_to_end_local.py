@@ -7,7 +7,6 @@ run report, opened in headless Chromium as a person would open it.
 """
 
 import io
-import json
 import os
 import re
 from pathlib import Path
@@ -110,11 +109,11 @@ def test_every_stage_serves_the_model_after_its_smoke_tests_passed(local_run):
         current = stages.read_current(str(stages_root), stage, "classifier")
         assert current is not None, f"{stage} serves nothing"
         # The evaluation's metrics travel with the model: prod's are the next run's gate baseline.
-        assert current["metrics"]["accuracy"] == pytest.approx(evaluated["accuracy"])
-        assert current["version"] >= 1
+        assert current.metrics["accuracy"] == pytest.approx(evaluated["accuracy"])
+        assert current.version >= 1
         history = stages.read_history(str(stages_root), stage, "classifier")
-        assert history[-1]["version"] == current["version"]
-        assert json.dumps(current["checks"])  # the smoke tests' record travels with the promotion
+        assert history[-1].version == current.version
+        assert current.checks_passed  # the serving checks' record travels with the promotion
 
 
 def test_summary_names_accuracy_speed_and_stages(local_run):
