@@ -145,7 +145,7 @@ def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: s
         KnownExample(image, expected) for image, expected in task.known_examples(dataset_dir, split, count)
     )
     if not examples:
-        raise ValueError(f"no labelled examples in the {split!r} split of {dataset_dir} for the smoke tests")
+        raise ValueError(f"no labelled examples in the {split!r} split of {dataset_dir} for the serving checks")
     return StageExamples(task=task.name, examples=examples)
 
 
@@ -168,7 +168,7 @@ def _with_stage_models(
     Raises:
         ServingChecksError: one of the other models is not AVAILABLE at its recorded version.
     """
-    others = {name: v for name, v in _stage_models(config, None).items()}
+    others = _stage_models(config, None)
     if not others:
         return report
     health = {name: check_health(endpoints.url(name), name, version, timeout_s) for name, version in others.items()}
@@ -579,7 +579,7 @@ def render_report(result: PromotionResult) -> str:
     if result.source_stage is not None:
         lines.append(f"- from: {result.source_stage} version {result.source_version}")
     if result.accuracy is not None:
-        lines.append(f"- smoke accuracy on known test images: {result.accuracy:.3f}")
+        lines.append(f"- accuracy on known test images: {result.accuracy:.3f}")
     if result.metrics:
         lines.append("- recorded metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(result.metrics.items())))
     if result.load_test is not None:

@@ -443,7 +443,7 @@ def run_checks(
         ValueError: no examples were given.
     """
     if not examples:
-        raise ValueError("no smoke examples: pass known examples (image bytes, expected answer) from the test split")
+        raise ValueError("no known examples: pass known examples (image bytes, expected answer) from the test split")
     base_url = base_url.rstrip("/")
     health = check_health(base_url, model_name, expected_version, timeout_s)
     checks = [health]
@@ -471,7 +471,7 @@ def run_checks(
     if not report.passed:
         failed = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
         raise ServingChecksError(
-            f"smoke tests of {model_name} at {base_url} failed ({len(failed)} of {len(checks)} checks): "
+            f"serving checks of {model_name} at {base_url} failed ({len(failed)} of {len(checks)} checks): "
             + " | ".join(failed),
             report,
         )

@@ -122,7 +122,7 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
     assert stages.read_history(cfg.stages_root, "staging", "clf")[-1].version is None
 
 
-def test_smoke_tests_report_every_failed_check(models):
+def test_the_checks_report_every_failed_check(models):
     from components.serving.server import ModelServer
     from tests.promote_models import digits, png_bytes
 

@@ -474,3 +474,57 @@ def test_target_restore_to_nothing_applies_nothing(fake, target):
     target.restore(ROOT, "demo", {}, "classifier", 10)
     assert [r for r in fake.requests if r[0] != "GET"] == []
     assert fake.objects() == []
+
+
+# ---- generic helpers: any kind applied, waited for and deleted (a custom resource here)
+
+ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
+
+
+def inference_service(name):
+    return {
+        "apiVersion": ISVC[0],
+        "kind": ISVC[1],
+        "metadata": {"name": name, "namespace": "ltp-demo"},
+        "spec": {"predictor": {"model": {"storageUri": f"{ROOT}/demo/models/{name}"}}},
+    }
+
+
+def test_a_custom_kind_is_applied_waited_for_and_deleted(fake, api):
+    fake.add_kind("inferenceservices", *ISVC)
+    with pytest.raises(kube.KubeDeployError, match="cannot apply InferenceService .* may render only"):
+        kubeapi.apply_objects(api, [inference_service("clf")])
+    (applied,) = kubeapi.apply_objects(api, [inference_service("clf")], extra_kinds=[ISVC])
+    assert (applied.kind, applied.outcome) == ("InferenceService", "created")
+
+    def wait(timeout_s):
+        return kubeapi.wait_for_condition(api, *ISVC, "ltp-demo", "clf", "Ready", timeout_s, poll_interval_s=0.01)
+
+    with pytest.raises(kube.RolloutTimeout, match=r"InferenceService ltp-demo/clf did not become Ready .*no Ready"):
+        wait(0.2)
+    loading = {"type": "Ready", "status": "False", "reason": "Loading", "message": "the model is loading"}
+    fake.set_status("inferenceservices", "ltp-demo", "clf", {"conditions": [loading]})
+    with pytest.raises(kube.RolloutTimeout, match=r"Ready=False \(Loading: the model is loading\)"):
+        wait(0.2)
+    fake.set_status("inferenceservices", "ltp-demo", "clf", {"conditions": [{**loading, "status": "True"}]})
+    assert wait(5)["metadata"]["name"] == "clf"
+
+    assert kubeapi.delete_object(api, *ISVC, "ltp-demo", "clf") is True
+    assert fake.get("inferenceservices", "ltp-demo", "clf") is None
+    assert kubeapi.delete_object(api, *ISVC, "ltp-demo", "clf") is False  # already gone
+    assert [r[1] for r in fake.requests if r[0] == "DELETE"] == [
+        "/apis/serving.kserve.io/v1beta1/namespaces/ltp-demo/inferenceservices/clf"
+    ] * 2
+    with pytest.raises(kube.RolloutTimeout, match="the object does not exist"):
+        wait(0.1)
+
+
+def test_a_refused_delete_says_how_to_fix_it(fake, api):
+    deploy(api, version=1)
+    fake.deny.add("configmaps")
+    name = next(o["metadata"]["name"] for o in fake.objects() if o["kind"] == "ConfigMap")
+    with pytest.raises(
+        kube.KubeDeployError, match=r"deleting ConfigMap ltp-demo/.* failed with HTTP 403.*manifests/rbac"
+    ):
+        kubeapi.delete_object(api, "v1", "ConfigMap", "ltp-demo", name)
+    assert fake.get("configmaps", "ltp-demo", name) is not None

@@ -100,7 +100,7 @@ def test_benchmark_timed_real_inference(local_run):
     assert bench["latency_p50_ms"] > 0
 
 
-def test_every_stage_serves_the_model_after_its_smoke_tests_passed(local_run):
+def test_every_stage_serves_the_model_after_its_checks_passed(local_run):
     from components.serving import stages
 
     run_dir, stages_root, outputs = local_run
