@@ -65,7 +65,7 @@ class PromotionResult:
         previous_version: the version it served before (the one a rollback left).
         no_op: the stage already served this model; nothing changed.
         model_uri: the model the served version came from.
-        target: ``local`` or ``kubernetes``.
+        target: the serving target's name (``components.serving.targets``).
         checks: the serving checks of the version now served.
         accuracy: the share of known examples the prediction check got right.
         metrics: the evaluation metrics recorded with the version.

@@ -196,7 +196,7 @@ class StageEntry:
         sha256: the content hash of the version's SavedModel.
         previous_version: what the stage served before a promotion.
         accuracy: the share of known examples the prediction check got right.
-        target: ``local`` or ``kubernetes``.
+        target: the serving target's name (``components.serving.targets``).
         source_stage, source_version: where a version promoted from another stage came from.
         reason: why a rollback happened.
         failed_version: the version a rollback took out of service.
