@@ -156,9 +156,7 @@ def _server_message(error: ApiException) -> str:
         return str(error.body or error.reason)
 
 
-def _apply_error(
-    error: ApiException, kind: str, namespace: str, name: str, verb: str = "applying"
-) -> KubeDeployError:
+def _apply_error(error: ApiException, kind: str, namespace: str, name: str, verb: str = "applying") -> KubeDeployError:
     what = f"{kind} {namespace}/{name}"
     message = _server_message(error)
     hints = {
