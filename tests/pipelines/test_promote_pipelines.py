@@ -63,7 +63,7 @@ def test_promote_and_rollback_pipelines_run_locally(tmp_path):
         promote_pipeline.pipeline(
             source_stage="demo", target_stage="staging", version=2, stages_root=root, served_model_name="clf"
         )
-    assert stages.read_current(root, "staging", "clf")["version"] == 1
+    assert stages.read_current(root, "staging", "clf").version == 1
     # prod only from staging.
     with pytest.raises(RuntimeError):
         promote_pipeline.pipeline(source_stage="demo", target_stage="prod", stages_root=root, served_model_name="clf")
