@@ -19,7 +19,8 @@ Service, ServiceAccount, model config and, in prod, an HPA and a PDB). Deploying
    (observedGeneration, updatedReplicas, replicas, availableReplicas) and raises
    :class:`RolloutTimeout` with the pods' reasons when it does not finish in time.
 
-:func:`deploy_stage` and :func:`rollback_stage` are what the promote step calls. Tested against a
+:func:`deploy_stage` and :func:`rollback_stage` are what the ``kubernetes`` serving target calls
+(``components.serving.targets.kubernetes``). Tested against a
 fake API server only (tests/integration/fake_kube_api.py); see docs/kubernetes.md.
 """
 
