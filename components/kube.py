@@ -10,6 +10,9 @@ Nothing here knows about stages or models (``components.serving.deploy`` does):
 - :func:`wait_for_rollout` polls a Deployment as ``kubectl rollout status`` does
   (observedGeneration, updatedReplicas, replicas, availableReplicas) and raises
   :class:`RolloutTimeout` with the pods' reasons when it does not finish in time.
+- :func:`delete_object` deletes one object of any kind; :func:`wait_for_condition` waits until an
+  object of any kind reports a ``status.conditions`` entry as True (``kubectl wait
+  --for=condition=...``).
 
 Tested against a fake API server only (tests/integration/fake_kube_api.py); see docs/kubernetes.md.
 """
@@ -25,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -49,7 +52,6 @@ APPLY_ORDER: tuple[tuple[str, str], ...] = (
     ("policy/v1", "PodDisruptionBudget"),
 )
 """The (apiVersion, kind) pairs :func:`apply_objects` applies, in dependency order."""
-_RANK = {key: i for i, key in enumerate(APPLY_ORDER)}
 _REQUEST_TIMEOUT_S = 30
 
 
@@ -154,7 +156,7 @@ def _server_message(error: ApiException) -> str:
         return str(error.body or error.reason)
 
 
-def _apply_error(error: ApiException, kind: str, namespace: str, name: str) -> KubeDeployError:
+def _apply_error(error: ApiException, kind: str, namespace: str, name: str, verb: str = "applying") -> KubeDeployError:
     what = f"{kind} {namespace}/{name}"
     message = _server_message(error)
     hints = {
@@ -168,17 +170,17 @@ def _apply_error(error: ApiException, kind: str, namespace: str, name: str) -> K
         422: "the object is invalid for this cluster; check the overlay with `kubectl kustomize`",
     }
     hint = hints.get(error.status, "see the API server's message")
-    return KubeDeployError(f"applying {what} failed with HTTP {error.status}: {message}. Fix: {hint}.")
+    return KubeDeployError(f"{verb} {what} failed with HTTP {error.status}: {message}. Fix: {hint}.")
 
 
-def _check_object(obj: dict[str, Any]) -> tuple[str, str, str, str]:
-    """Returns (apiVersion, kind, namespace, name) of an object the serving overlays may render."""
+def _check_object(obj: dict[str, Any], rank: dict[tuple[str, str], int]) -> tuple[str, str, str, str]:
+    """Returns (apiVersion, kind, namespace, name) of an object of a kind in ``rank``."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     meta = obj.get("metadata", {})
-    if (api_version, kind) not in _RANK:
+    if (api_version, kind) not in rank:
         raise KubeDeployError(
             f"cannot apply {kind} ({api_version}) {meta.get('name')!r}: the serving overlays may "
-            f"render only {sorted(k for _, k in APPLY_ORDER)} (cluster-scoped objects such as "
+            f"render only {sorted(k for _, k in rank)} (cluster-scoped objects such as "
             "namespaces belong in manifests/namespaces, applied by a cluster admin)"
         )
     if not meta.get("namespace") or not meta.get("name"):
@@ -244,6 +246,7 @@ def apply_objects(
     *,
     force: bool = True,
     field_manager: str = FIELD_MANAGER,
+    extra_kinds: Sequence[tuple[str, str]] = (),
 ) -> list[Applied]:
     """Server-side applies objects through the kubernetes client's ``DynamicClient``.
 
@@ -258,6 +261,9 @@ def apply_objects(
         force: take over fields another manager set (``kubectl edit`` and the like); the pipeline
             is the source of truth for what it applies.
         field_manager: the apply's field manager.
+        extra_kinds: more (apiVersion, kind) pairs to accept (a custom resource such as KServe's
+            ``("serving.kserve.io/v1beta1", "InferenceService")``), applied after
+            :data:`APPLY_ORDER`'s kinds, in this order.
 
     Returns:
         One :class:`Applied` per object, in apply order.
@@ -266,8 +272,9 @@ def apply_objects(
         KubeDeployError: an object is of an unsupported kind, the API server does not serve its
             API, refused it (the message carries the server's reason and the fix) or is unreachable.
     """
-    ordered = sorted(objects, key=lambda o: _RANK.get((o.get("apiVersion"), o.get("kind")), -1))
-    keys = [_check_object(obj) for obj in ordered]  # refuse a bad object before any request
+    rank = {key: i for i, key in enumerate((*APPLY_ORDER, *extra_kinds))}
+    ordered = sorted(objects, key=lambda o: rank.get((o.get("apiVersion"), o.get("kind")), -1))
+    keys = [_check_object(obj, rank) for obj in ordered]  # refuse a bad object before any request
     if not ordered:
         return []
     with dynamic_client(api_client) as client:
@@ -459,3 +466,105 @@ def _timeout(
         f"kubectl -n {namespace} logs deployment/{name}"
     )
     return RolloutTimeout(message, namespace=namespace, name=name, waited_s=waited)
+
+
+def delete_object(api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, name: str) -> bool:
+    """Deletes one namespaced object of any kind the API server serves (found through discovery).
+
+    Returns:
+        True if it was deleted, False if there was no such object.
+
+    Raises:
+        KubeDeployError: the server does not serve the kind, refused the delete or is unreachable.
+    """
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, name)
+        try:
+            resource.delete(name=name, namespace=namespace)
+        except NotFoundError:
+            return False
+        except ApiException as err:
+            raise _apply_error(err, kind, namespace, name, verb="deleting") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
+    log.info("%s %s/%s deleted", kind, namespace, name)
+    return True
+
+
+def _condition(obj: dict[str, Any], condition: str) -> Optional[dict[str, Any]]:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == condition:
+            return cond
+    return None
+
+
+def wait_for_condition(
+    api_client: k8s_client.ApiClient,
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    condition: str,
+    timeout_s: float,
+    *,
+    poll_interval_s: float = 2.0,
+) -> dict[str, Any]:
+    """Waits until an object's ``status.conditions`` has ``condition`` with status True (``Ready``, say).
+
+    Args:
+        api_client: a configured API client.
+        api_version: the object's apiVersion (any kind the server serves).
+        kind: its kind.
+        namespace: its namespace.
+        name: its name.
+        condition: the condition's ``type``.
+        timeout_s: how long to wait, in seconds.
+        poll_interval_s: the pause between reads.
+
+    Returns:
+        The object as last read.
+
+    Raises:
+        RolloutTimeout: not True within ``timeout_s``; the message gives the condition's last
+            reason and message (or that the object or condition never appeared).
+        KubeDeployError: the server does not serve the kind, refused a read (other than a
+            transient 429/5xx, retried), or is unreachable.
+    """
+    start = time.monotonic()
+    state = "not read yet"
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, name)
+        while True:
+            state, obj = _condition_state(resource, kind, namespace, name, condition)
+            if obj is not None and state == "True":
+                return obj
+            waited = time.monotonic() - start
+            if waited >= timeout_s:
+                raise RolloutTimeout(
+                    f"{kind} {namespace}/{name} did not become {condition} after {waited:.1f} s: {state}. "
+                    f"Look closer with: kubectl -n {namespace} describe {kind.lower()}/{name}",
+                    namespace=namespace,
+                    name=name,
+                    waited_s=waited,
+                )
+            time.sleep(min(poll_interval_s, timeout_s - waited))
+
+
+def _condition_state(
+    resource: Any, kind: str, namespace: str, name: str, condition: str
+) -> tuple[str, Optional[dict[str, Any]]]:
+    """``("True", obj)`` when the condition holds, else what was seen instead and the object (or None)."""
+    try:
+        obj = resource.get(name=name, namespace=namespace).to_dict()
+    except NotFoundError:
+        return "the object does not exist", None
+    except ApiException as err:
+        if err.status not in (429, 500, 502, 503, 504):
+            raise _apply_error(err, kind, namespace, name, verb="reading") from err
+        return f"API server answered HTTP {err.status}; retrying", None
+    cond = _condition(obj, condition)
+    if cond is None:
+        return f"no {condition} condition yet", obj
+    if cond.get("status") == "True":
+        return "True", obj
+    return f"{condition}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})", obj

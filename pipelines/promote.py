@@ -1,6 +1,6 @@
 """The ``promote`` pipeline: move the model version a stage serves on to the next stage.
 
-demo -> staging, or staging -> prod, with the same publish, rollout, smoke tests and rollback as
+demo -> staging, or staging -> prod, with the same publish, rollout, serving checks and rollback as
 the main pipeline's promote steps. Only the version the source stage serves (having passed its
 checks there) can move on, so prod never receives a model that did not pass staging.
 Compiled to ``dist/pipelines/promote.yaml``; no TensorFlow here.

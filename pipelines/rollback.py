@@ -1,7 +1,7 @@
 """The ``rollback`` pipeline: return a stage to the version it served before, verified.
 
 The stage's newest version is taken out of service, the one before it is served again (rolled out
-on Kubernetes, or a loopback server locally) and smoke-tested with the images of its last
+on Kubernetes, or a loopback server locally) and checked with the images of its last
 promotion; the stage's history records the rollback. Compiled to ``dist/pipelines/rollback.yaml``.
 """
 

@@ -109,7 +109,7 @@ def summarize(
         f"{fmt(metric('benchmark', 'metrics', 'http_images_per_sec'), ',.0f')} images/s over REST",
         f"stages ({stages_root}):",
     ]
-    for stage in ("demo", "staging", "prod"):
+    for stage in stages.STAGES:
         # A stage serves several models side by side: list each (this run's first).
         served = stages.served_models(str(stages_root), stage)
         names = sorted(served, key=lambda name: (name != model_name, name))

@@ -443,6 +443,22 @@ class LoadTestConfig(ConfigBase):
         names = ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s", "max_errors")
         return {n: float(getattr(self, n)) for n in names if getattr(self, n) is not None}
 
+    def violations(self, figures: Mapping[str, float]) -> list[str]:
+        """What the measured ``figures`` (a :class:`~components.serving.load.LoadResult`'s) miss."""
+        missed = []
+        for pct in ("p50", "p95", "p99"):
+            limit = getattr(self, f"max_{pct}_ms")
+            value = figures.get(f"{pct}_ms")
+            if limit is not None and (value is None or value > limit):
+                shown = "none answered" if value is None else f"{value:.1f} ms"
+                missed.append(f"{pct} {shown} > objective {limit:g} ms")
+        rate = figures.get("requests_per_s", 0.0)
+        if self.min_requests_per_s is not None and rate < self.min_requests_per_s:
+            missed.append(f"{rate:.1f} req/s < objective {self.min_requests_per_s:g} req/s")
+        if figures.get("errors", 0) > self.max_errors:
+            missed.append(f"{int(figures['errors'])} errors > allowed {self.max_errors}")
+        return missed
+
 
 # Prod's profile on a cluster: what a release must sustain. Staging runs it scaled down (fewer
 # clients and requests, the same latency objectives, a proportionally lower rate); demo runs a
@@ -453,12 +469,12 @@ _PROD_LOAD_TEST = LoadTestConfig(
 )  # fmt: skip
 LOAD_TESTS: Mapping[tuple[str, str], LoadTestConfig] = types.MappingProxyType(
     {
-        ("kubernetes", "prod"): _PROD_LOAD_TEST,
-        ("kubernetes", "staging"): _PROD_LOAD_TEST.replace(clients=4, max_requests=1000, min_requests_per_s=25.0),
-        ("kubernetes", "demo"): LoadTestConfig(clients=2, max_requests=50, max_seconds=5.0, max_p99_ms=1000.0),
+        ("cluster", "prod"): _PROD_LOAD_TEST,
+        ("cluster", "staging"): _PROD_LOAD_TEST.replace(clients=4, max_requests=1000, min_requests_per_s=25.0),
+        ("cluster", "demo"): LoadTestConfig(clients=2, max_requests=50, max_seconds=5.0, max_p99_ms=1000.0),
         # Local (a loopback server on a laptop or a shared CI machine): the same shapes, objectives
         # loose enough that a noisy machine never trips them; they still catch a broken server.
-        ("local", "prod"): LoadTestConfig(
+        ("loopback", "prod"): LoadTestConfig(
             clients=4,
             max_requests=200,
             max_seconds=4.0,
@@ -466,23 +482,34 @@ LOAD_TESTS: Mapping[tuple[str, str], LoadTestConfig] = types.MappingProxyType(
             max_p99_ms=10000.0,
             min_requests_per_s=1.0,
         ),  # fmt: skip
-        ("local", "staging"): LoadTestConfig(
+        ("loopback", "staging"): LoadTestConfig(
             clients=2, max_requests=100, max_seconds=2.0, max_p99_ms=10000.0, min_requests_per_s=1.0
         ),
-        ("local", "demo"): LoadTestConfig(clients=1, max_requests=20, max_seconds=2.0, max_p99_ms=10000.0),
+        ("loopback", "demo"): LoadTestConfig(clients=1, max_requests=20, max_seconds=2.0, max_p99_ms=10000.0),
     }
 )
-"""The default load test of each (target, stage); ``PromoteConfig.load_test`` overrides it."""
+"""The default load test of each (load profile, stage): a serving target's ``load_profile`` is
+``cluster`` (servers in a cluster) or ``loopback`` (a server on the step's machine);
+``PromoteConfig.load_test`` overrides it."""
+
+
+def _check_target(config: ConfigBase, target: str) -> None:
+    """Fails ``config``'s ``target`` unless it names a serving target of the registry."""
+    from components.serving.targets import target_names  # the registry; no client library is loaded
+
+    if target not in target_names():
+        config._fail("target", f"expected a serving target, one of {target_names()}, got {target!r}")
 
 
 @dataclasses.dataclass(frozen=True)
 class PromoteConfig(ConfigBase):
-    """How a model reaches a serving stage (DESIGN.md section 5).
+    """How a model reaches a serving stage (docs/promotion.md).
 
     Attributes:
         stage: ``demo``, ``staging`` or ``prod``.
-        target: ``local`` (a loopback model server, stage folders under ``stages_root``) or
-            ``kubernetes`` (the stage's manifests applied to the cluster).
+        target: the serving target by its name in ``components.serving.targets``: ``local`` (a
+            loopback model server, stage folders under ``stages_root``) or ``kubernetes`` (the
+            stage's manifests applied to the cluster).
         stages_root: where the stages keep their model versions and history (a folder or gs://).
         model_name: the name the model is served under (``/v1/models/<name>``).
         smoke_examples: known test images the prediction check sends.
@@ -492,14 +519,15 @@ class PromoteConfig(ConfigBase):
             model folder's ``training.json`` says (promote) or the stage's known examples say
             (rollback, promote-version), ``classification`` where neither says.
         load_test: the stage's load test at promotion, run after the smoke checks, and its
-            objectives; None: the default of the target and stage (``LOAD_TESTS``: demo minimal,
-            staging prod's profile scaled down, prod prod's; loose ones for target local).
+            objectives; None: the default of the target's load profile and the stage
+            (``LOAD_TESTS``: demo minimal, staging prod's profile scaled down, prod prod's; loose
+            ones for target local).
     """
 
     _section: ClassVar[str] = "promote."
 
-    stage: typing.Literal["demo", "staging", "prod"] = "demo"
-    target: typing.Literal["local", "kubernetes"] = "local"
+    stage: str = "demo"
+    target: str = "local"
     stages_root: str = "stages"
     model_name: str = "classifier"
     smoke_examples: int = 16
@@ -513,6 +541,9 @@ class PromoteConfig(ConfigBase):
 
         if self.task is not None and self.task not in TASKS:
             self._fail("task", f"expected one of {sorted(TASKS)} (or none: read from the model), got {self.task!r}")
+        if self.stage not in STAGES:
+            self._fail("stage", f"expected one of {list(STAGES)}, got {self.stage!r}")
+        _check_target(self, self.target)
         if not self.model_name.replace("-", "").replace("_", "").isalnum():
             self._fail("model_name", f"use letters, digits, '-' and '_', got {self.model_name!r}")
         if self.smoke_examples < 1:
@@ -524,7 +555,11 @@ class PromoteConfig(ConfigBase):
 
     def effective_load_test(self) -> LoadTestConfig:
         """The load test this stage runs: ``load_test``, else the target's and stage's default."""
-        return self.load_test if self.load_test is not None else LOAD_TESTS[(self.target, self.stage)]
+        if self.load_test is not None:
+            return self.load_test
+        from components.serving.targets import target_class  # the registry; no client library is loaded
+
+        return LOAD_TESTS[(target_class(self.target).load_profile, self.stage)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -538,8 +573,9 @@ class MonitorConfig(ConfigBase):
             images kept at promotion.
         stages: the stages to watch; one that serves nothing is reported and skipped.
         window: the PromQL range the objectives are measured over (``1h``, ``30m``).
-        target: where the stages serve: ``local`` (a loopback server is started from the stage
-            registry for the checks) or ``kubernetes`` (the stage's Service in the cluster).
+        target: where the stages serve, by its name in ``components.serving.targets``: ``local``
+            (a loopback server is started from the stage registry for the checks) or
+            ``kubernetes`` (the stage's Service in the cluster).
         model_name: the served model name.
         min_smoke_accuracy: the share of the known images the prediction check must get right.
         timeout_s: how long one Prometheus query or the health check may take.
@@ -549,9 +585,9 @@ class MonitorConfig(ConfigBase):
 
     prometheus_url: str = "http://127.0.0.1:9090"
     stages_root: str = "stages"
-    stages: tuple[str, ...] = ("demo", "staging", "prod")
+    stages: tuple[str, ...] = STAGES
     window: str = "1h"
-    target: typing.Literal["local", "kubernetes"] = "local"
+    target: str = "local"
     model_name: str = "classifier"
     min_smoke_accuracy: float = 0.5
     timeout_s: float = 30.0
@@ -562,6 +598,7 @@ class MonitorConfig(ConfigBase):
         unknown = [s for s in self.stages if s not in STAGES]
         if unknown or not self.stages:
             self._fail("stages", f"expected some of {list(STAGES)}, got {list(self.stages)}")
+        _check_target(self, self.target)
         if not re.fullmatch(r"[1-9][0-9]*[smhd]", self.window):
             self._fail("window", f"must be a PromQL duration such as 30m or 1h, got {self.window!r}")
         if not 0 <= self.min_smoke_accuracy <= 1:

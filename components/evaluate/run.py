@@ -69,7 +69,8 @@ def read_baseline(stages_root: Optional[str], model_name: str) -> Optional[dict[
         return None
     from components.serving.stages import read_current
 
-    return read_current(stages_root, BASELINE_STAGE, model_name)
+    current = read_current(stages_root, BASELINE_STAGE, model_name)
+    return None if current is None else current.to_dict()
 
 
 def run_evaluation(

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from components.cli import EXIT_OK, fail, load_section
+from components.serving.targets import target_names
 from trainer.config import STAGES, ConfigError, MonitorConfig
 from trainer.runtime import configure_tensorflow_env
 
@@ -37,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stages-root", help="the stage registry (folder or gs://)")
     p.add_argument("--stages", nargs="+", choices=STAGES, help="the stages to watch (default all)")
     p.add_argument("--window", help="the objectives' PromQL range, e.g. 30m or 1h")
-    p.add_argument("--target", choices=("local", "kubernetes"), help="where the stages serve")
+    p.add_argument("--target", choices=target_names(), help="where the stages serve")
     p.add_argument("--model-name", help="the served model name")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of Markdown")
     return p
@@ -51,7 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     flags["stages"] = tuple(args.stages) if args.stages else None
     try:
         config = load_section(MonitorConfig, args.config, flags)
-        from components.monitor.monitor import PrometheusError, monitor, summary_of
+        from components.monitor.run import PrometheusError, monitor, summary_of
 
         try:
             report = monitor(config)

@@ -39,7 +39,7 @@ def monitor_stages(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.monitor.monitor import monitor, status_line
+    from components.monitor.run import monitor, status_line
     from components.serving.stages import resolve_stages_root
     from trainer.config import MonitorConfig
 

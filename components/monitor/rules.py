@@ -27,8 +27,8 @@ from typing import Any, Optional
 import yaml
 
 from components.serving.metrics import LOAD_ATTEMPT_COUNT, METRICS_PATH, REQUEST_COUNT, REQUEST_LATENCY
+from trainer.config import STAGES
 
-STAGES = ("demo", "staging", "prod")
 JOB = "model-server"
 """The PodMonitor/PodMonitoring's name: prometheus-operator makes the job ``<namespace>/model-server``,
 Managed Service for Prometheus ``model-server``; a local scrape config uses ``model-server``."""
@@ -277,8 +277,8 @@ def _panel(pid: int, title: str, unit: str, targets: list[tuple[str, str]], x: i
     }
 
 
-def dashboard() -> dict[str, Any]:
-    """The Grafana dashboard model: request rate, error ratio, latency percentiles per stage and model."""
+def _dashboard_panels() -> list[dict[str, Any]]:
+    """The dashboard's panels: request rate, error ratio, latency percentiles, servers up and load failures."""
     rate = "$__rate_interval"
     count = f"{REQUEST_COUNT}{{{_NS}}}"
     errors = f'{REQUEST_COUNT}{{{_NS},status!="OK"}}'
@@ -291,7 +291,7 @@ def dashboard() -> dict[str, Any]:
         )
         for q in (0.5, 0.95, 0.99)
     ]
-    panels = [
+    return [
         _panel(
             1,
             "Requests per second",
@@ -331,21 +331,26 @@ def dashboard() -> dict[str, Any]:
         ),
     ]
 
-    def variable(name: str, query: str, label: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "label": label,
-            "type": "query",
-            "datasource": {"type": "prometheus", "uid": "${datasource}"},
-            "query": {"query": query, "refId": name},
-            "definition": query,
-            "includeAll": True,
-            "multi": True,
-            "allValue": ".*",
-            "current": {"text": "All", "value": "$__all"},
-            "refresh": 2,
-        }
 
+def _variable(name: str, query: str, label: str) -> dict[str, Any]:
+    """A dashboard variable whose values a Prometheus query lists (all selected by default)."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "query": {"query": query, "refId": name},
+        "definition": query,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"text": "All", "value": "$__all"},
+        "refresh": 2,
+    }
+
+
+def dashboard() -> dict[str, Any]:
+    """The Grafana dashboard model: request rate, error ratio, latency percentiles per stage and model."""
     return {
         "uid": DASHBOARD_UID,
         "title": "Model serving (TensorFlow Serving)",
@@ -364,13 +369,13 @@ def dashboard() -> dict[str, Any]:
                     "query": "prometheus",
                     "current": {},
                 },
-                variable("namespace", f'label_values({REQUEST_COUNT}{{namespace=~"ltp-.*"}}, namespace)', "Stage"),
-                variable(
+                _variable("namespace", f'label_values({REQUEST_COUNT}{{namespace=~"ltp-.*"}}, namespace)', "Stage"),
+                _variable(
                     "model_name", f'label_values({REQUEST_COUNT}{{namespace=~"$namespace"}}, model_name)', "Model"
                 ),
             ]
         },
-        "panels": panels,
+        "panels": _dashboard_panels(),
     }
 
 

@@ -30,7 +30,8 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer.config import ConfigBase, ConfigError, PromoteConfig
+from components.serving.targets import target_names
+from trainer.config import STAGES, ConfigBase, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
 from trainer.tasks import TASKS
 
@@ -72,6 +73,10 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         args = typing.get_args(hint)
         if f.name == "task":
             kwargs["choices"] = sorted(TASKS)
+        elif f.name == "stage":
+            kwargs["choices"] = list(STAGES)
+        elif f.name == "target":
+            kwargs["choices"] = target_names()
         elif typing.get_origin(hint) is typing.Literal:
             kwargs["choices"] = list(args)
         elif typing.get_origin(hint) in (typing.Union, types.UnionType):
@@ -158,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.promote.promote import PromotionError, promote, promote_version, render_report, rollback
+    from components.promote.run import PromotionError, promote, promote_version, render_report, rollback
     from trainer.tasks import TaskError
 
     names = {f.name for f in dataclasses.fields(PromoteConfig)}

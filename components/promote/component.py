@@ -41,7 +41,7 @@ def promote_model(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.promote.promote import promote, render_report
+    from components.promote.run import promote, render_report
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 
@@ -86,7 +86,7 @@ def rollback_stage_op(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.promote.promote import render_report, rollback
+    from components.promote.run import render_report, rollback
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 
@@ -136,7 +136,7 @@ def promote_version_op(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.params import none_if_empty
-    from components.promote.promote import promote_version, render_report
+    from components.promote.run import promote_version, render_report
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 

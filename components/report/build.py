@@ -23,7 +23,6 @@ from typing import Any, Optional
 
 from components import charts
 
-STAGES = ("demo", "staging", "prod")
 # Rejections listed one by one (the rest are counted by reason).
 REJECTIONS_LISTED = 20
 # Classes listed as the worst (lowest F1).
@@ -557,31 +556,30 @@ def stages_section(stages_root: Optional[str]) -> str:
     from components.serving import stages
 
     parts = []
-    for stage in STAGES:
+    for stage in stages.STAGES:
         served = stages.served_models(stages_root, stage)
         if not served:
             parts.append(f"<h3>{_e(stage)}: serves nothing</h3>")
             continue
         for name in sorted(served):
             current = served[name]
-            label, value = _headline(current.get("metrics"))
+            label, value = _headline(current.metrics)
             parts.append(
-                f"<h3>{_e(stage)}: serves {_e(name)} version {_e(current.get('version'))} from run "
-                f"{_e(current.get('run', '?'))}" + (f", {label} {_num(value)}" if value is not None else "") + "</h3>"
+                f"<h3>{_e(stage)}: serves {_e(name)} version {_e(current.version)} from run "
+                f"{_e(current.run)}" + (f", {label} {_num(value)}" if value is not None else "") + "</h3>"
             )
             rows = []
             for entry in reversed(stages.read_history(stages_root, stage, name)[-HISTORY_SHOWN:]):
-                checks = entry.get("checks") or {}
-                passed = sum(1 for c in checks.values() if isinstance(c, Mapping) and c.get("passed"))
+                passed = sum(1 for c in entry.checks if c.passed)
                 rows.append(
                     [
-                        entry.get("time", ""),
-                        entry.get("action", ""),
-                        "none" if entry.get("version") is None else entry.get("version"),
-                        entry.get("run", ""),
-                        _num(_headline(entry.get("metrics"))[1]),
-                        f"{passed}/{len(checks)}",
-                        entry.get("reason", ""),
+                        entry.time,
+                        entry.action,
+                        "none" if entry.version is None else entry.version,
+                        entry.run,
+                        _num(_headline(entry.metrics)[1]),
+                        f"{passed}/{len(entry.checks)}",
+                        entry.reason or "",
                     ]
                 )
             if rows:

@@ -1,4 +1,4 @@
-"""Serving checks of a model through TensorFlow Serving's REST API (DESIGN.md section 5).
+"""Serving checks of a model through TensorFlow Serving's REST API (docs/promotion.md).
 
 Each check is a function that can run alone and returns a :class:`CheckResult` (it never raises
 for a failed check; the result says why):
@@ -12,7 +12,7 @@ for a failed check; the result says why):
   (latency percentiles, rate, errors); its figures become the history's ``load_test`` record.
 
 :func:`run_checks` runs them in that order (the others only once health passed) and raises
-:class:`SmokeTestError` listing every failure. The task (``trainer.tasks``) is asked what a
+:class:`ServingChecksError` listing every failure. The task (``trainer.tasks``) is asked what a
 response looks like and whether a prediction is right; no check assumes classes. Standard library
 only (urllib), so the same checks run against the local model server and against TensorFlow
 Serving on a cluster.
@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, ParamSpec
 
 from components.serving.load import LoadTestRecord, run_load
+from trainer.config import LoadTestConfig
 from trainer.tasks import Task
 
 PREDICT_BATCH = 32
@@ -105,46 +106,8 @@ class KnownExample:
     expected: Any
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadSettings:
-    """The load check: ``clients`` clients, at most ``max_requests`` or ``max_seconds``, and its objectives.
-
-    Attributes:
-        clients, max_requests, max_seconds: the bounds.
-        max_p50_ms, max_p95_ms, max_p99_ms: the highest latency percentiles allowed (None: not checked).
-        min_requests_per_s: the lowest rate of answered requests allowed (None: not checked).
-        max_errors: the most failed requests allowed.
-    """
-
-    clients: int = 4
-    max_requests: int = 200
-    max_seconds: float = 2.0
-    max_p50_ms: Optional[float] = None
-    max_p95_ms: Optional[float] = None
-    max_p99_ms: Optional[float] = None
-    min_requests_per_s: Optional[float] = None
-    max_errors: int = 0
-
-    def objectives(self) -> dict[str, float]:
-        """The objectives that are set, by name."""
-        names = ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s", "max_errors")
-        return {n: float(getattr(self, n)) for n in names if getattr(self, n) is not None}
-
-    def violations(self, figures: Mapping[str, float]) -> list[str]:
-        """What the measured ``figures`` (a :class:`~components.serving.load.LoadResult`'s) miss."""
-        missed = []
-        for pct in ("p50", "p95", "p99"):
-            limit = getattr(self, f"max_{pct}_ms")
-            value = figures.get(f"{pct}_ms")
-            if limit is not None and (value is None or value > limit):
-                shown = "none answered" if value is None else f"{value:.1f} ms"
-                missed.append(f"{pct} {shown} > objective {limit:g} ms")
-        rate = figures.get("requests_per_s", 0.0)
-        if self.min_requests_per_s is not None and rate < self.min_requests_per_s:
-            missed.append(f"{rate:.1f} req/s < objective {self.min_requests_per_s:g} req/s")
-        if figures.get("errors", 0) > self.max_errors:
-            missed.append(f"{int(figures['errors'])} errors > allowed {self.max_errors}")
-        return missed
+DEFAULT_LOAD = LoadTestConfig()
+"""The load check's bounds when none are given (no latency objectives)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +143,7 @@ class ChecksReport:
         raise KeyError(f"no check {name!r} ran; ran: {[c.name for c in self.checks]}")
 
 
-class SmokeTestError(RuntimeError):
+class ServingChecksError(RuntimeError):
     """One or more checks failed; ``report`` holds every check and its detail."""
 
     def __init__(self, message: str, report: ChecksReport):
@@ -423,7 +386,7 @@ def check_known_predictions(
 
 @_check("load")
 def check_load(
-    base_url: str, model_name: str, image: bytes, settings: LoadSettings = LoadSettings()
+    base_url: str, model_name: str, image: bytes, settings: LoadTestConfig = DEFAULT_LOAD
 ) -> tuple[str, dict[str, float]]:
     """``settings.clients`` clients send one-image requests for at most ``settings.max_requests``
     requests or ``settings.max_seconds`` seconds; the run must meet the settings' objectives
@@ -458,7 +421,7 @@ def run_checks(
     task: Task,
     expected_version: Optional[int] = None,
     timeout_s: float = 60.0,
-    load: Optional[LoadSettings] = LoadSettings(),
+    load: Optional[LoadTestConfig] = DEFAULT_LOAD,
 ) -> ChecksReport:
     """Run health, then metadata, response schema, bad requests, known predictions and load.
 
@@ -476,11 +439,11 @@ def run_checks(
         The report, every check passed.
 
     Raises:
-        SmokeTestError: any check failed; the message lists each failed check and why.
+        ServingChecksError: any check failed; the message lists each failed check and why.
         ValueError: no examples were given.
     """
     if not examples:
-        raise ValueError("no smoke examples: pass known examples (image bytes, expected answer) from the test split")
+        raise ValueError("no known examples: pass known examples (image bytes, expected answer) from the test split")
     base_url = base_url.rstrip("/")
     health = check_health(base_url, model_name, expected_version, timeout_s)
     checks = [health]
@@ -507,8 +470,8 @@ def run_checks(
     report = ChecksReport(checks=tuple(checks), version=version, accuracy=accuracy, load_test=load_test)
     if not report.passed:
         failed = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
-        raise SmokeTestError(
-            f"smoke tests of {model_name} at {base_url} failed ({len(failed)} of {len(checks)} checks): "
+        raise ServingChecksError(
+            f"serving checks of {model_name} at {base_url} failed ({len(failed)} of {len(checks)} checks): "
             + " | ".join(failed),
             report,
         )

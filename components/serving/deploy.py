@@ -19,7 +19,8 @@ Service, ServiceAccount, model config and, in prod, an HPA and a PDB). Deploying
    (observedGeneration, updatedReplicas, replicas, availableReplicas) and raises
    :class:`RolloutTimeout` with the pods' reasons when it does not finish in time.
 
-:func:`deploy_stage` and :func:`rollback_stage` are what the promote step calls. Tested against a
+:func:`deploy_stage` and :func:`rollback_stage` are what the ``kubernetes`` serving target calls
+(``components.serving.targets.kubernetes``). Tested against a
 fake API server only (tests/integration/fake_kube_api.py); see docs/kubernetes.md.
 """
 
@@ -44,6 +45,7 @@ from components.kube import (
     render_kustomize,
     wait_for_rollout,
 )
+from components.serving.stages import model_base_path, served_models
 
 __all__ = ["FIELD_MANAGER", "KubeDeployError", "RolloutTimeout", "deploy_stage", "render_stage", "rollback_stage"]
 
@@ -129,18 +131,17 @@ def render_stage(stage: str, manifests_dir: Optional[str | Path] = None) -> list
 _TEXT_PROTO_UNSAFE = re.compile(r'["\\\n\r]')
 
 
-def model_base_path(stages_root: str, stage: str, model_name: str) -> str:
-    """Returns the stage's model path on GCS: ``<stages_root>/<stage>/models/<model_name>``.
+def check_gcs_root(stages_root: str) -> None:
+    """The pods read the models from GCS: ``stages_root`` must be ``gs://<bucket>[/<prefix>]``.
 
     Raises:
-        ValueError: ``stages_root`` is not a ``gs://`` URI (the pods read the model from GCS).
+        ValueError: it is not.
     """
     if not stages_root.startswith("gs://") or len(stages_root.rstrip("/")) <= len("gs://"):
         raise ValueError(
-            "the kubernetes target serves models from GCS, so stages_root must be "
-            f"gs://<bucket>[/<prefix>]; got {stages_root!r}. Use target=local for a folder."
+            "the kubernetes target serves models from GCS so that TensorFlow Serving in the cluster can load them: "
+            f"stages_root must be gs://<bucket>[/<prefix>]; got {stages_root!r}. Use target=local for a folder."
         )
-    return f"{stages_root.rstrip('/')}/{stage}/models/{model_name}"
 
 
 def model_config_text(models: Sequence[tuple[str, str, int]]) -> str:
@@ -234,6 +235,7 @@ def configure_stage(
         KubeDeployError: the rendered objects lack what the serving overlays always have.
         ValueError: a bad stages_root, model name or version.
     """
+    check_gcs_root(stages_root)
     versions = dict(sorted({**(others or {}), model_name: version}.items()))
     text = model_config_text([(name, model_base_path(stages_root, stage, name), v) for name, v in versions.items()])
     out = copy.deepcopy(list(objects))
@@ -297,9 +299,7 @@ def service_url(objects: Sequence[dict[str, Any]], cluster_domain: str = "cluste
 
 def stage_versions(stages_root: str, stage: str) -> dict[str, int]:
     """Returns what a stage serves by its registry: model name -> version (``stages.served_models``)."""
-    from components.serving import stages
-
-    return {name: entry.version for name, entry in stages.served_models(stages_root, stage).items()}
+    return {name: entry.version for name, entry in served_models(stages_root, stage).items()}
 
 
 def _roll_out(

@@ -1,9 +1,9 @@
 """``make serve``: serve every stage that serves a model, from the local stage registry, until Ctrl-C.
 
 After ``make run`` the stages under ``<pipeline root>/stages`` hold the promoted versions; this
-starts one local model server per stage that serves one (the version its ``current.json`` names,
-as the stage's own server would), prints each server's REST URL and its Prometheus metrics page,
-and stops them all on Ctrl-C (SIGINT) or SIGTERM.
+starts the ``local`` serving target (``components.serving.targets.local``: one loopback model
+server) of each stage that serves a model, with every model its registry serves, prints each
+model's REST URL and its Prometheus metrics page, and stops them all on Ctrl-C (SIGINT) or SIGTERM.
 
 Command line::
 
@@ -24,23 +24,25 @@ from collections.abc import Sequence
 from typing import Optional
 
 from components.serving import stages
-from components.serving.server import ModelServer
+from components.serving.targets import Endpoints
+from components.serving.targets.local import LocalTarget
 from trainer import storage
+from trainer.config import STAGES
 
 
 @dataclasses.dataclass(frozen=True)
 class StageServer:
-    """One stage's running server, with every model the stage serves (name -> version)."""
+    """One stage's running server: every model the stage serves (name -> version), and where."""
 
     stage: str
     models: dict[str, int]
-    server: ModelServer
+    endpoints: Endpoints
 
 
 def serving_stages(stages_root: str) -> list[tuple[str, dict[str, int]]]:
     """``(stage, {model name: version})`` of every stage whose registry serves a version in service."""
     found = []
-    for stage in stages.STAGES:
+    for stage in STAGES:
         models = {
             name: entry.version
             for name, entry in stages.served_models(stages_root, stage).items()
@@ -51,8 +53,10 @@ def serving_stages(stages_root: str) -> list[tuple[str, dict[str, int]]]:
     return found
 
 
-def start_servers(stages_root: str, base_port: int = 8501) -> list[StageServer]:
-    """Start a local model server for every serving stage, with all its models (module docstring).
+def start_servers(stages_root: str, stack: contextlib.ExitStack, base_port: int = 8501) -> list[StageServer]:
+    """Start the ``local`` serving target of every serving stage, with all its models (module docstring).
+
+    The servers stop when ``stack`` closes.
 
     Raises:
         FileNotFoundError: no stage serves a model under ``stages_root``.
@@ -65,26 +69,15 @@ def start_servers(stages_root: str, base_port: int = 8501) -> list[StageServer]:
         raise FileNotFoundError(
             f"no stage serves a model under {stages_root}: run `make run` first (it promotes to demo and staging)"
         )
-    started: list[StageServer] = []
-    try:
-        for stage, models in found:
-            port = 0 if base_port == 0 else base_port + stages.STAGES.index(stage)
-            pairs = [(name, stages.model_base_path(stages_root, stage, name)) for name in sorted(models)]
-            # One model: pin the registry's version; several: each serves its newest in service,
-            # which is what the registry records (a rollback retires the newer folder).
-            version = next(iter(models.values())) if len(models) == 1 else None
-            server = ModelServer(pairs, port=port, version=version)
-            try:
-                server.start()
-            except OSError as err:
-                raise OSError(
-                    f"{stage}: cannot listen on port {port}: {err}; pass --base-port (0: free ports)"
-                ) from err
-            started.append(StageServer(stage, models, server))
-    except BaseException:
-        for s in started:
-            s.server.stop()
-        raise
+    started = []
+    for stage, models in found:
+        port = 0 if base_port == 0 else base_port + STAGES.index(stage)
+        target = LocalTarget(port=port)
+        try:
+            endpoints = stack.enter_context(target.endpoints(stages_root, stage, models))
+        except OSError as err:
+            raise OSError(f"{stage}: cannot listen on port {port}: {err}; pass --base-port (0: free ports)") from err
+        started.append(StageServer(stage, models, endpoints))
     return started
 
 
@@ -94,22 +87,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--stages-root", default="local_outputs/stages", help="the local stage registry")
     parser.add_argument("--base-port", type=int, default=8501, help="demo's port; staging +1, prod +2; 0: free ports")
     args = parser.parse_args(argv)
-    try:
-        servers = start_servers(args.stages_root, args.base_port)
-    except (FileNotFoundError, OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
     with contextlib.ExitStack() as stack:
-        for s in servers:
-            stack.callback(s.server.stop)
+        try:
+            servers = start_servers(args.stages_root, stack, args.base_port)
+        except (FileNotFoundError, OSError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        stopped = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+        signal.signal(signal.SIGINT, lambda *_: stopped.set())
         for s in servers:
             for name, version in s.models.items():
                 print(
-                    f"{s.stage:8s} {name} version {version}: {s.server.url}/v1/models/{name}"
-                    f"   metrics: {s.server.metrics_url}",
+                    f"{s.stage:8s} {name} version {version}: {s.endpoints.url(name)}/v1/models/{name}"
+                    f"   metrics: {s.endpoints.metrics_url(name)}",
                     flush=True,
                 )
         print("serving; Ctrl-C stops", flush=True)

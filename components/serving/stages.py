@@ -15,11 +15,6 @@ The models a stage serves are those with a ``current.json`` that serves a versio
 built from them. TensorFlow Serving serves the newest version under ``models/<model_name>``, so a
 rollback moves the version it leaves to ``retired/``; version numbers only grow (a later promotion
 never reuses a retired number). Each record is one whole-file write (one GCS object).
-
-Stores written before records were kept per model have ``<stage>/current.json``,
-``<stage>/history.jsonl`` and ``<stage>/smoke_examples.json`` for the stage's one model: they are
-read as that model's records (the model named in the old ``current.json``; history lines by their
-``model_name``) until the model's next record, which starts its per-model history with them.
 """
 
 from __future__ import annotations
@@ -28,24 +23,22 @@ import base64
 import dataclasses
 import datetime as _dt
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
 from components.params import none_if_empty
 from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
 from components.serving.load import LoadTestRecord
 from trainer import storage
-from trainer.tasks import DEFAULT_TASK, get_task
+from trainer.config import STAGES
+from trainer.tasks import get_task
 
-STAGES = ("demo", "staging", "prod")
 ACTIONS = ("promote", "rollback")
 READY_MARKER = "saved_model.pb"
-SMOKE_FILE = "smoke_examples.json"
+EXAMPLES_FILE = "smoke_examples.json"
 CURRENT_FILE = "current.json"
 HISTORY_FILE = "history.jsonl"
 RECORDS_DIR = "records"
-LEGACY_MODEL_NAME = "classifier"
-"""The served name of an old stage-level record that names none (the only default there was)."""
 
 
 def resolve_stages_root(stages_root: Optional[str], pipeline_root: str) -> str:
@@ -184,13 +177,11 @@ def retire(stages_root: str, stage: str, model_name: str, version: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class StageEntry(Mapping[str, Any]):
+class StageEntry:
     """One line of a model's ``history.jsonl`` at a stage; the latest one serving a version is ``current.json``.
 
-    On disk it is the JSON object of :meth:`to_dict` (docs/CONTRACTS.md); files written by
-    earlier versions of this code load with :meth:`from_dict`. The entry also reads as that JSON
-    mapping (``entry["metrics"]``, ``entry.get("version")``), so readers of the record as a
-    mapping, such as the evaluation gate's baseline, work on it unchanged.
+    On disk it is the JSON object of :meth:`to_dict` (docs/CONTRACTS.md), read back with
+    :meth:`from_dict`.
 
     Attributes:
         action: ``promote`` or ``rollback``.
@@ -205,7 +196,7 @@ class StageEntry(Mapping[str, Any]):
         sha256: the content hash of the version's SavedModel.
         previous_version: what the stage served before a promotion.
         accuracy: the share of known examples the prediction check got right.
-        target: ``local`` or ``kubernetes``.
+        target: the serving target's name (``components.serving.targets``).
         source_stage, source_version: where a version promoted from another stage came from.
         reason: why a rollback happened.
         failed_version: the version a rollback took out of service.
@@ -265,7 +256,7 @@ class StageEntry(Mapping[str, Any]):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StageEntry:
-        """Reads an entry as written by :meth:`to_dict` or by earlier versions of this code.
+        """Reads an entry as written by :meth:`to_dict`.
 
         Raises:
             ValueError: a required key (action, version, model_uri, run) is missing.
@@ -295,50 +286,14 @@ class StageEntry(Mapping[str, Any]):
         """The inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
 
-    # The read-only mapping view: the JSON object.
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
-
-
-def _legacy_owner(stages_root: str, stage: str) -> Optional[str]:
-    """The model whose records an old stage-level ``current.json``/``history.jsonl`` are, or None."""
-    folder = stage_dir(stages_root, stage)
-    data = storage.read_json(storage.join(folder, CURRENT_FILE))
-    if data is not None:
-        return data.get("model_name") or LEGACY_MODEL_NAME
-    lines = _legacy_history_lines(stages_root, stage)
-    if not lines:
-        return None
-    return json.loads(lines[-1]).get("model_name") or LEGACY_MODEL_NAME
-
-
-def _legacy_history_lines(stages_root: str, stage: str, model_name: Optional[str] = None) -> list[str]:
-    """The lines of an old stage-level ``history.jsonl`` (of ``model_name`` only, when given)."""
-    try:
-        text = storage.read_text(storage.join(stage_dir(stages_root, stage), HISTORY_FILE))
-    except FileNotFoundError:
-        return []
-    lines = [line for line in text.splitlines() if line.strip()]
-    if model_name is None:
-        return lines
-    return [line for line in lines if (json.loads(line).get("model_name") or LEGACY_MODEL_NAME) == model_name]
-
 
 def read_current(stages_root: str, stage: str, model_name: str) -> Optional[StageEntry]:
     """Return what a stage serves of a model now (its latest entry that serves a version), or None.
 
     The evaluation gate reads prod's entry for the model name it gates: its ``metrics`` are the
-    baseline. An old stage-level ``current.json`` is the current entry of the model it names.
+    baseline.
     """
     data = storage.read_json(storage.join(records_dir(stages_root, stage, model_name), CURRENT_FILE))
-    if data is None and _legacy_owner(stages_root, stage) == model_name:
-        data = storage.read_json(storage.join(stage_dir(stages_root, stage), CURRENT_FILE))
     return None if data is None else StageEntry.from_dict(data)
 
 
@@ -346,8 +301,7 @@ def _history_lines(stages_root: str, stage: str, model_name: str) -> list[str]:
     try:
         text = storage.read_text(storage.join(records_dir(stages_root, stage, model_name), HISTORY_FILE))
     except FileNotFoundError:
-        # Not recorded since records went per model: the old stage-level history, if any.
-        return _legacy_history_lines(stages_root, stage, model_name)
+        return []
     return [line for line in text.splitlines() if line.strip()]
 
 
@@ -376,7 +330,6 @@ def record(stages_root: str, stage: str, entry: StageEntry) -> StageEntry:
             "without one: pass StageEntry(..., model_name=<the served name>)"
         )
     folder = records_dir(stages_root, stage, entry.model_name)
-    # The first record of a model in an old store carries its stage-level history on.
     lines = _history_lines(stages_root, stage, entry.model_name)
     # GCS objects cannot be appended to: rewrite whole (one writer per stage at a time).
     text = "".join(line + "\n" for line in [*lines, entry.to_json()])
@@ -392,10 +345,7 @@ def served_models(stages_root: str, stage: str) -> dict[str, StageEntry]:
     This is the stage's registry: the local model server of a stage and TensorFlow Serving's
     model config list serve exactly these models, each at its entry's version.
     """
-    names = set(storage.list_dirs(storage.join(stage_dir(stages_root, stage), RECORDS_DIR)))
-    legacy = _legacy_owner(stages_root, stage)
-    if legacy is not None:
-        names.add(legacy)
+    names = storage.list_dirs(storage.join(stage_dir(stages_root, stage), RECORDS_DIR))
     served = {}
     for name in sorted(names):
         current = read_current(stages_root, stage, name)
@@ -414,7 +364,7 @@ def last_entry_for_version(stages_root: str, stage: str, model_name: str, versio
 
 @dataclasses.dataclass(frozen=True)
 class StageExamples:
-    """The known examples a stage was last promoted with (``<stage>/smoke_examples.json``).
+    """The known examples a model was last promoted to a stage with (``records/<model_name>/smoke_examples.json``).
 
     Kept with the stage so that a rollback or a move to the next stage, which have no dataset,
     run the same prediction check.
@@ -440,40 +390,35 @@ class StageExamples:
 
     @classmethod
     def from_dict(cls, data: Any) -> StageExamples:
-        """Reads :meth:`to_dict`'s form, or the older list of ``{"b64", "label"}`` (classification)."""
-        if isinstance(data, list):  # written before tasks: classification labels
-            task_name, items, key = DEFAULT_TASK, data, "label"
-        else:
-            task_name, items, key = data.get("task") or DEFAULT_TASK, data["examples"], "expected"
-        task = get_task(task_name)
+        """The inverse of :meth:`to_dict`."""
+        task = get_task(data["task"])
         return cls(
             task=task.name,
-            examples=tuple(KnownExample(base64.b64decode(d["b64"]), task.expected_from_json(d[key])) for d in items),
+            examples=tuple(
+                KnownExample(base64.b64decode(d["b64"]), task.expected_from_json(d["expected"]))
+                for d in data["examples"]
+            ),
         )
 
 
 def save_examples(stages_root: str, stage: str, model_name: str, examples: StageExamples) -> None:
     """Writes ``<stage>/records/<model_name>/smoke_examples.json``."""
-    storage.write_bytes(
-        storage.join(records_dir(stages_root, stage, model_name), SMOKE_FILE), json.dumps(examples.to_dict()).encode()
-    )
+    path = storage.join(records_dir(stages_root, stage, model_name), EXAMPLES_FILE)
+    storage.write_bytes(path, json.dumps(examples.to_dict()).encode())
 
 
 def load_examples(stages_root: str, stage: str, model_name: str) -> StageExamples:
-    """Reads a model's known examples at a stage (an old stage-level file: its model's).
+    """Reads a model's known examples at a stage.
 
     Raises:
         FileNotFoundError: the model has never been promoted to the stage.
     """
-    path = storage.join(records_dir(stages_root, stage, model_name), SMOKE_FILE)
+    path = storage.join(records_dir(stages_root, stage, model_name), EXAMPLES_FILE)
     try:
         data = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
-        legacy = storage.join(stage_dir(stages_root, stage), SMOKE_FILE)
-        if _legacy_owner(stages_root, stage) != model_name or not storage.exists(legacy):
-            raise FileNotFoundError(
-                f"{path} not found: {model_name!r} has never been promoted to {stage}, so there is nothing to verify "
-                "a rollback with"
-            ) from None
-        data = json.loads(storage.read_bytes(legacy))
+        raise FileNotFoundError(
+            f"{path} not found: {model_name!r} has never been promoted to {stage}, so there is nothing to verify "
+            "a rollback with"
+        ) from None
     return StageExamples.from_dict(data)

@@ -26,8 +26,8 @@ def test_promote_model_adapter(tmp_path):
     assert version == 1
     root = str(tmp_path / "root" / "stages")  # stages_root "" derives it from the pipeline root
     current = stages.read_current(root, "demo", "clf")
-    assert current["run"] == "run-1" and current["model_uri"] == str(tmp_path / "model")
-    assert "accuracy" in current["metrics"]  # scored on the test split when no metrics are given
+    assert current.run == "run-1" and current.model_uri == str(tmp_path / "model")
+    assert "accuracy" in current.metrics  # scored on the test split when no metrics are given
     text = (tmp_path / "report.md").read_text()
     assert "demo serves version 1" in text and "| prediction | yes |" in text
     assert report.metadata["version"] == 1 and report.metadata["no_op"] is False

@@ -3,11 +3,13 @@ import shutil
 
 import pytest
 
-from components.promote.promote import PromotionError, promote, render_report, rollback
+from components.kube import RolloutTimeout
+from components.promote.run import PromotionError, promote, render_report, rollback
 from components.serving import stages
-from components.serving.checks import KnownExample, SmokeTestError, http_json, run_checks
+from components.serving.checks import KnownExample, ServingChecksError, http_json, run_checks
+from components.serving.targets.local import LocalTarget
 from tests.promote_models import export_tiny_model, write_digits_dataset
-from trainer.config import PromoteConfig
+from trainer.config import LoadTestConfig, PromoteConfig
 from trainer.tasks import get_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -120,7 +122,7 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
     assert stages.read_history(cfg.stages_root, "staging", "clf")[-1].version is None
 
 
-def test_smoke_tests_report_every_failed_check(models):
+def test_the_checks_report_every_failed_check(models):
     from components.serving.server import ModelServer
     from tests.promote_models import digits, png_bytes
 
@@ -128,11 +130,11 @@ def test_smoke_tests_report_every_failed_check(models):
     examples = [KnownExample(png_bytes(images[i]), int(labels[i])) for i in range(20)]
     task = get_task("classification")
     with ModelServer(models["bad"] + "/saved_model", "clf") as srv:
-        with pytest.raises(SmokeTestError) as err:
+        with pytest.raises(ServingChecksError) as err:
             run_checks(srv.url, "clf", examples, min_accuracy=0.5, task=task)
         assert "prediction:" in str(err.value) and err.value.report.check("bad_requests").passed
         assert not err.value.report.passed and err.value.report.accuracy < 0.5
-        with pytest.raises(SmokeTestError, match="health") as err:
+        with pytest.raises(ServingChecksError, match="health") as err:
             run_checks(srv.url, "clf", examples, 0.0, task=task, expected_version=5, timeout_s=1)
         assert [c.name for c in err.value.report.checks] == ["health"]  # nothing else runs without health
         assert run_checks(srv.url, "clf", examples, 0.0, task=task, load=None).version == 1
@@ -152,48 +154,36 @@ def test_kubernetes_target_needs_gcs(tmp_path, models):
     assert stages.list_versions(cfg.stages_root, "demo", "clf") == []  # nothing published
 
 
-def test_kubernetes_rollout_timeout_rolls_back(tmp_path, models, monkeypatch):
-    """The kubernetes path's orchestration, with the cluster stood in for by local servers.
+class StandInCluster(LocalTarget):
+    """A serving target whose rollouts can fail: loopback servers stand in for a cluster.
 
-    kube.py's own apply/rollout code is tested against the fake API server in
-    tests/integration/test_kube_deploy.py; here deploy_stage/rollback_stage serve the pinned
-    version on loopback (what TensorFlow Serving would) or time out.
+    ``serve`` and ``restore`` record what they were asked; ``serve`` raises ``RolloutTimeout``
+    for the (model, version) in ``fail``. The kubernetes target itself is tested against the
+    fake API server in tests/integration/test_kube_deploy.py.
     """
-    from components.promote import promote as promote_module
-    from components.serving import deploy as kube
-    from components.serving.server import ModelServer
 
-    servers, calls = [], []
+    name = "stand-in-cluster"
 
-    def serve(stage, stages_root, model_name, version, timeout_s):
-        srv = ModelServer(stages.model_base_path(stages_root, stage, model_name), model_name, version=version).start()
-        servers.append(srv)
-        return srv.url
+    def __init__(self, fail):
+        super().__init__()
+        self.fail, self.calls = fail, []
 
-    def deploy(stage, stages_root, model_name, version, timeout_s):
-        calls.append(("deploy", version))
-        if version == 2:
-            raise kube.RolloutTimeout(
-                "rollout of version 2 timed out", namespace="ltp-demo", name="m", waited_s=timeout_s
-            )
-        return serve(stage, stages_root, model_name, version, timeout_s)
+    def serve(self, stages_root, stage, models, changed, timeout_s):
+        self.calls.append(("serve", dict(models)))
+        if (changed, models[changed]) == self.fail:
+            raise RolloutTimeout(f"rollout of {changed} timed out", namespace="ltp-demo", name="m", waited_s=timeout_s)
 
-    def roll_back(stage, stages_root, model_name, version, timeout_s):
-        calls.append(("rollback", version))
-        return serve(stage, stages_root, model_name, version, timeout_s)
+    def restore(self, stages_root, stage, models, changed, timeout_s):
+        self.calls.append(("restore", dict(models)))
 
-    monkeypatch.setattr(promote_module, "_check_target", lambda config: None)  # a local folder stands in for gs://
-    monkeypatch.setattr(kube, "deploy_stage", deploy)
-    monkeypatch.setattr(kube, "rollback_stage", roll_back)
-    cfg = config(tmp_path, target="kubernetes", rollout_timeout_s=5.0)
-    try:
-        assert promote(models["good"], models["dataset"], cfg, run_id="r1", metrics={}).version == 1
-        with pytest.raises(PromotionError, match="timed out.*serves version 1 \\(verified\\)"):
-            promote(models["better"], models["dataset"], cfg, run_id="r2", metrics={})
-    finally:
-        for srv in servers:
-            srv.stop()
-    assert calls == [("deploy", 1), ("deploy", 2), ("rollback", 1)]
+
+def test_a_failed_rollout_rolls_back(tmp_path, models):
+    cluster = StandInCluster(fail=("clf", 2))
+    cfg = config(tmp_path, rollout_timeout_s=5.0)
+    assert promote(models["good"], models["dataset"], cfg, run_id="r1", metrics={}, target=cluster).version == 1
+    with pytest.raises(PromotionError, match="timed out.*serves version 1 \\(verified\\)"):
+        promote(models["better"], models["dataset"], cfg, run_id="r2", metrics={}, target=cluster)
+    assert cluster.calls == [("serve", {"clf": 1}), ("serve", {"clf": 2}), ("restore", {"clf": 1})]
     current = stages.read_current(cfg.stages_root, "demo", "clf")
     assert current.action == "rollback" and current.version == 1 and "RolloutTimeout" in current.reason
 
@@ -228,13 +218,13 @@ def test_each_check_runs_alone_and_asks_the_task(models):
         wrong = [KnownExample(e.image, (e.expected + 1) % 10) for e in known]
         failed = checks.check_known_predictions(srv.url, "clf", task, wrong, 0.5)
         assert not failed.passed and failed.figures["right"] <= 1 and "need 0.50" in failed.detail
-        load = checks.check_load(srv.url, "clf", image, checks.LoadSettings(clients=2, max_requests=12))
+        load = checks.check_load(srv.url, "clf", image, LoadTestConfig(clients=2, max_requests=12))
         assert load.passed and load.figures["requests"] == 12 and load.figures["errors"] == 0
         assert checks.CheckResult.from_dict("load", load.to_dict()) == load
     # A server that is gone: every check reports, none raises.
     gone = checks.check_bad_requests(url, "clf")
     assert not gone.passed and "URLError" in gone.detail
-    down = checks.check_load(url, "clf", image, checks.LoadSettings(clients=1, max_seconds=0.5))
+    down = checks.check_load(url, "clf", image, LoadTestConfig(clients=1, max_seconds=0.5))
     assert not down.passed and down.figures["errors"] == down.figures["requests"] > 0
 
 
@@ -243,7 +233,6 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
     import base64
 
     from components.evaluate.run import read_baseline
-    from components.promote import promote as promote_module
     from tests.promote_models import digits, png_bytes
 
     a, b = config(tmp_path, "prod", model_name="a"), config(tmp_path, "prod", model_name="b")
@@ -256,12 +245,14 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
 
     # The stage's server serves both, each at its own version, by name.
     image = {"b64": base64.b64encode(png_bytes(digits()[0][0])).decode()}
-    with promote_module._local_server(root, "prod", "a") as server:
+    with LocalTarget().endpoints(root, "prod", {"a": 1, "b": 2}) as endpoints:
         for name, version in (("a", "1"), ("b", "2")):
-            status, body = http_json("GET", f"{server.url}/v1/models/{name}")
+            status, body = http_json("GET", f"{endpoints.url(name)}/v1/models/{name}")
             assert status == 200 and body["model_version_status"][0]["version"] == version
-            assert http_json("POST", f"{server.url}/v1/models/{name}:predict", {"instances": [image]})[0] == 200
-        status, body = http_json("GET", f"{server.url}/v1/models/c")
+            assert (
+                http_json("POST", f"{endpoints.url(name)}/v1/models/{name}:predict", {"instances": [image]})[0] == 200
+            )
+        status, body = http_json("GET", f"{endpoints.url('a')}/v1/models/c")
         assert status == 404 and "['a', 'b']" in body["error"]
 
     # Records and the gate's baseline are per model name.
@@ -283,67 +274,15 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
     assert stages.list_versions(root, "prod", "a") == [1] and stages.list_versions(root, "prod", "b") == [1]
 
 
-OLD_CURRENT = (
-    '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.9}, "model_name": "classifier", "model_uri": '
-    '"/runs/a", "run": "old-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}'
-)
-
-
-def test_a_model_added_to_a_stage_written_before_per_model_records(tmp_path, models):
-    """A stage with the one-model code's stage-level records keeps serving its model next to a new one."""
-    stage = tmp_path / "stages" / "demo"
-    shutil.copytree(models["good"] + "/saved_model", stage / "models" / "classifier" / "1")
-    (stage / "current.json").write_text(OLD_CURRENT)
-    (stage / "history.jsonl").write_text(OLD_CURRENT + "\n")
-    detector = config(tmp_path, model_name="detector")
-    result = promote(models["better"], models["dataset"], detector, run_id="det-1", metrics={})
-    assert result.version == 1 and result.check("stage_models").detail == "also serves classifier version 1"
-    root = detector.stages_root
-    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 1, "detector": 1}
-    assert stages.read_current(root, "demo", "classifier").run == "old-1"
-
-
-def test_kubernetes_first_version_of_a_second_model_failing_keeps_the_first_model(tmp_path, models, monkeypatch):
-    """On Kubernetes a failed first deploy of model b re-applies the stage's config without it (a only).
-
-    As in test_kubernetes_rollout_timeout_rolls_back, loopback servers stand in for the cluster:
-    each serves what the model config list would, the registry's models and the one deployed.
-    """
-    from components.promote import promote as promote_module
-    from components.serving import deploy as kube
-    from components.serving.server import ModelServer
-
-    servers, calls = [], []
-
-    def serve(stage, stages_root, model_name, version):
-        names = sorted({*stages.served_models(stages_root, stage), model_name})
-        srv = ModelServer([(n, stages.model_base_path(stages_root, stage, n)) for n in names]).start()
-        servers.append(srv)
-        return srv.url
-
-    def deploy(stage, stages_root, model_name, version, timeout_s):
-        calls.append(("deploy", model_name, version))
-        if (model_name, version) == ("b", 1):
-            raise kube.RolloutTimeout("rollout timed out", namespace="ltp-demo", name="m", waited_s=timeout_s)
-        return serve(stage, stages_root, model_name, version)
-
-    def roll_back(stage, stages_root, model_name, version, timeout_s):
-        calls.append(("rollback", model_name, version))
-        return serve(stage, stages_root, model_name, version)
-
-    monkeypatch.setattr(promote_module, "_check_target", lambda config: None)  # a local folder stands in for gs://
-    monkeypatch.setattr(kube, "deploy_stage", deploy)
-    monkeypatch.setattr(kube, "rollback_stage", roll_back)
-    a = config(tmp_path, model_name="a", target="kubernetes", rollout_timeout_s=5.0)
+def test_a_failed_first_rollout_of_a_second_model_keeps_the_first_model(tmp_path, models):
+    """A failed first version of model b returns the stage to serving a only (a cluster re-applies a's config)."""
+    cluster = StandInCluster(fail=("b", 1))
+    a = config(tmp_path, model_name="a", rollout_timeout_s=5.0)
     b = dataclasses.replace(a, model_name="b")
-    try:
-        assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={}).version == 1
-        with pytest.raises(PromotionError, match="timed out.*serves nothing"):
-            promote(models["better"], models["dataset"], b, run_id="b-1", metrics={})
-        assert calls == [("deploy", "a", 1), ("deploy", "b", 1), ("rollback", "a", 1)]
-        again = promote(models["better"], models["dataset"], b, run_id="b-2", metrics={})
-        assert again.version == 2 and again.check("stage_models").detail == "also serves a version 1"
-    finally:
-        for srv in servers:
-            srv.stop()
+    assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={}, target=cluster).version == 1
+    with pytest.raises(PromotionError, match="timed out.*serves nothing"):
+        promote(models["better"], models["dataset"], b, run_id="b-1", metrics={}, target=cluster)
+    assert cluster.calls == [("serve", {"a": 1}), ("serve", {"a": 1, "b": 1}), ("restore", {"a": 1})]
+    again = promote(models["better"], models["dataset"], b, run_id="b-2", metrics={}, target=cluster)
+    assert again.version == 2 and again.check("stage_models").detail == "also serves a version 1"
     assert {n: e.version for n, e in stages.served_models(a.stages_root, "demo").items()} == {"a": 1, "b": 2}

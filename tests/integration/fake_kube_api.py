@@ -10,7 +10,8 @@ as far as they matter there:
 - namespaced objects under ``/api/v1/namespaces/<ns>/<plural>[/<name>]`` and
   ``/apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]`` for the serving kinds and pods;
 - GET (404 ``NotFound`` Status for a missing object or namespace), list with ``labelSelector``
-  (equality terms), POST create (409 ``AlreadyExists``);
+  (equality terms), POST create (409 ``AlreadyExists``), DELETE (the object goes at once, as
+  with no finalizers; 404 when there is none; the answer is a ``Success`` Status);
 - server-side apply: ``PATCH`` with ``Content-Type: application/apply-patch+yaml`` and a required
   ``fieldManager``; ``force`` takes fields over. Field ownership is tracked per leaf field (lists
   are atomic, a coarser rule than real SSA's list keys), so a manager's apply removes the fields
@@ -24,7 +25,11 @@ as far as they matter there:
   reason (the synthesized pods then report it as a waiting container), or ends in
   ``ProgressDeadlineExceeded`` when ``deadline_exceeded(deployment)`` is true.
 
-Not implemented: watch, DELETE, strategic merge patch, admission, validation against schemas
+More kinds (a custom resource such as KServe's InferenceService) are served after
+``add_kind(plural, api_version, kind)``; ``set_status`` writes an object's status as its
+controller would (conditions included).
+
+Not implemented: watch, strategic merge patch, admission, validation against schemas
 (``fieldValidation=Strict`` refuses unknown top-level fields only), authentication. ``deny``
 makes writes to the named plurals answer 403 to test RBAC errors.
 """
@@ -162,8 +167,22 @@ class FakeKubeAPI:
         self._resource_version = 100
         self._lock = threading.RLock()
         self.url = ""
+        self.kinds: dict[str, tuple[str, str]] = dict(KINDS)
 
     # ---- inspection helpers for tests
+
+    def add_kind(self, plural: str, api_version: str, kind: str) -> None:
+        """Serves one more namespaced kind (a custom resource, say) from now on."""
+        with self._lock:
+            self.kinds[plural] = (api_version, kind)
+
+    def set_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Replaces a stored object's status, as its controller would."""
+        with self._lock:
+            stored = self._store[(plural, namespace, name)]
+            before = copy.deepcopy(stored.obj)
+            stored.obj["status"] = copy.deepcopy(status)
+            self._commit(stored, before)
 
     def get(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
         """Returns a copy of a stored object (with status), or None."""
@@ -256,7 +275,7 @@ class FakeKubeAPI:
     def _check_body(self, plural: str, namespace: str, name: Optional[str], body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body must be one object")
-        api_version, kind = KINDS[plural]
+        api_version, kind = self.kinds[plural]
         if body.get("apiVersion") != api_version or body.get("kind") != kind:
             raise ApiError(
                 400,
@@ -289,10 +308,10 @@ class FakeKubeAPI:
             if method == "GET" and path in self._discovery():
                 return 200, self._discovery()[path]
             match = _PATH.match(path)
-            if not match or match["plural"] not in KINDS or match["plural"] in self.hidden:
+            if not match or match["plural"] not in self.kinds or match["plural"] in self.hidden:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
             plural, namespace, name = match["plural"], match["ns"], match["name"]
-            api_version, kind = KINDS[plural]
+            api_version, kind = self.kinds[plural]
             expected_prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
             if not path.startswith(expected_prefix + "/"):
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
@@ -319,12 +338,14 @@ class FakeKubeAPI:
                 )
             if method == "PATCH" and name is not None:
                 return self._apply(plural, namespace, name, query, content_type, body)
+            if method == "DELETE" and name is not None:
+                return 200, self._delete_object(plural, namespace, name)
             raise ApiError(405, "MethodNotAllowed", f"{method} {path} is not supported by the fake")
 
     def _discovery(self) -> dict[str, dict[str, Any]]:
-        """The discovery documents by path, for the kinds served (``KINDS`` less ``hidden``)."""
+        """The discovery documents by path, for the kinds served (``kinds`` less ``hidden``)."""
         by_group_version: dict[str, list[dict[str, Any]]] = {}
-        for plural, (api_version, kind) in KINDS.items():
+        for plural, (api_version, kind) in self.kinds.items():
             if plural in self.hidden:
                 continue
             by_group_version.setdefault(api_version, []).append(
@@ -333,7 +354,7 @@ class FakeKubeAPI:
                     "singularName": kind.lower(),
                     "namespaced": True,
                     "kind": kind,
-                    "verbs": ["create", "get", "list", "patch"],
+                    "verbs": ["create", "delete", "get", "list", "patch"],
                 }
             )
         documents: dict[str, dict[str, Any]] = {
@@ -371,13 +392,22 @@ class FakeKubeAPI:
         else:
             items = [copy.deepcopy(s.obj) for (p, ns, _), s in self._store.items() if p == plural and ns == namespace]
         items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())]
-        api_version, kind = KINDS[plural]
+        api_version, kind = self.kinds[plural]
         return {
             "apiVersion": api_version,
             "kind": f"{kind}List",
             "metadata": {"resourceVersion": str(self._resource_version)},
             "items": items,
         }
+
+    def _delete_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        stored = self._store.pop((plural, namespace, name), None)
+        if stored is None:
+            raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+        self._next_version()
+        uid = stored.obj.get("metadata", {}).get("uid", "")
+        details = {"name": name, "kind": plural, "uid": uid}
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": details}
 
     def _create(self, plural: str, namespace: str, manager: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]

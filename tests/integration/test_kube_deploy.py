@@ -1,4 +1,5 @@
-"""components.serving.deploy against the FAKE Kubernetes API server (tests/integration/fake_kube_api.py).
+"""components.serving.deploy and the kubernetes serving target against the FAKE Kubernetes API server
+(tests/integration/fake_kube_api.py).
 
 The real `kubernetes` client talks HTTP to the fake on 127.0.0.1; nothing here has run against a
 real cluster (docs/kubernetes.md says what that leaves untested). The stage registry a deploy
@@ -14,6 +15,8 @@ import yaml
 from components import kube as kubeapi
 from components.serving import deploy as kube
 from components.serving import stages
+from components.serving.targets import get_target
+from components.serving.targets.kubernetes import KubernetesTarget
 from tests.gcs_emulator import running_emulator
 from tests.integration.fake_kube_api import FakeKubeAPI
 
@@ -406,3 +409,122 @@ def test_strict_field_validation_refuses_an_unknown_field(fake, api):
     service["spce"] = {}  # a typo the server would drop without strict validation
     with pytest.raises(kube.KubeDeployError, match=r'Service ltp-demo/model-server failed with HTTP 400.*"spce".*Fix:'):
         kubeapi.apply_objects(api, objs)
+
+
+# ---- the kubernetes serving target, through its public interface
+
+
+@pytest.fixture
+def target(api):
+    return get_target("kubernetes", api_client=api, poll_interval_s=0.01)
+
+
+def test_the_registry_builds_the_kubernetes_target(target, api):
+    assert isinstance(target, KubernetesTarget) and target.api_client is api
+    with pytest.raises(ValueError, match=r"unknown serving target 'kserv': expected one of \[.*'kubernetes'.*'local'"):
+        get_target("kserv")
+
+
+def test_target_refuses_a_stage_store_the_pods_cannot_read(target):
+    with pytest.raises(ValueError, match=r"stages_root must be gs://.*got 'stages'"):
+        target.check("stages")
+    target.check(ROOT)
+
+
+def test_target_serves_every_model_of_the_stage_and_names_their_url(fake, target):
+    target.serve(ROOT, "demo", {"classifier": 3, "detector": 1}, "detector", 10)
+    assert served_versions(fake) == {"classifier": 3, "detector": 1}
+    dep = fake.get("deployments", "ltp-demo", "model-server")
+    assert dep["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION].endswith("deploy detector version 1")
+    assert dep["status"]["availableReplicas"] == 1
+    with target.endpoints(ROOT, "demo", {"classifier": 3, "detector": 1}) as endpoints:
+        url = "http://model-server.ltp-demo.svc.cluster.local:8501"
+        assert endpoints.urls == {"classifier": url, "detector": url}
+        with pytest.raises(
+            KeyError, match=r"no endpoint for model 'other': this stage serves \['classifier', 'detector'\]"
+        ):
+            endpoints.url("other")
+
+
+def test_target_restore_returns_to_the_old_pod_template(fake, target):
+    target.serve(ROOT, "staging", {"classifier": 1}, "classifier", 10)
+    good = fake.get("deployments", "ltp-staging", "model-server")
+    fake.pod_failure = fail_version(2, "CrashLoopBackOff")
+    with pytest.raises(kube.RolloutTimeout, match="CrashLoopBackOff"):
+        target.serve(ROOT, "staging", {"classifier": 2}, "classifier", 0.3)
+    target.restore(ROOT, "staging", {"classifier": 1}, "classifier", 10)
+    rolled_back = fake.get("deployments", "ltp-staging", "model-server")
+    assert rolled_back["spec"]["template"] == good["spec"]["template"]
+    assert "roll back classifier to version 1" in rolled_back["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION]
+
+
+def test_target_restore_without_the_failed_first_model_serves_the_others(fake, target):
+    target.serve(ROOT, "prod", {"a": 1}, "a", 10)
+    good = fake.get("deployments", "ltp-prod", "model-server")
+    fake.pod_failure = fail_version(1, "ImagePullBackOff", model_name="b")
+    with pytest.raises(kube.RolloutTimeout):
+        target.serve(ROOT, "prod", {"a": 1, "b": 1}, "b", 0.3)
+    assert served_versions(fake, "ltp-prod") == {"a": 1, "b": 1}
+    target.restore(ROOT, "prod", {"a": 1}, "b", 10)
+    assert served_versions(fake, "ltp-prod") == {"a": 1}
+    assert fake.get("deployments", "ltp-prod", "model-server")["spec"]["template"] == good["spec"]["template"]
+
+
+def test_target_restore_to_nothing_applies_nothing(fake, target):
+    target.restore(ROOT, "demo", {}, "classifier", 10)
+    assert [r for r in fake.requests if r[0] != "GET"] == []
+    assert fake.objects() == []
+
+
+# ---- generic helpers: any kind applied, waited for and deleted (a custom resource here)
+
+ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
+
+
+def inference_service(name):
+    return {
+        "apiVersion": ISVC[0],
+        "kind": ISVC[1],
+        "metadata": {"name": name, "namespace": "ltp-demo"},
+        "spec": {"predictor": {"model": {"storageUri": f"{ROOT}/demo/models/{name}"}}},
+    }
+
+
+def test_a_custom_kind_is_applied_waited_for_and_deleted(fake, api):
+    fake.add_kind("inferenceservices", *ISVC)
+    with pytest.raises(kube.KubeDeployError, match="cannot apply InferenceService .* may render only"):
+        kubeapi.apply_objects(api, [inference_service("clf")])
+    (applied,) = kubeapi.apply_objects(api, [inference_service("clf")], extra_kinds=[ISVC])
+    assert (applied.kind, applied.outcome) == ("InferenceService", "created")
+
+    def wait(timeout_s):
+        return kubeapi.wait_for_condition(api, *ISVC, "ltp-demo", "clf", "Ready", timeout_s, poll_interval_s=0.01)
+
+    with pytest.raises(kube.RolloutTimeout, match=r"InferenceService ltp-demo/clf did not become Ready .*no Ready"):
+        wait(0.2)
+    loading = {"type": "Ready", "status": "False", "reason": "Loading", "message": "the model is loading"}
+    fake.set_status("inferenceservices", "ltp-demo", "clf", {"conditions": [loading]})
+    with pytest.raises(kube.RolloutTimeout, match=r"Ready=False \(Loading: the model is loading\)"):
+        wait(0.2)
+    fake.set_status("inferenceservices", "ltp-demo", "clf", {"conditions": [{**loading, "status": "True"}]})
+    assert wait(5)["metadata"]["name"] == "clf"
+
+    assert kubeapi.delete_object(api, *ISVC, "ltp-demo", "clf") is True
+    assert fake.get("inferenceservices", "ltp-demo", "clf") is None
+    assert kubeapi.delete_object(api, *ISVC, "ltp-demo", "clf") is False  # already gone
+    assert [r[1] for r in fake.requests if r[0] == "DELETE"] == [
+        "/apis/serving.kserve.io/v1beta1/namespaces/ltp-demo/inferenceservices/clf"
+    ] * 2
+    with pytest.raises(kube.RolloutTimeout, match="the object does not exist"):
+        wait(0.1)
+
+
+def test_a_refused_delete_says_how_to_fix_it(fake, api):
+    deploy(api, version=1)
+    fake.deny.add("configmaps")
+    name = next(o["metadata"]["name"] for o in fake.objects() if o["kind"] == "ConfigMap")
+    with pytest.raises(
+        kube.KubeDeployError, match=r"deleting ConfigMap ltp-demo/.* failed with HTTP 403.*manifests/rbac"
+    ):
+        kubeapi.delete_object(api, "v1", "ConfigMap", "ltp-demo", name)
+    assert fake.get("configmaps", "ltp-demo", name) is not None

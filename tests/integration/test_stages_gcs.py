@@ -87,25 +87,9 @@ def test_records_per_model_on_gcs(gcs):
         stages.load_examples(root, "demo", "classifier")
 
 
-def test_old_stage_level_records_on_gcs_load_as_their_models(gcs):
-    root = f"{gcs}/old-stages"
-    old = (
-        '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.88}, "model_name": "classifier", '
-        '"model_uri": "gs://m/a", "run": "old-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}'
-    )
-    storage.write_text(f"{root}/prod/current.json", old)
-    storage.write_text(f"{root}/prod/history.jsonl", old + "\n")
-    storage.write_text(f"{root}/prod/smoke_examples.json", '[{"b64": "AAEC", "label": 7}]')
-    assert stages.read_current(root, "prod", "classifier").metrics == {"accuracy": 0.88}  # the gate's baseline
-    assert stages.read_current(root, "prod", "detector") is None
-    assert stages.load_examples(root, "prod", "classifier").examples == (KnownExample(bytes([0, 1, 2]), 7),)
-    stages.record(root, "prod", StageEntry("promote", 2, "gs://m/b", "new-2", model_name="classifier"))
-    assert [e.run for e in stages.read_history(root, "prod", "classifier")] == ["old-1", "new-2"]
-
-
 @pytest.mark.slow
 def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
-    from components.promote.promote import promote
+    from components.promote.run import promote
     from tests.promote_models import export_tiny_model, write_digits_dataset
     from trainer.config import PromoteConfig
 

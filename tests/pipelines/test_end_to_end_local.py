@@ -7,7 +7,6 @@ run report, opened in headless Chromium as a person would open it.
 """
 
 import io
-import json
 import os
 import re
 from pathlib import Path
@@ -101,30 +100,32 @@ def test_benchmark_timed_real_inference(local_run):
     assert bench["latency_p50_ms"] > 0
 
 
-def test_every_stage_serves_the_model_after_its_smoke_tests_passed(local_run):
+def test_every_stage_serves_the_model_after_its_checks_passed(local_run):
     from components.serving import stages
 
     run_dir, stages_root, outputs = local_run
     evaluated = _task(outputs, "evaluate-model")["metrics"]
-    for stage in ("demo", "staging", "prod"):
+    for stage in stages.STAGES:
         current = stages.read_current(str(stages_root), stage, "classifier")
         assert current is not None, f"{stage} serves nothing"
         # The evaluation's metrics travel with the model: prod's are the next run's gate baseline.
-        assert current["metrics"]["accuracy"] == pytest.approx(evaluated["accuracy"])
-        assert current["version"] >= 1
+        assert current.metrics["accuracy"] == pytest.approx(evaluated["accuracy"])
+        assert current.version >= 1
         history = stages.read_history(str(stages_root), stage, "classifier")
-        assert history[-1]["version"] == current["version"]
-        assert json.dumps(current["checks"])  # the smoke tests' record travels with the promotion
+        assert history[-1].version == current.version
+        assert current.checks_passed  # the serving checks' record travels with the promotion
 
 
 def test_summary_names_accuracy_speed_and_stages(local_run):
+    from components.serving import stages
+
     run_dir, stages_root, _ = local_run
     text = run_local.summarize(run_dir, stages_root, "classifier")
     assert str(run_dir) in text
     assert "test accuracy:      0." in text
     assert "make serve" in text  # how to look at what the run promoted
     stage_lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
-    for stage in ("demo", "staging", "prod"):
+    for stage in stages.STAGES:
         assert "classifier version" in stage_lines[stage], text
 
 

@@ -67,7 +67,7 @@ def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, f
     # them); every consumer must find the shards through the one reader, trainer.tfrecords.
     from components.benchmark.run import run_benchmark
     from components.evaluate.run import run_evaluation
-    from components.promote.promote import promote
+    from components.promote.run import promote
     from trainer.config import BenchmarkConfig, EvaluateConfig, PromoteConfig, TrainConfig
     from trainer.train import train
 

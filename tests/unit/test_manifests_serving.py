@@ -13,10 +13,10 @@ import yaml
 
 from components import kube as kubeapi
 from components.serving import deploy as kube
+from trainer.config import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
-STAGES = ("demo", "staging", "prod")
 # The Kubernetes version the objects must be valid for (strict: unknown fields are errors).
 KUBERNETES_VERSION = "1.33.0"
 PIPELINE_SA = {"kind": "ServiceAccount", "name": "default-editor", "namespace": "kubeflow-user-example-com"}

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.monitor.monitor import MonitorReport, ObjectiveResult, StageStatus, status_line
-from components.serving.checks import CheckResult, LoadSettings
+from components.monitor.run import MonitorReport, ObjectiveResult, StageStatus, status_line
+from components.serving.checks import CheckResult
 from components.serving.load import LoadTestRecord
 from components.serving.metrics import ServingMetrics, status_code_name
 from components.serving.stages import StageEntry
-from trainer.config import ConfigError, MonitorConfig
+from trainer.config import ConfigError, LoadTestConfig, MonitorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,14 +56,14 @@ def test_report_table_metrics_and_status():
 
 
 def test_load_objectives_and_their_history_record():
-    settings = LoadSettings(max_p50_ms=10, max_p99_ms=50, min_requests_per_s=100, max_errors=1)
+    settings = LoadTestConfig(max_p50_ms=10, max_p99_ms=50, min_requests_per_s=100, max_errors=1)
     figures = {"p50_ms": 8.0, "p95_ms": 30.0, "p99_ms": 61.5, "requests_per_s": 90.0, "errors": 2, "requests": 50}
     assert settings.violations(figures) == [
         "p99 61.5 ms > objective 50 ms",
         "90.0 req/s < objective 100 req/s",
         "2 errors > allowed 1",
     ]
-    assert LoadSettings(max_p99_ms=50).violations({"errors": 3, "requests": 3}) == [
+    assert LoadTestConfig(max_p99_ms=50).violations({"errors": 3, "requests": 3}) == [
         "p99 none answered > objective 50 ms",
         "3 errors > allowed 0",
     ]

@@ -8,10 +8,9 @@ import sys
 import pytest
 
 from components.promote import __main__ as cli
-from components.promote.promote import PromotionResult, render_report, task_of_model
+from components.promote.run import PromotionResult, render_report
 from components.serving.checks import CheckResult
-from trainer.config import ConfigError, PromoteConfig
-from trainer.tasks import TaskError
+from trainer.config import STAGES, ConfigError, PromoteConfig
 
 CHECKS = (
     CheckResult("health", True, "version 3 AVAILABLE", {"version": 3}),
@@ -47,27 +46,19 @@ def test_report_shows_the_version_the_checks_and_where_it_came_from():
     assert "nothing was changed" in render_report(result(no_op=True))
 
 
-def test_task_of_model(tmp_path):
-    assert task_of_model(str(tmp_path)).name == "classification"  # no training.json: a model from before tasks
-    (tmp_path / "training.json").write_text(json.dumps({"steps": 10}))
-    assert task_of_model(str(tmp_path)).name == "classification"  # no "task" key: the same
-    (tmp_path / "training.json").write_text(json.dumps({"task": "classification"}))
-    assert task_of_model(str(tmp_path)).name == "classification"
-    (tmp_path / "training.json").write_text(json.dumps({"task": "segmentation"}))
-    with pytest.raises(TaskError, match="unknown task 'segmentation'"):
-        task_of_model(str(tmp_path))
-    assert task_of_model(str(tmp_path), configured="classification").name == "classification"
-
-
 def test_config_fields_and_validation():
     with pytest.raises(ConfigError, match="promote.task: expected one of"):
         PromoteConfig(task="segmentation")
+    with pytest.raises(ConfigError, match=r"promote.target: expected a serving target, one of \['kubernetes', 'local"):
+        PromoteConfig(target="kserv")
+    with pytest.raises(ConfigError, match=r"promote.stage: expected one of \['demo', 'staging', 'prod'\], got 'qa'"):
+        PromoteConfig(stage="qa")
     with pytest.raises(ConfigError, match="promote.load_test.max_requests: must be >= 1"):
         PromoteConfig(load_test={"max_requests": 0})
     with pytest.raises(ConfigError, match="promote.load_test.max_p99_ms: must be > 0"):
         PromoteConfig(load_test={"max_p99_ms": 0})
     # Per-stage defaults: demo minimal, staging prod's profile scaled down, prod prod's; local loose.
-    kube = {s: PromoteConfig(stage=s, target="kubernetes").effective_load_test() for s in ("demo", "staging", "prod")}
+    kube = {s: PromoteConfig(stage=s, target="kubernetes").effective_load_test() for s in STAGES}
     assert kube["demo"].clients < kube["staging"].clients < kube["prod"].clients
     assert kube["demo"].max_requests < kube["staging"].max_requests < kube["prod"].max_requests
     assert kube["staging"].max_p99_ms == kube["prod"].max_p99_ms and kube["prod"].max_p99_ms <= 300

@@ -83,11 +83,11 @@ def test_record_current_history_and_retire(tmp_path):
     history = stages.read_history(root, "prod", "clf")
     assert [e.action for e in history] == ["promote", "promote", "rollback"]
     assert history[0].checks == health and history[0].checks_passed and not history[2].checks_passed
-    # On disk: the contract's keys (docs/CONTRACTS.md), and the mapping view reads the same JSON.
+    # On disk: the contract's keys (docs/CONTRACTS.md), which to_dict writes.
     first = json.loads((tmp_path / "stages/prod/records/clf/history.jsonl").read_text().splitlines()[0])
     assert set(first) == {"version", "model_uri", "model_name", "run", "time", "action", "checks", "metrics"}
     assert first["checks"] == {"health": {"passed": True, "detail": "version 1 AVAILABLE", "figures": {"version": 1}}}
-    assert dict(history[0]) == first and history[0]["metrics"] == {"accuracy": 0.9}
+    assert history[0].to_dict() == first and history[0].metrics == {"accuracy": 0.9}
     # A retired number is never reused: version numbers only grow.
     assert stages.publish(fake_saved_model(tmp_path / "c", b"C"), root, "prod", "clf") == 3
     assert json.loads((tmp_path / "stages/prod/published.json").read_text())["clf"]["3"]["source"].endswith("c")
@@ -97,67 +97,21 @@ def test_record_current_history_and_retire(tmp_path):
         entry("deploy", 1, "", "r")
 
 
-# Files in the form the code before the typed records wrote them (its record() calls' keys and shapes).
-OLD_HISTORY = (
-    '{"accuracy": 0.9375, "action": "promote", "checks": {"bad_requests": {"detail": "6 bad requests answered with '
-    'errors", "passed": true}, "health": {"detail": "version 1 AVAILABLE", "passed": true}, "metadata": {"detail": '
-    '"signatures [\'serving_default\', \'serving_tensors\']; 10 classes", "passed": true}, "predict_schema": '
-    '{"detail": "row and columnar responses have the expected schema", "passed": true}, "prediction": {"detail": '
-    '"15/16 right (0.94 >= 0.50)", "passed": true}}, "metrics": {"accuracy": 0.91, "loss": 0.31}, "model_name": '
-    '"classifier", "model_uri": "/runs/train/model", "previous_version": null, "run": "end-to-end-1", "sha256": '
-    '"ab12", "target": "local", "time": "2025-06-01T10:00:00+00:00", "version": 1}\n'
-    '{"action": "rollback", "checks": {}, "failed_version": 1, "metrics": {}, "model_name": "classifier", '
-    '"model_uri": "", "reason": "SmokeTestError: ...", "run": "end-to-end-2", "time": "2025-06-02T10:00:00+00:00", '
-    '"version": null}\n'
+FUTURE_LINE = (
     '{"action": "promote", "checks": {"health": {"detail": "version 2 AVAILABLE", "passed": true}}, "metrics": {}, '
-    '"model_name": "classifier", "model_uri": "/runs/x", "run": "promote-3", "source_stage": "demo", '
+    '"model_name": "clf", "model_uri": "/runs/x", "run": "promote-3", "source_stage": "demo", '
     '"source_version": 4, "time": "2025-06-03T10:00:00+00:00", "version": 2, "some_future_key": [1, 2]}\n'
 )
-OLD_CURRENT = """{
- "action": "rollback",
- "checks": {"health": {"detail": "version 1 AVAILABLE", "passed": true}},
- "failed_version": 2,
- "metrics": {"accuracy": 0.9},
- "model_name": "clf",
- "model_uri": "/m/a",
- "reason": "SmokeTestError: prediction failed",
- "run": "run-2",
- "sha256": null,
- "time": "2025-06-01T10:00:00+00:00",
- "verified": true,
- "version": 1
-}"""
-OLD_EXAMPLES = '[{"b64": "iVBORw0K", "label": 3}, {"b64": "AAEC", "label": 7}]'
 
 
-def test_files_written_before_the_typed_records_still_load(tmp_path):
-    folder = tmp_path / "stages" / "demo"
+def test_keys_this_code_does_not_know_survive_a_rewrite(tmp_path):
+    folder = tmp_path / "stages" / "staging" / "records" / "clf"
     folder.mkdir(parents=True)
-    (folder / "history.jsonl").write_text(OLD_HISTORY)
-    (folder / "current.json").write_text(OLD_CURRENT)
-    (folder / "smoke_examples.json").write_text(OLD_EXAMPLES)
-    root = str(tmp_path / "stages")
-
-    # The old history's lines are the model's they name; the old current.json names "clf".
-    first, failed, moved = stages.read_history(root, "demo", "classifier")
-    assert first.version == 1 and first.accuracy == 0.9375 and first.metrics == {"accuracy": 0.91, "loss": 0.31}
-    assert [c.name for c in first.checks] == ["bad_requests", "health", "metadata", "predict_schema", "prediction"]
-    assert first.checks_passed
-    assert failed.version is None and failed.failed_version == 1 and failed.model_uri == ""
-    assert moved.source_stage == "demo" and moved.source_version == 4
-    assert moved.extra == {"some_future_key": [1, 2]} and moved["some_future_key"] == [1, 2]
-    # Unknown keys survive a rewrite.
+    (folder / "history.jsonl").write_text(FUTURE_LINE)
+    (moved,) = stages.read_history(str(tmp_path / "stages"), "staging", "clf")
+    assert moved.source_stage == "demo" and moved.source_version == 4 and moved.checks_passed
+    assert moved.extra == {"some_future_key": [1, 2]}
     assert stages.StageEntry.from_json(moved.to_json()) == moved
-
-    current = stages.read_current(root, "demo", "clf")
-    assert current.action == "rollback" and current.version == 1 and current.verified is True
-    assert current.sha256 is None and current.metrics == {"accuracy": 0.9}
-    assert current.get("metrics") == {"accuracy": 0.9}  # what the evaluation gate reads
-
-    examples = stages.load_examples(root, "demo", "clf")  # the old current.json's model's
-    assert examples.task == "classification"
-    assert [e.expected for e in examples.examples] == [3, 7]
-    assert examples.examples[1].image == bytes([0, 1, 2])
 
 
 def test_known_examples_round_trip_with_their_task(tmp_path):
@@ -196,53 +150,6 @@ def test_records_are_kept_per_model_name(tmp_path):
     assert not (tmp_path / "stages/demo/current.json").exists()  # no stage-level record any more
     with pytest.raises(ValueError, match="needs model_name"):
         stages.record(root, "demo", stages.StageEntry("promote", 3, "/m", "run-6"))
-
-
-# A store as the one-model code wrote it: stage-level records of "classifier", literally.
-LEGACY_CURRENT = (
-    '{"action": "promote", "checks": {"health": {"detail": "version 2 AVAILABLE", "passed": true}}, "metrics": '
-    '{"accuracy": 0.92}, "model_name": "classifier", "model_uri": "/runs/b", "run": "run-2", "sha256": "cd34", '
-    '"time": "2025-07-02T10:00:00+00:00", "version": 2}'
-)
-LEGACY_HISTORY = (
-    '{"action": "promote", "checks": {}, "metrics": {"accuracy": 0.9}, "model_name": "classifier", "model_uri": '
-    '"/runs/a", "run": "run-1", "time": "2025-07-01T10:00:00+00:00", "version": 1}\n' + LEGACY_CURRENT + "\n"
-)
-
-
-def test_a_one_model_store_loads_as_that_models_records_and_carries_on(tmp_path):
-    folder = tmp_path / "stages" / "prod"
-    folder.mkdir(parents=True)
-    (folder / "current.json").write_text(LEGACY_CURRENT)
-    (folder / "history.jsonl").write_text(LEGACY_HISTORY)
-    (folder / "smoke_examples.json").write_text(OLD_EXAMPLES)
-    root = str(tmp_path / "stages")
-
-    assert stages.read_current(root, "prod", "classifier").metrics == {"accuracy": 0.92}
-    assert stages.read_current(root, "prod", "detector") is None  # the old records are the classifier's only
-    assert [e.version for e in stages.read_history(root, "prod", "classifier")] == [1, 2]
-    assert stages.read_history(root, "prod", "detector") == []
-    assert [e.expected for e in stages.load_examples(root, "prod", "classifier").examples] == [3, 7]
-    with pytest.raises(FileNotFoundError):
-        stages.load_examples(root, "prod", "detector")
-    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"classifier": 2}
-
-    # A detector added next to it; then the classifier's next record continues its old history.
-    stages.record(root, "prod", entry("promote", 1, "/m/det", "run-3", model_name="detector"))
-    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"classifier": 2, "detector": 1}
-    stages.record(root, "prod", entry("promote", 3, "/runs/c", "run-4", {"accuracy": 0.95}, model_name="classifier"))
-    assert [e.run for e in stages.read_history(root, "prod", "classifier")] == ["run-1", "run-2", "run-4"]
-    assert stages.read_current(root, "prod", "classifier").version == 3
-    assert (folder / "records/classifier/history.jsonl").read_text().startswith(LEGACY_HISTORY)
-
-
-def test_an_old_record_without_a_model_name_is_the_default_classifiers(tmp_path):
-    folder = tmp_path / "stages" / "demo"
-    folder.mkdir(parents=True)
-    (folder / "current.json").write_text('{"action": "promote", "version": 1, "run": "r", "model_uri": "/m"}')
-    root = str(tmp_path / "stages")
-    assert stages.read_current(root, "demo", "classifier").version == 1
-    assert list(stages.served_models(root, "demo")) == ["classifier"]
 
 
 def test_the_gates_baseline_is_prods_model_of_the_same_name(tmp_path):

@@ -6,8 +6,9 @@ For each stage that serves a model (its ``current.json`` in the stage registry):
    the stage's alerts (``components.monitor.rules``): error ratio, p99 latency, targets up,
    SavedModel load failures.
 2. The API regression and prediction checks (``components.serving.checks``: health, metadata,
-   response schema, bad requests, known predictions; no load test) are sent to the stage, with
-   the known images the registry kept at its promotion.
+   response schema, bad requests, known predictions; no load test) are sent to the stage where
+   its serving target (``components.serving.targets``) says it answers, with the known images
+   the registry kept at its promotion.
 
 The result is a :class:`MonitorReport` (a Markdown table and flat metrics); a stage that misses
 an objective or fails a check is broken. Standard library only (urllib) besides the checks.
@@ -15,23 +16,21 @@ an objective or fails a check is broken. Standard library only (urllib) besides 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import math
 import operator
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from components.monitor import rules
 from components.serving import stages
-from components.serving.checks import CheckResult, SmokeTestError, run_checks
-from trainer import storage
+from components.serving.checks import CheckResult, ServingChecksError, run_checks
+from components.serving.targets import ServingTarget, get_target
 from trainer.config import MonitorConfig
 from trainer.tasks import get_task
 
@@ -182,32 +181,12 @@ def check_objectives(prometheus_url: str, stage: str, window: str, timeout_s: fl
     return results
 
 
-@contextlib.contextmanager
-def _stage_url(config: MonitorConfig, stage: str) -> Iterator[str]:
-    """The stage's REST base URL: a loopback server from the registry (local), or its Service."""
-    if config.target == "kubernetes":
-        from components.serving import deploy  # the Kubernetes side, only for this target
-
-        yield deploy.service_url(deploy.render_stage(stage))
-        return
-    from components.serving.server import ModelServer
-
-    base = stages.model_base_path(config.stages_root, stage, config.model_name)
-    with contextlib.ExitStack() as stack:
-        if storage.is_gcs(base):
-            versions = stages.list_versions(config.stages_root, stage, config.model_name)
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="monitor-"))
-            storage.copy_tree(storage.join(base, str(versions[-1])), f"{tmp}/{versions[-1]}")
-            base = tmp
-        yield stack.enter_context(ModelServer(base, config.model_name)).url
-
-
-def _checks(config: MonitorConfig, stage: str, version: int) -> tuple[CheckResult, ...]:
+def _checks(config: MonitorConfig, target: ServingTarget, stage: str, version: int) -> tuple[CheckResult, ...]:
     examples = stages.load_examples(config.stages_root, stage, config.model_name)
-    with _stage_url(config, stage) as url:
+    with target.endpoints(config.stages_root, stage, {config.model_name: version}) as endpoints:
         try:
             report = run_checks(
-                url,
+                endpoints.url(config.model_name),
                 config.model_name,
                 examples.examples,
                 config.min_smoke_accuracy,
@@ -216,13 +195,17 @@ def _checks(config: MonitorConfig, stage: str, version: int) -> tuple[CheckResul
                 timeout_s=config.timeout_s,
                 load=None,  # the objectives come from the traffic Prometheus saw, not a new load
             )
-        except SmokeTestError as err:
+        except ServingChecksError as err:
             return err.report.checks
     return report.checks
 
 
-def monitor(config: MonitorConfig) -> MonitorReport:
+def monitor(config: MonitorConfig, target: Optional[ServingTarget] = None) -> MonitorReport:
     """Watch every stage of ``config.stages`` once (see the module docstring).
+
+    Args:
+        config: what to watch and how.
+        target: where the stages serve; None: ``get_target(config.target)``.
 
     Raises:
         TypeError: ``config`` is not a MonitorConfig.
@@ -230,6 +213,7 @@ def monitor(config: MonitorConfig) -> MonitorReport:
     """
     if not isinstance(config, MonitorConfig):
         raise TypeError(f"config must be a MonitorConfig, got {type(config).__name__}")
+    target = get_target(config.target) if target is None else target
     statuses = []
     for stage in config.stages:
         current = stages.read_current(config.stages_root, stage, config.model_name)
@@ -238,7 +222,7 @@ def monitor(config: MonitorConfig) -> MonitorReport:
             statuses.append(StageStatus(stage, None))
             continue
         objectives = check_objectives(config.prometheus_url, stage, config.window, config.timeout_s)
-        checks = _checks(config, stage, current.version)
+        checks = _checks(config, target, stage, current.version)
         statuses.append(StageStatus(stage, current.version, tuple(objectives), checks))
     return MonitorReport(tuple(statuses), config.window)
 

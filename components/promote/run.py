@@ -1,7 +1,8 @@
-"""Promotion of a model to a serving stage, and rollback (DESIGN.md section 5, issue 6).
+"""Promotion of a model to a serving stage, and rollback (docs/promotion.md).
 
-``promote``: publish the SavedModel to the stage as a new version -> serve it (a loopback model
-server for target ``local``; the stage's Kubernetes rollout for ``kubernetes``) -> serving checks
+``promote``: publish the SavedModel to the stage as a new version -> serve it on the configured
+serving target (``components.serving.targets``: a loopback model server for ``local``, the
+stage's Kubernetes rollout for ``kubernetes``) -> serving checks
 (``components.serving.checks``) -> on any failure retire the new version, verify the previous one
 serves, record the rollback and raise -> else record the promotion. Re-running for the model the
 stage already serves is a no-op.
@@ -16,18 +17,14 @@ records alone.
 ``rollback``: take the stage's newest version out of service and verify the one before it.
 
 The checks ask the model's task (``PromoteConfig.task``, else the model folder's
-``training.json``, else the stage's known examples, else classification). The Kubernetes side
-(``components.serving.deploy``) is imported only for that target.
+``training.json``, else the stage's known examples, else classification).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from components.serving import stages
@@ -35,8 +32,7 @@ from components.serving.checks import (
     CheckResult,
     ChecksReport,
     KnownExample,
-    LoadSettings,
-    SmokeTestError,
+    ServingChecksError,
     check_health,
     checks_from_dict,
     checks_to_dict,
@@ -44,14 +40,14 @@ from components.serving.checks import (
 )
 from components.serving.load import LoadTestRecord
 from components.serving.stages import StageEntry, StageExamples
+from components.serving.targets import Endpoints, ServingTarget, get_target
 from trainer import storage
 from trainer.config import PromoteConfig
-from trainer.tasks import DEFAULT_TASK, Task, get_task
+from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)
 
-SMOKE_SPLIT = "test"
-TRAINING_SUMMARY = "training.json"
+CHECKS_SPLIT = "test"
 
 
 class PromotionError(RuntimeError):
@@ -69,7 +65,7 @@ class PromotionResult:
         previous_version: the version it served before (the one a rollback left).
         no_op: the stage already served this model; nothing changed.
         model_uri: the model the served version came from.
-        target: ``local`` or ``kubernetes``.
+        target: the serving target's name (``components.serving.targets``).
         checks: the serving checks of the version now served.
         accuracy: the share of known examples the prediction check got right.
         metrics: the evaluation metrics recorded with the version.
@@ -139,22 +135,7 @@ def saved_model_dir_of(model_dir: str) -> str:
     )
 
 
-def task_of_model(model_dir: str, configured: Optional[str] = None) -> Task:
-    """The task of a model: ``configured`` if given, else ``training.json``'s ``task``, else classification.
-
-    Model folders written before tasks existed have no ``task`` in their ``training.json`` (a bare
-    SavedModel folder has no ``training.json`` at all): they are classifiers.
-    """
-    if configured is not None:
-        return get_task(configured)
-    try:
-        summary = json.loads(storage.read_bytes(storage.join(model_dir, TRAINING_SUMMARY)))
-    except FileNotFoundError:
-        return get_task(DEFAULT_TASK)
-    return get_task(summary.get("task") if isinstance(summary, dict) else None)
-
-
-def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: str = SMOKE_SPLIT) -> StageExamples:
+def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: str = CHECKS_SPLIT) -> StageExamples:
     """The first ``count`` known examples of a dataset split, as the task reads them.
 
     Raises:
@@ -164,74 +145,65 @@ def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: s
         KnownExample(image, expected) for image, expected in task.known_examples(dataset_dir, split, count)
     )
     if not examples:
-        raise ValueError(f"no labelled examples in the {split!r} split of {dataset_dir} for the smoke tests")
+        raise ValueError(f"no labelled examples in the {split!r} split of {dataset_dir} for the serving checks")
     return StageExamples(task=task.name, examples=examples)
 
 
-@contextlib.contextmanager
-def _local_server(stages_root: str, stage: str, model_name: str) -> Iterator[Any]:
-    """Serve every model of a stage, each at its newest version in service, on loopback.
-
-    The models are the stage's registry (``stages.served_models``) and ``model_name``, whose
-    record is written only after its checks. A stage on GCS is downloaded first.
-    """
-    from components.serving.server import ModelServer
-
-    names = sorted({*stages.served_models(stages_root, stage), model_name})
-    with contextlib.ExitStack() as stack:
-        models = []
-        for name in names:
-            base = stages.model_base_path(stages_root, stage, name)
-            if storage.is_gcs(base):
-                versions = stages.list_versions(stages_root, stage, name)
-                if not versions:
-                    raise FileNotFoundError(f"no version of {name} in service under {base}")
-                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"stage-{name}-"))
-                storage.copy_tree(storage.join(base, str(versions[-1])), f"{tmp}/{versions[-1]}")
-                base = tmp
-            models.append((name, base))
-        yield stack.enter_context(ModelServer(models))
+def _stage_models(config: PromoteConfig, version: Optional[int]) -> dict[str, int]:
+    """What the stage is to serve: its registry's other models, and this one at ``version`` (None: not it)."""
+    served = stages.served_models(config.stages_root, config.stage)
+    models = {name: entry.version for name, entry in served.items() if name != config.model_name}
+    if version is not None:
+        models[config.model_name] = version
+    return dict(sorted(models.items()))
 
 
-def _with_stage_models(report: ChecksReport, url: str, config: PromoteConfig, timeout_s: float) -> ChecksReport:
+def _with_stage_models(
+    report: ChecksReport, endpoints: Endpoints, config: PromoteConfig, timeout_s: float
+) -> ChecksReport:
     """Adds the ``stage_models`` check: the stage's other models answer at the versions it serves them.
 
     Without other models the report is returned as it is.
 
     Raises:
-        SmokeTestError: one of the other models is not AVAILABLE at its recorded version.
+        ServingChecksError: one of the other models is not AVAILABLE at its recorded version.
     """
-    served = stages.served_models(config.stages_root, config.stage)
-    others = {name: entry.version for name, entry in served.items() if name != config.model_name}
+    others = _stage_models(config, None)
     if not others:
         return report
-    health = {name: check_health(url, name, version, timeout_s) for name, version in others.items()}
+    health = {name: check_health(endpoints.url(name), name, version, timeout_s) for name, version in others.items()}
     failed = [f"{name}: {result.detail}" for name, result in health.items() if not result.passed]
     detail = "; ".join(failed) if failed else "also serves " + ", ".join(f"{n} version {v}" for n, v in others.items())
     check = CheckResult("stage_models", not failed, detail, {"models": len(others)})
     report = dataclasses.replace(report, checks=(*report.checks, check))
     if failed:
-        raise SmokeTestError(
+        raise ServingChecksError(
             f"the stage's other models do not all answer after serving {config.model_name}: {detail}", report
         )
     return report
 
 
 def _serve_and_check(
-    config: PromoteConfig, version: int, examples: StageExamples, rollback: bool = False
+    config: PromoteConfig,
+    target: ServingTarget,
+    version: int,
+    examples: StageExamples,
+    rollback: bool = False,
 ) -> ChecksReport:
-    """Make the stage serve ``version`` (its newest in service) and run the serving checks on it."""
-    profile = config.effective_load_test()
+    """Make the stage serve ``version`` (its newest in service) on ``target`` and run the serving checks on it."""
+    load = config.effective_load_test()
     if rollback:
         # The version returned to met its objectives when it was promoted; now it must answer
-        # (smoke checks, the bounded load without errors). Holding it to latency objectives the
+        # (the API checks, the bounded load without errors). Holding it to latency objectives the
         # failed version missed could leave the stage with nothing verified to serve.
-        profile = profile.replace(max_p50_ms=None, max_p95_ms=None, max_p99_ms=None, min_requests_per_s=None)
-    load = LoadSettings(**profile.to_dict())
-
-    def check(url: str, timeout_s: float) -> ChecksReport:
+        load = load.replace(max_p50_ms=None, max_p95_ms=None, max_p99_ms=None, min_requests_per_s=None)
+    models = _stage_models(config, version)
+    act = target.restore if rollback else target.serve
+    act(config.stages_root, config.stage, models, config.model_name, config.rollout_timeout_s)
+    timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
+    with target.endpoints(config.stages_root, config.stage, models) as endpoints:
         report = run_checks(
-            url,
+            endpoints.url(config.model_name),
             config.model_name,
             examples.examples,
             config.min_smoke_accuracy,
@@ -240,24 +212,7 @@ def _serve_and_check(
             timeout_s=timeout_s,
             load=load,
         )
-        return _with_stage_models(report, url, config, timeout_s)
-
-    if config.target == "local":
-        with _local_server(config.stages_root, config.stage, config.model_name) as server:
-            return check(server.url, 60.0)
-    from components.serving import deploy as kube  # the Kubernetes client, only for this target
-
-    args = (config.stage, config.stages_root, config.model_name, version, config.rollout_timeout_s)
-    url = kube.rollback_stage(*args) if rollback else kube.deploy_stage(*args)
-    return check(url, config.rollout_timeout_s)
-
-
-def _check_target(config: PromoteConfig) -> None:
-    if config.target == "kubernetes" and not storage.is_gcs(config.stages_root):
-        raise ValueError(
-            f"target kubernetes needs stages_root on GCS (gs://bucket/prefix) so that TensorFlow Serving "
-            f"in the cluster can load the model; got {config.stages_root!r}"
-        )
+        return _with_stage_models(report, endpoints, config, timeout_s)
 
 
 def _float_metrics(metrics: Optional[Mapping[str, Any]]) -> dict[str, float]:
@@ -268,7 +223,7 @@ def _evaluation_metrics(task: Task, saved_model_dir: str, dataset_dir: str) -> d
     # The gate compares a candidate's test-split metrics with prod's recorded ones: record the same.
     from trainer.config import EvaluateConfig
 
-    return _float_metrics(task.evaluate(saved_model_dir, dataset_dir, EvaluateConfig(split=SMOKE_SPLIT)).metrics)
+    return _float_metrics(task.evaluate(saved_model_dir, dataset_dir, EvaluateConfig(split=CHECKS_SPLIT)).metrics)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,6 +247,7 @@ def promote(
     config: PromoteConfig,
     run_id: str,
     metrics: Optional[Mapping[str, Any]] = None,
+    target: Optional[ServingTarget] = None,
 ) -> PromotionResult:
     """Promote a model to ``config.stage``; on any failed check roll back and raise.
 
@@ -302,6 +258,7 @@ def promote(
         run_id: the run that promotes (recorded in the history).
         metrics: the model's evaluation metrics to record (prod's are the gate's baseline);
             None scores the SavedModel on the dataset's test split.
+        target: where the stage serves; None: ``get_target(config.target)``.
 
     Returns:
         What was done (``no_op`` when the stage already served this model).
@@ -313,7 +270,7 @@ def promote(
     if not isinstance(config, PromoteConfig):
         raise TypeError(f"config must be a PromoteConfig, got {type(config).__name__}")
     saved_model = saved_model_dir_of(model_dir)
-    task = task_of_model(model_dir, config.task)
+    task = get_task(config.task) if config.task is not None else task_of_model(model_dir)
     candidate = _Candidate(
         saved_model,
         model_dir,
@@ -322,7 +279,7 @@ def promote(
             _float_metrics(metrics) if metrics is not None else _evaluation_metrics(task, saved_model, dataset_dir)
         ),
     )
-    return _promote(candidate, config, run_id)
+    return _promote(candidate, config, run_id, target)
 
 
 def _passing_version(
@@ -354,7 +311,11 @@ def _passing_version(
 
 
 def promote_version(
-    config: PromoteConfig, source_stage: str, run_id: str, version: Optional[int] = None
+    config: PromoteConfig,
+    source_stage: str,
+    run_id: str,
+    version: Optional[int] = None,
+    target: Optional[ServingTarget] = None,
 ) -> PromotionResult:
     """Promote a version that passed one stage to the next stage (demo -> staging -> prod).
 
@@ -367,6 +328,7 @@ def promote_version(
         run_id: the run that promotes.
         version: the source stage's version to promote; None takes the one it serves now. Either
             way it must be the version the source stage serves now, having passed its checks.
+        target: where the stage serves; None: ``get_target(config.target)``.
 
     Returns:
         What was done, with ``source_stage`` and ``source_version``.
@@ -391,12 +353,21 @@ def promote_version(
         source_stage=source_stage,
         source_version=version,
     )
-    return _promote(candidate, config, run_id)
+    return _promote(candidate, config, run_id, target)
 
 
-def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str) -> PromotionResult:
+def _target_of(config: PromoteConfig, target: Optional[ServingTarget]) -> ServingTarget:
+    """``target``, else the configured one; checked to serve from the stage store."""
+    target = get_target(config.target) if target is None else target
+    target.check(config.stages_root)
+    return target
+
+
+def _promote(
+    candidate: _Candidate, config: PromoteConfig, run_id: str, target: Optional[ServingTarget]
+) -> PromotionResult:
     root, stage, name = config.stages_root, config.stage, config.model_name
-    _check_target(config)
+    target = _target_of(config, target)
     sha = storage.tree_sha256(candidate.saved_model)
     in_service = stages.list_versions(root, stage, name)
     already = _already_served(config, candidate, sha, in_service)
@@ -409,10 +380,10 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str) -> Promo
     version = stages.publish(candidate.saved_model, root, stage, name)
     stages.save_examples(root, stage, name, examples)
     try:
-        report = _serve_and_check(config, version, examples)
+        report = _serve_and_check(config, target, version, examples)
     except Exception as err:
         # Any failure (a check, the rollout, the server not starting) takes the version out of service.
-        raise _failed(config, candidate, version, run_id, examples, err) from err
+        raise _failed(config, target, candidate, version, run_id, examples, err) from err
     entry = stages.record(
         root,
         stage,
@@ -474,13 +445,19 @@ def _already_served(
 
 
 def _failed(
-    config: PromoteConfig, candidate: _Candidate, version: int, run_id: str, examples: StageExamples, err: Exception
+    config: PromoteConfig,
+    target: ServingTarget,
+    candidate: _Candidate,
+    version: int,
+    run_id: str,
+    examples: StageExamples,
+    err: Exception,
 ) -> PromotionError:
     """Rolls the stage back after a failed promotion; returns the error to raise."""
     reason = f"{type(err).__name__}: {err}"
     log.error("promotion of version %d to %s failed: %s; rolling back", version, config.stage, reason)
-    failed_load = err.report.load_test if isinstance(err, SmokeTestError) else None
-    back = _roll_back(config, version, run_id, reason, examples, failed_load)
+    failed_load = err.report.load_test if isinstance(err, ServingChecksError) else None
+    back = _roll_back(config, target, version, run_id, reason, examples, failed_load)
     served = f"version {back.version} (verified)" if back.version is not None else "nothing"
     return PromotionError(
         f"promotion of {candidate.model_uri} to {config.stage} as version {version} failed: {reason}. Rolled back: "
@@ -490,6 +467,7 @@ def _failed(
 
 def _roll_back(
     config: PromoteConfig,
+    target: ServingTarget,
     version: int,
     run_id: str,
     reason: str,
@@ -500,87 +478,63 @@ def _roll_back(
     root, stage, name = config.stages_root, config.stage, config.model_name
     stages.retire(root, stage, name, version)
     remaining = stages.list_versions(root, stage, name)
+    entry = _rollback_entry(config, version, run_id, reason, failed_load, remaining[-1] if remaining else None)
     if not remaining:
-        # Nothing was served before: the stage serves nothing of this model, and says so in its history.
-        if config.target == "kubernetes":
-            _redeploy_without(config)
-        return stages.record(
-            root,
-            stage,
-            StageEntry(
-                action="rollback",
-                version=None,
-                model_uri="",
-                run=run_id,
-                model_name=name,
-                reason=reason,
-                failed_version=version,
-                target=config.target,
-                failed_load_test=failed_load,
-            ),
-        )
-    target_version = remaining[-1]
-    earlier = stages.last_entry_for_version(root, stage, name, target_version)
-    entry = StageEntry(
-        action="rollback",
-        version=target_version,
-        model_uri=earlier.model_uri if earlier else "",
-        run=run_id,
-        model_name=name,
-        metrics=earlier.metrics if earlier else {},
-        sha256=earlier.sha256 if earlier else None,
-        previous_version=version,
-        target=config.target,
-        reason=reason,
-        failed_version=version,
-        failed_load_test=failed_load,
-    )
+        # Nothing was served before: the stage serves its other models only, and says so in its history.
+        target.restore(root, stage, _stage_models(config, None), name, config.rollout_timeout_s)
+        return stages.record(root, stage, entry)
     try:
-        report = _serve_and_check(config, target_version, examples, rollback=True)
+        report = _serve_and_check(config, target, remaining[-1], examples, rollback=True)
     except Exception as err:
-        failed_checks = err.report.checks if isinstance(err, SmokeTestError) else ()
-        failed_report = err.report if isinstance(err, SmokeTestError) else None
+        failed = err.report if isinstance(err, ServingChecksError) else None
         stages.record(
             root,
             stage,
             dataclasses.replace(
                 entry,
-                checks=failed_checks,
+                checks=failed.checks if failed else (),
                 verified=False,
-                load_test=failed_report.load_test if failed_report else None,
+                load_test=failed.load_test if failed else None,
             ),
         )
         raise PromotionError(
-            f"{stage}: rolled back from version {version} to {target_version}, but version {target_version} "
+            f"{stage}: rolled back from version {version} to {remaining[-1]}, but version {remaining[-1]} "
             f"fails its checks too: {err}. The stage needs attention."
         ) from err
-    return stages.record(
-        root,
-        stage,
-        dataclasses.replace(
-            entry, checks=report.checks, accuracy=report.accuracy, verified=True, load_test=report.load_test
-        ),
+    verified = dataclasses.replace(
+        entry, checks=report.checks, accuracy=report.accuracy, verified=True, load_test=report.load_test
+    )
+    return stages.record(root, stage, verified)
+
+
+def _rollback_entry(
+    config: PromoteConfig,
+    version: int,
+    run_id: str,
+    reason: str,
+    failed_load: Optional[LoadTestRecord],
+    back_to: Optional[int],
+) -> StageEntry:
+    """The history entry of rolling ``version`` back to ``back_to`` (None: to nothing), before its checks."""
+    root, stage, name = config.stages_root, config.stage, config.model_name
+    earlier = stages.last_entry_for_version(root, stage, name, back_to) if back_to is not None else None
+    return StageEntry(
+        action="rollback",
+        version=back_to,
+        model_uri=earlier.model_uri if earlier else "",
+        run=run_id,
+        model_name=name,
+        metrics=earlier.metrics if earlier else {},
+        sha256=earlier.sha256 if earlier else None,
+        previous_version=version if back_to is not None else None,
+        target=config.target,
+        reason=reason,
+        failed_version=version,
+        failed_load_test=failed_load,
     )
 
 
-def _redeploy_without(config: PromoteConfig) -> None:
-    """On Kubernetes, serve the stage's other models as before the failed first version of this one.
-
-    Their model config list (the registry, which does not list this model yet) is the one before
-    the failed deploy, so the Deployment returns to its old pod template.
-    """
-    served = stages.served_models(config.stages_root, config.stage)
-    others = {name: entry.version for name, entry in served.items() if name != config.model_name}
-    if not others:
-        log.warning("%s had no earlier version; the failed version was retired from the model path", config.stage)
-        return
-    from components.serving import deploy as kube  # the Kubernetes client, only for this target
-
-    first = next(iter(others))
-    kube.rollback_stage(config.stage, config.stages_root, first, others[first], config.rollout_timeout_s)
-
-
-def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
+def rollback(config: PromoteConfig, run_id: str, target: Optional[ServingTarget] = None) -> PromotionResult:
     """Return a stage's model to the version it served before its current one, verified by the serving checks.
 
     The stage's other models keep the versions they are served at.
@@ -588,6 +542,7 @@ def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
     Args:
         config: the stage, target, stages_root and model_name (the model rolled back).
         run_id: the run that rolls back (recorded in the history).
+        target: where the stage serves; None: ``get_target(config.target)``.
 
     Returns:
         What was done: ``version`` is the version served now, ``previous_version`` the one left.
@@ -597,7 +552,7 @@ def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
         PromotionError: the earlier version fails its checks.
     """
     root, stage, name = config.stages_root, config.stage, config.model_name
-    _check_target(config)
+    target = _target_of(config, target)
     in_service = stages.list_versions(root, stage, name)
     if len(in_service) < 2:
         raise ValueError(
@@ -607,7 +562,7 @@ def rollback(config: PromoteConfig, run_id: str) -> PromotionResult:
     examples = stages.load_examples(root, stage, name)
     if config.task is not None:
         examples = dataclasses.replace(examples, task=get_task(config.task).name)
-    back = _roll_back(config, in_service[-1], run_id, "rollback requested", examples)
+    back = _roll_back(config, target, in_service[-1], run_id, "rollback requested", examples)
     return _result_of(back, stage, no_op=False)
 
 
@@ -624,7 +579,7 @@ def render_report(result: PromotionResult) -> str:
     if result.source_stage is not None:
         lines.append(f"- from: {result.source_stage} version {result.source_version}")
     if result.accuracy is not None:
-        lines.append(f"- smoke accuracy on known test images: {result.accuracy:.3f}")
+        lines.append(f"- accuracy on known test images: {result.accuracy:.3f}")
     if result.metrics:
         lines.append("- recorded metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(result.metrics.items())))
     if result.load_test is not None:
