@@ -191,7 +191,7 @@ def _serve_and_check(
     rollback: bool = False,
 ) -> ChecksReport:
     """Make the stage serve ``version`` (its newest in service) on ``target`` and run the serving checks on it."""
-    load = config.effective_load_test()
+    load = config.effective_load_test(target.load_profile)
     if rollback:
         # The version returned to met its objectives when it was promoted; now it must answer
         # (the API checks, the bounded load without errors). Holding it to latency objectives the

@@ -49,7 +49,7 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     assert names == ["health", "metadata", "predict_schema", "bad_requests", "prediction", "load"]
     assert all(c.passed for c in result.checks)
     load = result.check("load")
-    profile = cfg.effective_load_test()
+    profile = cfg.effective_load_test("loopback")
     assert 1 <= load.figures["requests"] <= profile.max_requests and load.figures["errors"] == 0
     current = stages.read_current(cfg.stages_root, "prod", "clf")
     # The load test's p50/p95/p99, rate and errors, and prod's objectives, are a typed history record.

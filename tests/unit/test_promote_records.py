@@ -49,8 +49,8 @@ def test_report_shows_the_version_the_checks_and_where_it_came_from():
 def test_config_fields_and_validation():
     with pytest.raises(ConfigError, match="promote.task: expected one of"):
         PromoteConfig(task="segmentation")
-    with pytest.raises(ConfigError, match=r"promote.target: expected a serving target, one of \['kubernetes', 'local"):
-        PromoteConfig(target="kserv")
+    with pytest.raises(ConfigError, match=r"promote.target: expected a serving target's name"):
+        PromoteConfig(target="")
     with pytest.raises(ConfigError, match=r"promote.stage: expected one of \['demo', 'staging', 'prod'\], got 'qa'"):
         PromoteConfig(stage="qa")
     with pytest.raises(ConfigError, match="promote.load_test.max_requests: must be >= 1"):
@@ -58,14 +58,14 @@ def test_config_fields_and_validation():
     with pytest.raises(ConfigError, match="promote.load_test.max_p99_ms: must be > 0"):
         PromoteConfig(load_test={"max_p99_ms": 0})
     # Per-stage defaults: demo minimal, staging prod's profile scaled down, prod prod's; local loose.
-    kube = {s: PromoteConfig(stage=s, target="kubernetes").effective_load_test() for s in STAGES}
+    kube = {s: PromoteConfig(stage=s, target="kubernetes").effective_load_test("cluster") for s in STAGES}
     assert kube["demo"].clients < kube["staging"].clients < kube["prod"].clients
     assert kube["demo"].max_requests < kube["staging"].max_requests < kube["prod"].max_requests
     assert kube["staging"].max_p99_ms == kube["prod"].max_p99_ms and kube["prod"].max_p99_ms <= 300
-    local = PromoteConfig(stage="prod").effective_load_test()
+    local = PromoteConfig(stage="prod").effective_load_test("loopback")
     assert local.max_p99_ms >= 10 * kube["prod"].max_p99_ms and local.max_errors == 0
     mine = PromoteConfig(load_test={"clients": 3, "max_p99_ms": 12.5})
-    assert mine.effective_load_test().objectives() == {"max_p99_ms": 12.5, "max_errors": 0.0}
+    assert mine.effective_load_test("cluster").objectives() == {"max_p99_ms": 12.5, "max_errors": 0.0}
     assert PromoteConfig.from_yaml(mine.to_yaml()) == mine
 
 

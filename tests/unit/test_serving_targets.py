@@ -36,15 +36,17 @@ def test_every_target_has_a_default_load_test_for_every_stage():
     for name in target_names():
         for stage in STAGES:
             assert (target_class(name).load_profile, stage) in LOAD_TESTS
-    assert PromoteConfig(target="local", stage="prod").effective_load_test() == LOAD_TESTS[("loopback", "prod")]
-    assert PromoteConfig(target="kubernetes", stage="demo").effective_load_test() == LOAD_TESTS[("cluster", "demo")]
+    local, kube = target_class("local").load_profile, target_class("kubernetes").load_profile
+    assert PromoteConfig(target="local", stage="prod").effective_load_test(local) == LOAD_TESTS[("loopback", "prod")]
+    assert PromoteConfig(target="kubernetes", stage="demo").effective_load_test(kube) == LOAD_TESTS[("cluster", "demo")]
 
 
 def test_configs_name_a_registered_target():
-    with pytest.raises(
-        ConfigError, match=r"monitor.target: expected a serving target, one of \['kubernetes', 'local'\]"
-    ):
-        MonitorConfig(target="kserve")
+    # The config checks the name's form; the registry (asked when a step starts) which exist.
+    with pytest.raises(ConfigError, match=r"monitor.target: expected a serving target's name"):
+        MonitorConfig(target="Not A Name")
+    with pytest.raises(ValueError, match=r"unknown serving target 'kserve': expected one of \['kubernetes', 'local'\]"):
+        target_class(MonitorConfig(target="kserve").target)
     assert MonitorConfig(target="kubernetes").stages == STAGES
 
 
