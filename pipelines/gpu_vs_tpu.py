@@ -10,7 +10,7 @@ name and count; an empty name requests none). Locally (kfp.local) it runs on CPU
 Compiled by ``make compile`` to ``dist/pipelines/gpu_vs_tpu.yaml``. No TensorFlow here.
 
 It is a one-dimensional grid of the ``sweep`` pipeline's kind: its entries are the accelerator
-part of a grid cell (``components.benchmark.grid.AcceleratorEntry``), its fan-out is the grid's
+part of a grid cell (``components.sweep.grid.AcceleratorEntry``), its fan-out is the grid's
 (``pipelines.grid.fan_out``, the same compile-time ``SWEEP_PARALLELISM``), and its tables are
 written with the same Markdown table helper. Its measurement stays the notebook's (in-memory fit,
 first epoch excluded), and so do its two tables.
@@ -18,9 +18,9 @@ first epoch excluded), and so do its two tables.
 
 from kfp import dsl
 
-from components.benchmark.component import join_sweeps, training_sweep
-from components.benchmark.grid import AcceleratorEntry
 from components.convert.component import convert_to_tfrecords
+from components.sweep.component import join_sweeps, training_sweep
+from components.sweep.grid import AcceleratorEntry
 from pipelines import accelerators, grid
 
 NAME = "gpu_vs_tpu"

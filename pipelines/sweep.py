@@ -19,8 +19,8 @@ from typing import Optional
 
 from kfp import dsl
 
-from components.benchmark.component import join_training_grid, plan_training_grid, train_grid_cell
 from components.convert.component import convert_to_tfrecords
+from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
 from pipelines import accelerators, grid
 
 NAME = "sweep"

@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from components.benchmark import markdown
-from components.benchmark.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
-from components.benchmark.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
-from components.benchmark.grid_table import (
+from components.pricing import hourly_cost, load_price_table, parse_price_table
+from components.sweep import markdown
+from components.sweep.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
+from components.sweep.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
+from components.sweep.table import (
     GridRow,
     best_cells,
     build_rows,
@@ -20,7 +21,6 @@ from components.benchmark.grid_table import (
     render_grid_html,
     render_grid_markdown,
 )
-from components.benchmark.prices import hourly_cost, load_price_table, parse_price_table
 
 TPU = {"accelerator": "tpu-v3-8", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 8}
 DEFAULTS, CONTEXT = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)
@@ -261,7 +261,7 @@ The first (compiling) epoch is excluded from every figure.
 
 
 def test_gpu_vs_tpu_tables_render_as_before_through_the_shared_table_helper():
-    from components.benchmark.table import render_sweep_markdown
+    from components.sweep.notebook import render_sweep_markdown
 
     sweeps = [
         {

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from components.benchmark.grid import GridCell, GridError, as_int
+from components.sweep.grid import GridCell, GridError, as_int
 from trainer import storage
 
 log = logging.getLogger(__name__)
