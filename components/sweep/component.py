@@ -1,4 +1,4 @@
-"""KFP components: the experiment grid (plan, one cell, the tables) and the notebook's GPU-vs-TPU sweep.
+"""KFP components: the experiment grid (plan, one cell, the tables) and the notebook's GPU-vs-TPU sweep on it.
 
 Thin adapters over ``components.sweep.run`` (the step's logic) and the grid/cell/table modules.
 """
@@ -11,45 +11,48 @@ from components.images import project_component
 
 
 @project_component
-def training_sweep(
-    dataset: Input[Dataset],
-    accelerator: str = "cpu",
-    batch_sizes: list = [256, 512, 1024],  # noqa: B006 (a component default, never mutated)
-    epochs: int = 3,
-    steps_per_epoch: int = 0,
-    strategy: str = "auto",
-    model_name: str = "mnist_cnn",
-) -> dict:
-    """Trains the notebook's CNN at each batch size and times the epochs, first epoch excluded.
+def plan_notebook_sweep(
+    accelerators: list,
+    batch_sizes: list,
+    epochs: int,
+    steps_per_epoch: int,
+    model: str,
+) -> list:
+    """Checks the notebook's sweep and expands it into one grid cell per accelerator x batch size.
 
     Args:
-        dataset: the TFRecord dataset (its train split is decoded into memory, as in the notebook).
-        accelerator: the name this run is reported under (a preset: tpu-v2-8, gpu-1, cpu, ...).
-        batch_sizes: global batch sizes to sweep.
-        epochs: epochs per batch size (>= 2; the first compiles and is excluded).
-        steps_per_epoch: steps per epoch; 0 means one pass over the split.
-        strategy: ``auto``, ``tpu``, ``gpu`` or ``cpu`` for ``trainer.distribute.get_strategy``.
-        model_name: the model builder.
+        accelerators: entries ``{accelerator, accelerator_type, accelerator_count, strategy}``.
+        batch_sizes: global batch sizes.
+        epochs: epochs per cell, >= 2 (the first, compiling, one is excluded).
+        steps_per_epoch: steps per epoch; 0 for one pass over the training split.
+        model: the model builder (mnist_cnn is the notebook's CNN).
 
     Returns:
-        ``{"accelerator": ..., "results": [...]}`` (``SweepRun.to_dict``) for the join step.
+        The cells as dicts (``GridCell.to_dict``), the fan-out's items.
+    """
+    from components.sweep.notebook import plan_notebook_cells
+
+    return [c.to_dict() for c in plan_notebook_cells(accelerators, batch_sizes, epochs, steps_per_epoch, model)]
+
+
+@project_component
+def time_training_cell(dataset: Input[Dataset], cell: dict) -> dict:
+    """Trains one cell with the trainer and times its epochs, the first (compiling) one excluded.
+
+    Args:
+        dataset: the converted dataset (its train split is trained on).
+        cell: the cell (``GridCell.to_dict``, from plan_notebook_sweep).
+
+    Returns:
+        ``{"accelerator": ..., "results": [one result]}`` (``SweepRun.to_dict``) for the join step.
     """
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.params import none_if_empty
-    from components.sweep.notebook import SweepRun
-    from trainer.benchmark import training_sweep as sweep
+    from components.sweep.grid import GridCell
+    from components.sweep.notebook import run_notebook_cell
 
-    results = sweep(
-        dataset.path,
-        batch_sizes=[int(b) for b in batch_sizes],
-        epochs=epochs,
-        steps_per_epoch=none_if_empty(steps_per_epoch),
-        accelerator=strategy,
-        model_name=model_name,
-    )
-    return SweepRun(accelerator, tuple(results)).to_dict()
+    return run_notebook_cell(dataset.path, GridCell.from_dict(cell)).to_dict()
 
 
 @project_component
@@ -57,7 +60,7 @@ def join_sweeps(sweeps: list, report: Output[Markdown], chart: Output[HTML]):
     """Renders the notebook's two tables (epoch time, step time per example) and their charts.
 
     Args:
-        sweeps: the outputs of ``training_sweep`` (``dsl.Collected`` over the fan-out).
+        sweeps: the outputs of ``time_training_cell`` (``dsl.Collected`` over the fan-out).
         report: the Markdown tables.
         chart: an HTML page with grouped bar charts (inline SVG).
     """

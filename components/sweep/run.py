@@ -13,7 +13,7 @@ from typing import Any, Optional
 from components.pricing import load_price_table
 from components.sweep.cell import CellResult, process_start_time, run_cell_recorded
 from components.sweep.grid import GridCell, grid_settings, plan_grid
-from components.sweep.notebook import SweepRun
+from components.sweep.notebook import SweepRun, plan_notebook_cells, run_notebook_cell
 from components.sweep.table import best_cells, build_rows, collect_results, render_grid_html, render_grid_markdown
 
 
@@ -78,7 +78,7 @@ def run_notebook_sweep(
     strategy: str = "auto",
     model: str = "mnist_cnn",
 ) -> SweepRun:
-    """The GPU-vs-TPU notebook's sweep on this machine: one training per batch size, epochs timed.
+    """The GPU-vs-TPU notebook's sweep on this machine: one ``train()`` per batch size, epochs timed.
 
     Args:
         dataset_dir: the converted dataset (its train split is trained on).
@@ -89,14 +89,7 @@ def run_notebook_sweep(
         strategy: ``auto``, ``tpu``, ``gpu`` or ``cpu``.
         model: the model builder (``mnist_cnn`` is the notebook's CNN).
     """
-    from trainer.benchmark import training_sweep
-
-    results = training_sweep(
-        dataset_dir,
-        batch_sizes=[int(b) for b in batch_sizes],
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        accelerator=strategy,
-        model_name=model,
-    )
+    entry = {"accelerator": name, "strategy": strategy}
+    cells = plan_notebook_cells([entry], batch_sizes, epochs, steps_per_epoch or 0, model)
+    results = [r for cell in cells for r in run_notebook_cell(dataset_dir, cell).results]
     return SweepRun(name, tuple(results))
