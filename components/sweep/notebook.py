@@ -283,7 +283,7 @@ def sweep_result(summary: Any) -> SweepResult:
 
 
 def run_notebook_cell(dataset_dir: str, cell: GridCell) -> SweepRun:
-    """Trains one cell with the trainer's ``train()`` (into a temporary folder) and times its epochs.
+    """Trains one cell with the trainer's ``train()`` (into a temporary folder, no validation) and times its epochs.
 
     Returns:
         The cell's accelerator with its one result (the join merges the cells of an accelerator).
@@ -291,7 +291,8 @@ def run_notebook_cell(dataset_dir: str, cell: GridCell) -> SweepRun:
     from trainer.config import TrainConfig
     from trainer.train import train
 
-    config = TrainConfig.from_dict(cell.train_fields())
+    # No validation, as in the notebook: the epochs time the training steps alone.
+    config = TrainConfig.from_dict({**cell.train_fields(), "validation_split": None})
     with tempfile.TemporaryDirectory(prefix="gpu-vs-tpu-") as work:
         # The model is not kept: the sweep measures the hardware, not the weights.
         summary = train(dataset_dir, os.path.join(work, "model"), config)
