@@ -65,6 +65,23 @@ def test_benchmark_bad_input(tmp_path, capsys):
     assert not (tmp_path / "o").exists() and not (tmp_path / "j").exists()
 
 
+def test_sweep_bad_input(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    base = ["--dataset", str(data), "--output-dir", str(tmp_path / "o")]
+    assert sweep_main(["grid", "--grid", str(tmp_path / "missing.yaml"), *base]) == 2
+    _one_line_error(capsys, "missing.yaml: no such file")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("- {accelerator: cpu, epoch: 3}\n")
+    assert sweep_main(["grid", "--grid", str(grid), *base]) == 2
+    _one_line_error(capsys, "grid cell 0: unknown field(s) ['epoch']")
+    assert sweep_main(["notebook", *base, "--epochs", "1"]) == 2
+    _one_line_error(capsys, "epochs must be >= 2")
+    assert sweep_main(["join", str(tmp_path / "missing.json"), "--output-dir", str(tmp_path / "j")]) == 2
+    _one_line_error(capsys, "missing.json: no such file")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "j").exists()
+
+
 def test_train_bad_input(tmp_path, capsys):
     # python -m components.train hands over to python -m trainer: same config, same exit statuses
     assert train_main(["--dataset", str(tmp_path), "--model-dir", str(tmp_path / "m"), "--epochs", "0"]) == 2
