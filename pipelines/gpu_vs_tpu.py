@@ -1,26 +1,26 @@
 """The ``gpu_vs_tpu`` pipeline: the GPU-vs-TPU notebook as a pipeline.
 
-Converts (Fashion-)MNIST to TFRecords, then, for each accelerator in parallel, trains the
-notebook's CNN for a few epochs at batch sizes 256, 512 and 1024, timing every epoch; the first
-(compiling) epoch is excluded, as in the notebook. A join task reports the notebook's two tables,
-epoch time (s) and step time per example (us), per batch size and accelerator, plus a chart.
+Converts (Fashion-)MNIST to TFRecords, then trains the notebook's CNN for a few epochs on each
+accelerator at batch sizes 256, 512 and 1024, one cell per accelerator x batch size in parallel,
+timing every epoch; the first (compiling) epoch is excluded, as in the notebook. A join task
+reports the notebook's two tables, epoch time (s) and step time per example (us), per batch size
+and accelerator, plus a chart.
 
-Each fan-out task requests its accelerator through runtime placeholders (the entry's resource
-name and count; an empty name requests none). Locally (kfp.local) it runs on CPU with a few steps.
-Compiled by ``make compile`` to ``dist/pipelines/gpu_vs_tpu.yaml``. No TensorFlow here.
-
-It is a one-dimensional grid of the ``sweep`` pipeline's kind: its entries are the accelerator
-part of a grid cell (``components.benchmark.grid.AcceleratorEntry``), its fan-out is the grid's
-(``pipelines.grid.fan_out``, the same compile-time ``SWEEP_PARALLELISM``), and its tables are
-written with the same Markdown table helper. Its measurement stays the notebook's (in-memory fit,
-first epoch excluded), and so do its two tables.
+It runs on the ``sweep`` pipeline's grid: the cells are planned by ``plan_grid``
+(``components.sweep.notebook.plan_notebook_cells``; its entries are the accelerator part of a grid
+cell, ``components.sweep.grid.AcceleratorEntry``), each cell trains with the trainer's
+``train()``, whose per-epoch times give the figures, and the fan-out is the grid's
+(``pipelines.grid.fan_out``, the same compile-time ``SWEEP_PARALLELISM``). Each cell task requests
+its accelerator through runtime placeholders (the entry's resource name and count; an empty name
+requests none). Locally (kfp.local) it runs on CPU with a few steps. Compiled by ``make compile``
+to ``dist/pipelines/gpu_vs_tpu.yaml``. No TensorFlow here.
 """
 
 from kfp import dsl
 
-from components.benchmark.component import join_sweeps, training_sweep
-from components.benchmark.grid import AcceleratorEntry
 from components.convert.component import convert_to_tfrecords
+from components.sweep.component import join_sweeps, plan_notebook_sweep, time_training_cell
+from components.sweep.grid import AcceleratorEntry
 from pipelines import accelerators, grid
 
 NAME = "gpu_vs_tpu"
@@ -36,33 +36,15 @@ DEFAULT_ACCELERATORS = [
 LOCAL_ACCELERATORS = [AcceleratorEntry("cpu", "", "0", "cpu").to_dict()]
 
 
-@dsl.pipeline(name="gpu-vs-tpu-on-accelerator")
-def sweep_on(
-    dataset: dsl.Input[dsl.Dataset],
-    accelerator: str,
-    accelerator_type: str,
-    accelerator_count: str,
-    strategy: str,
-    batch_sizes: list,
-    epochs: int,
-    steps_per_epoch: int,
-    model: str,
-) -> dict:
-    """One fan-out branch: the sweep on one accelerator, with its resource request.
+@dsl.pipeline(name="gpu-vs-tpu-cell")
+def cell_on(dataset: dsl.Input[dsl.Dataset], cell: dict, accelerator_type: str, accelerator_count: str) -> dict:
+    """One fan-out branch: one accelerator x batch size cell, with its resource request.
 
     A nested pipeline because kfp 2.17.3 compiles a ParallelFor item's fields used directly in
     resource requests into references the loop does not define; as inputs of this pipeline they
     compile to runtime placeholders the KFP driver resolves.
     """
-    task = training_sweep(
-        dataset=dataset,
-        accelerator=accelerator,
-        batch_sizes=batch_sizes,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        strategy=strategy,
-        model_name=model,
-    ).set_display_name("Train and time")
+    task = time_training_cell(dataset=dataset, cell=cell).set_display_name("Train and time")
     accelerators.set_accelerator(task, accelerator_type, accelerator_count, retries=0)
     # Timings measure the hardware now; they are not a function of the inputs.
     task.set_caching_options(False)
@@ -104,18 +86,20 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
         converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
             "Convert to TFRecords"
         )
-        with grid.fan_out(accelerators_to_try, parallelism) as entry:
-            branch = sweep_on(
+        planned = plan_notebook_sweep(
+            accelerators=accelerators_to_try,
+            batch_sizes=batch_sizes,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            model=model,
+        ).set_display_name("Plan the sweep")
+        with grid.fan_out(planned.output, parallelism, name="cells") as cell:
+            branch = cell_on(
                 dataset=converted.outputs["dataset"],
-                accelerator=entry.accelerator,
-                accelerator_type=entry.accelerator_type,
-                accelerator_count=entry.accelerator_count,
-                strategy=entry.strategy,
-                batch_sizes=batch_sizes,
-                epochs=epochs,
-                steps_per_epoch=steps_per_epoch,
-                model=model,
-            ).set_display_name("Sweep on accelerator")
+                cell=cell,
+                accelerator_type=cell.accelerator_type,
+                accelerator_count=cell.accelerator_count,
+            ).set_display_name("Cell")
         join_sweeps(sweeps=dsl.Collected(branch.output)).set_display_name("GPU vs TPU tables")
 
     return pipeline

@@ -19,8 +19,8 @@ from typing import Optional
 
 from kfp import dsl
 
-from components.benchmark.component import join_training_grid, plan_training_grid, train_grid_cell
 from components.convert.component import convert_to_tfrecords
+from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
 from pipelines import accelerators, grid
 
 NAME = "sweep"
@@ -78,6 +78,13 @@ def cell_pipeline(preset: Optional[str] = None):
     return cell_on
 
 
+DESCRIPTION = (
+    "The case study's experiments as one grid: accelerator x image size x epochs x batch size, "
+    "each cell trained and scored on the same test split; one table with fit and billed time, "
+    "quality and cost per cell, failed cells as rows."
+)
+
+
 def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = None):
     """The sweep pipeline with a concurrency limit (and optionally one compile-time preset).
 
@@ -90,14 +97,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
     """
     cell_on = cell_pipeline(preset)
 
-    @dsl.pipeline(
-        name=NAME,
-        description=(
-            "The case study's experiments as one grid: accelerator x image size x epochs x batch size, "
-            "each cell trained and scored on the same test split; one table with fit and billed time, "
-            "quality and cost per cell, failed cells as rows."
-        ),
-    )
+    @dsl.pipeline(name=NAME, description=DESCRIPTION)
     def pipeline(
         grid_cells: list = DEFAULT_GRID,  # noqa: B006 (a pipeline default, never mutated)
         source: str = "shapes",
@@ -140,29 +140,45 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
             "source": source,
             "limit_per_split": limit_per_split,
         }
-        join = join_training_grid(
-            grid=grid_cells,
-            **settings,
-            rows_root=rows_root,
-            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
-            price_table=price_table,
-        ).set_display_name("Grid tables")
-        join.set_caching_options(False)  # it reads rows written outside KFP's view
-        with dsl.ExitHandler(join, name="grid"):
-            converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
-                "Convert to TFRecords"
-            )
-            planned = plan_training_grid(grid=grid_cells, **settings).set_display_name("Plan the grid")
-            with grid.fan_out(planned.output, parallelism, name="cells") as cell:
-                cell_on(
-                    dataset=converted.outputs["dataset"],
-                    cell=cell,
-                    accelerator_type=cell.accelerator_type,
-                    accelerator_count=cell.accelerator_count,
-                    rows_root=rows_root,
-                ).set_display_name("Cell")
+        grid_steps(cell_on, parallelism, grid_cells, settings, rows_root, price_table)
 
     return pipeline
+
+
+def grid_steps(cell_on, parallelism: int, grid_cells, settings: dict, rows_root, price_table) -> None:
+    """The pipeline's tasks: convert, plan, the cells' fan-out, and the join as the exit task.
+
+    Called inside the pipeline function (its arguments are the pipeline's parameters, as channels).
+
+    Args:
+        cell_on: the per-cell nested pipeline (:func:`cell_pipeline`).
+        parallelism: cells at once (0: no limit).
+        grid_cells: the grid.
+        settings: the grid's defaults and context (model, ..., source, limit_per_split).
+        rows_root: where cells write their rows.
+        price_table: a YAML price table over the defaults.
+    """
+    join = join_training_grid(
+        grid=grid_cells,
+        **settings,
+        rows_root=rows_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        price_table=price_table,
+    ).set_display_name("Grid tables")
+    join.set_caching_options(False)  # it reads rows written outside KFP's view
+    with dsl.ExitHandler(join, name="grid"):
+        converted = convert_to_tfrecords(
+            source=settings["source"], limit_per_split=settings["limit_per_split"]
+        ).set_display_name("Convert to TFRecords")
+        planned = plan_training_grid(grid=grid_cells, **settings).set_display_name("Plan the grid")
+        with grid.fan_out(planned.output, parallelism, name="cells") as cell:
+            cell_on(
+                dataset=converted.outputs["dataset"],
+                cell=cell,
+                accelerator_type=cell.accelerator_type,
+                accelerator_count=cell.accelerator_count,
+                rows_root=rows_root,
+            ).set_display_name("Cell")
 
 
 pipeline = build()

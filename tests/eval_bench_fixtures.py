@@ -56,9 +56,13 @@ def write_model(root: Path, num_classes: int = 10, train_on: Path | None = None,
     keras.utils.set_random_seed(0)
     model = build_model("mnist_cnn", (28, 28, 1), num_classes)
     if train_on is not None and steps:
-        from trainer.benchmark import _load_arrays
+        import tensorflow as tf
 
-        images, labels, _ = _load_arrays(str(train_on), "train", None)
+        from trainer.evaluate import read_encoded_split
+
+        encoded, labels, _ = read_encoded_split(str(train_on), "train", None)
+        decoded = [tf.io.decode_image(e, channels=1, expand_animations=False).numpy() for e in encoded]
+        images = np.stack(decoded).astype(np.float32) / 255.0
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
         model.fit(images, labels, batch_size=32, epochs=steps, verbose=0)
     root.mkdir(parents=True, exist_ok=True)

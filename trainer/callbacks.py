@@ -124,6 +124,11 @@ class Throughput(keras.callbacks.Callback):
         self.epochs.append((self._last[0] - self._begin[0], self._last[1] - self._begin[1]))
 
     @property
+    def epoch_seconds(self) -> list[float]:
+        """Each epoch's time in this process (start to last training step), the compiling first one included."""
+        return [seconds for seconds, _ in self.epochs]
+
+    @property
     def images_per_sec(self) -> float | None:
         timed = self.epochs[1:] or ([self.steady] if self.steady else self.epochs)
         seconds = sum(t for t, _ in timed)

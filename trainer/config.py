@@ -363,7 +363,7 @@ class BenchmarkConfig(ConfigBase):
             at the mercy of a noisy machine).
         accelerator: the label of the accelerator this runs on, a key of the price table.
         price_table: path to a YAML price table ($/hour per accelerator, the format of
-            ``components/benchmark/prices.yaml``) whose entries replace or add to the defaults;
+            ``components/prices.yaml``) whose entries replace or add to the defaults;
             ``None`` uses the defaults.
         http: also time the served path (the local model server over REST).
     """

@@ -188,6 +188,8 @@ class TrainingSummary:
         config_fingerprint: the training config's fingerprint.
         history: one row per epoch: ``epoch``, ``step`` and Keras' logs.
         finished_at: ISO time in UTC.
+        epoch_seconds: each epoch's time in this process (start to last training step, validation
+            excluded), the first (compiling) one included; a resumed run lists only its own epochs.
     """
 
     model: str
@@ -219,6 +221,7 @@ class TrainingSummary:
     history: list[dict[str, Any]]
     finished_at: str
     task: str = DEFAULT_TASK
+    epoch_seconds: list[float] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``)."""
@@ -598,6 +601,7 @@ def _summary(
         input_cached=cache,
         learning_rate=settings.learning_rate,
         images_per_sec=meter.images_per_sec,
+        epoch_seconds=meter.epoch_seconds,
         train_seconds=train_seconds,
         resumed_from_step=resumed_from,
         train_loss=last.get("loss"),

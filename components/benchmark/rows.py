@@ -1,4 +1,4 @@
-"""The benchmark's typed records: one inference result row, one accelerator's training sweep.
+"""The inference benchmark's typed records: one result row and its timed paths.
 
 They cross task boundaries as JSON (a component's return value, ``dsl.Collected`` over a
 fan-out, a CLI's output file), so each has ``to_dict``/``from_dict`` and the JSON keeps the keys
@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from trainer.benchmark import BenchmarkError, SweepResult, TimingStats
+from trainer.benchmark import BenchmarkError, TimingStats
 
 # The http_ prefix of the served path's figures in a row's JSON.
 HTTP = "http_"
@@ -239,40 +239,3 @@ class BenchmarkRow:
 def as_row(row: BenchmarkRow | Mapping[str, Any]) -> BenchmarkRow:
     """A row as a :class:`BenchmarkRow`, from itself or from its JSON."""
     return row if isinstance(row, BenchmarkRow) else BenchmarkRow.from_dict(row)
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepRun:
-    """One accelerator's training sweep: the name it is reported under and a result per batch size.
-
-    Attributes:
-        accelerator: the name in the tables (a preset: ``tpu-v2-8``, ``gpu-1``, ``cpu``, ...).
-        results: one per batch size (``trainer.benchmark.training_sweep``).
-    """
-
-    accelerator: str
-    results: tuple[SweepResult, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"accelerator": ..., "results": [...]}``: the training_sweep component's output."""
-        return {"accelerator": self.accelerator, "results": [r.to_dict() for r in self.results]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SweepRun:
-        """Reads :meth:`to_dict`'s JSON (or a ``dsl.Collected`` copy of it).
-
-        Raises:
-            BenchmarkError: a key is missing or unknown, or a result is malformed.
-        """
-        if not isinstance(data, Mapping) or set(data) != {"accelerator", "results"}:
-            keys = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise BenchmarkError(f"training sweep: expected the keys accelerator and results, got {keys}")
-        return cls(
-            accelerator=str(data["accelerator"]),
-            results=tuple(SweepResult.from_dict(r) for r in data["results"]),
-        )
-
-
-def as_sweep(sweep: SweepRun | Mapping[str, Any]) -> SweepRun:
-    """A sweep as a :class:`SweepRun`, from itself or from its JSON."""
-    return sweep if isinstance(sweep, SweepRun) else SweepRun.from_dict(sweep)

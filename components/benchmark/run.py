@@ -9,8 +9,8 @@ import os
 from collections.abc import Callable
 from typing import Optional
 
-from components.benchmark.prices import images_per_dollar, load_price_table, lookup
 from components.benchmark.rows import BenchmarkRow, Timing
+from components.pricing import images_per_dollar, load_price_table, lookup
 from trainer.benchmark import BenchmarkError
 from trainer.config import BenchmarkConfig
 

@@ -1,12 +1,8 @@
-"""Joined benchmark tables (Markdown) and charts (self-contained HTML, matplotlib charts as inline SVG).
+"""The joined inference benchmark table (Markdown) and chart (self-contained HTML, inline SVG).
 
-Two reports, both plain Python (no TensorFlow, no JavaScript, nothing fetched from a CDN, so the
-Kubeflow UI shows them offline):
-
-- the case study's inference table: accelerator, cores, time, images/s, $/hour, images/$, with
-  the fastest and the cheapest (most images per dollar) marked;
-- the GPU-vs-TPU notebook's two training tables: epoch time (s) and step time per example (us)
-  per batch size and accelerator.
+The case study's inference table: accelerator, cores, time, images/s, $/hour, images/$, with the
+fastest and the cheapest (most images per dollar) marked. Plain Python (no TensorFlow, no
+JavaScript, nothing fetched from a CDN, so the Kubeflow UI shows it offline).
 """
 
 from __future__ import annotations
@@ -17,9 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 from components import charts
-from components.benchmark import markdown
-from components.benchmark.rows import BenchmarkRow, SweepRun, as_row, as_sweep
-from trainer.benchmark import SweepResult
+from components.benchmark.rows import BenchmarkRow, as_row
 
 
 def _num(value: Optional[float], fmt: str = ",.2f") -> str:
@@ -179,69 +173,3 @@ def render_html(rows: Rows, title: str = "Inference benchmark") -> str:
         )
     )
     return _page(title, body)
-
-
-# --------------------------------------------------------------------------- training sweep
-
-
-Sweeps = Sequence[Union[SweepRun, Mapping[str, Any]]]
-
-
-def sweep_tables(sweeps: Sweeps) -> tuple[list[int], list[str], dict[str, dict[int, SweepResult]]]:
-    """Indexes sweep results by accelerator and batch size.
-
-    Args:
-        sweeps: one sweep per accelerator, typed or as JSON (``SweepRun.to_dict``, the
-            training_sweep component's output, ``dsl.Collected`` copies included).
-
-    Returns:
-        (sorted batch sizes, accelerator names in order, name -> batch size -> result).
-    """
-    by_acc: dict[str, dict[int, SweepResult]] = {}
-    for sweep in (as_sweep(s) for s in sweeps):
-        by_acc[sweep.accelerator] = {r.batch_size: r for r in sweep.results}
-    sizes = sorted({b for results in by_acc.values() for b in results})
-    return sizes, list(by_acc), by_acc
-
-
-def _figure(result: Optional[SweepResult], key: str) -> Optional[float]:
-    return None if result is None else getattr(result, key)
-
-
-def render_sweep_markdown(sweeps: Sweeps, title: str = "GPU vs TPU training sweep") -> str:
-    """The notebook's two tables: epoch time (s) and step time per example (us), first epoch excluded."""
-    sizes, names, by_acc = sweep_tables(sweeps)
-    lines = [f"# {title}", "", "The first (compiling) epoch is excluded from every figure.", ""]
-    for heading, key, fmt in (
-        ("Epoch time (s)", "epoch_time_s", ".2f"),
-        ("Step time per example (us)", "step_time_per_example_us", ".1f"),
-    ):
-        body = [[str(size), *(_num(_figure(by_acc[n].get(size), key), fmt) for n in names)] for size in sizes]
-        lines += [f"## {heading}", "", *markdown.table(["batch size", *names], body, "r" * (len(names) + 1)), ""]
-    details = []
-    for n in names:
-        for size in sizes:
-            r = by_acc[n].get(size)
-            if r:
-                details.append(
-                    f"- {n}, batch {size}: ran on {r.accelerator}, {r.steps_per_epoch} steps "
-                    f"({r.examples_per_epoch:,} examples) per epoch, epoch times "
-                    + ", ".join(f"{t:.2f}" for t in r.epoch_times_s)
-                    + " s"
-                )
-    lines += ["## Runs", "", *details]
-    return "\n".join(lines) + "\n"
-
-
-def render_sweep_html(sweeps: Sweeps, title: str = "GPU vs TPU training sweep") -> str:
-    """Both sweep charts (grouped by batch size, one colour per accelerator) as one page."""
-    sizes, names, by_acc = sweep_tables(sweeps)
-    groups = [f"batch {s}" for s in sizes]
-    charts_ = []
-    for heading, key, unit in (
-        ("Epoch time (lower is faster)", "epoch_time_s", "s"),
-        ("Step time per example (lower is faster)", "step_time_per_example_us", "us"),
-    ):
-        series = {n: [_figure(by_acc[n].get(s), key) for s in sizes] for n in names}
-        charts_.append(charts.grouped_bars(heading, groups, series, unit))
-    return _page(title, "<p>The first (compiling) epoch is excluded.</p>\n" + "\n<br/>\n".join(charts_))

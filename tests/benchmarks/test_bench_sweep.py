@@ -39,9 +39,9 @@ def _settings():
 
 
 def _in_process(root) -> float:
-    from components.benchmark.cell import run_cell
-    from components.benchmark.grid import grid_settings, plan_grid
     from components.convert import convert
+    from components.sweep.cell import run_cell
+    from components.sweep.grid import grid_settings, plan_grid
     from trainer.config import ConvertConfig
     from trainer.runtime import configure_tensorflow_env
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from components.benchmark.component import benchmark_inference
-from components.benchmark.prices import PriceTableError
+from components.pricing import PriceTableError
 from tests.eval_bench_fixtures import tiny_assets
 from trainer.evaluate import EvaluationError
 from trainer.tfrecords import DatasetError

@@ -12,6 +12,7 @@ import pytest
 
 from components.benchmark.__main__ import main as benchmark_main
 from components.evaluate.__main__ import main as evaluate_main
+from components.sweep.__main__ import main as sweep_main
 from components.train.__main__ import main as train_main
 
 
@@ -61,6 +62,23 @@ def test_benchmark_bad_input(tmp_path, capsys):
     bad_row.write_text(json.dumps({"accelerator": "cpu-8"}))
     assert benchmark_main(["join", str(bad_row), "--output-dir", str(tmp_path / "j")]) == 2
     _one_line_error(capsys, "benchmark row", "missing keys")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "j").exists()
+
+
+def test_sweep_bad_input(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    base = ["--dataset", str(data), "--output-dir", str(tmp_path / "o")]
+    assert sweep_main(["grid", "--grid", str(tmp_path / "missing.yaml"), *base]) == 2
+    _one_line_error(capsys, "missing.yaml: no such file")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("- {accelerator: cpu, epoch: 3}\n")
+    assert sweep_main(["grid", "--grid", str(grid), *base]) == 2
+    _one_line_error(capsys, "grid cell 0: unknown field(s) ['epoch']")
+    assert sweep_main(["notebook", *base, "--epochs", "1"]) == 2
+    _one_line_error(capsys, "epochs must be >= 2")
+    assert sweep_main(["join", str(tmp_path / "missing.json"), "--output-dir", str(tmp_path / "j")]) == 2
+    _one_line_error(capsys, "missing.json: no such file")
     assert not (tmp_path / "o").exists() and not (tmp_path / "j").exists()
 
 
@@ -142,18 +160,18 @@ def test_benchmark_cli_inference_and_join(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_benchmark_cli_sweep(tmp_path, capsys):
+def test_sweep_cli_notebook(tmp_path, capsys):
     from tests.eval_bench_fixtures import tiny_assets
 
     assets = tiny_assets()
     out = tmp_path / "sweep"
-    argv = ["sweep", "--dataset", assets["dataset"], "--output-dir", str(out), "--name", "laptop"]
-    assert benchmark_main([*argv, "--batch-sizes", "16", "32", "--epochs", "2", "--steps-per-epoch", "2"]) == 0
+    argv = ["notebook", "--dataset", assets["dataset"], "--output-dir", str(out), "--name", "laptop"]
+    assert sweep_main([*argv, "--batch-sizes", "16", "32", "--epochs", "2", "--steps-per-epoch", "2"]) == 0
     assert "laptop, batch 32 on cpu" in capsys.readouterr().out
     sweep = json.loads((out / "sweep.json").read_text())
     assert sweep["accelerator"] == "laptop" and [r["batch_size"] for r in sweep["results"]] == [16, 32]
     assert all(len(r["epoch_times_s"]) == 2 and r["steps_per_epoch"] == 2 for r in sweep["results"])
     assert "| batch size | laptop |" in (out / "report.md").read_text()
     joined = tmp_path / "joined"
-    assert benchmark_main(["join", str(out / "sweep.json"), "--output-dir", str(joined)]) == 0
+    assert sweep_main(["join", str(out / "sweep.json"), "--output-dir", str(joined)]) == 0
     assert Path(joined / "report.md").read_text() == (out / "report.md").read_text()

@@ -17,17 +17,20 @@ def test_compiles_with_a_request_per_fan_out_task(tmp_path):
     path = tmp_path / "g.yaml"
     compiler.Compiler().compile(gpu_vs_tpu.pipeline, str(path))
     spec, platform = _load(path)
-    sweep = spec["deploymentSpec"]["executors"]["exec-training-sweep"]["container"]["resources"]
+    sweep = spec["deploymentSpec"]["executors"]["exec-time-training-cell"]["container"]["resources"]
     assert sweep["accelerator"]["resourceType"] == "{{$.inputs.parameters['pipelinechannel--accelerator_type']}}"
     assert sweep["accelerator"]["resourceCount"] == "{{$.inputs.parameters['pipelinechannel--accelerator_count']}}"
-    branch = spec["components"]["comp-gpu-vs-tpu-on-accelerator"]
-    task_inputs = branch["dag"]["tasks"]["training-sweep"]["inputs"]["parameters"]
+    branch = spec["components"]["comp-gpu-vs-tpu-cell"]
+    task_inputs = branch["dag"]["tasks"]["time-training-cell"]["inputs"]["parameters"]
     assert task_inputs["pipelinechannel--accelerator_type"]["componentInputParameter"] == "accelerator_type"
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert [e["accelerator"] for e in params["accelerators_to_try"]["defaultValue"]] == ["tpu-v2-8", "gpu-1", "cpu"]
     assert [e["strategy"] for e in params["accelerators_to_try"]["defaultValue"]] == ["tpu", "gpu", "cpu"]
     assert params["batch_sizes"]["defaultValue"] == [256, 512, 1024]
-    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-training-sweep"]
+    # One cell per accelerator x batch size: the loop's items are the planned cells.
+    loop = spec["components"]["comp-for-loop-1"]["dag"]["tasks"]["gpu-vs-tpu-cell"]["inputs"]["parameters"]
+    assert loop["accelerator_type"]["parameterExpressionSelector"] == 'parseJson(string_value)["accelerator_type"]'
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-time-training-cell"]
     assert "tf-version.cloud-tpus.google.com" in k8s["podMetadata"]["annotations"]
 
 

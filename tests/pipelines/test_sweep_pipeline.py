@@ -101,7 +101,7 @@ def test_legacy_pod_slices_are_one_pod_with_the_tpu_annotation(tmp_path, preset,
 
 def test_a_pod_slice_scales_the_global_batch_and_learning_rate_with_its_cores():
     # What a cell on tpu-v3-128 trains with: 128 replicas (one per core), as the trainer computes it.
-    from components.benchmark.grid import grid_settings, plan_grid
+    from components.sweep.grid import grid_settings, plan_grid
     from trainer.config import TrainConfig
     from trainer.train import resolve_global_batch, scaled_learning_rate
 

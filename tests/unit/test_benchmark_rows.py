@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from components.benchmark.rows import BenchmarkRow, SweepRun, Timing
+from components.benchmark.rows import BenchmarkRow, Timing
 from components.benchmark.table import mark_best, render_markdown
-from trainer.benchmark import BenchmarkError, SweepResult, TimingStats, summarize
+from components.sweep.notebook import SweepResult, SweepRun
+from trainer.benchmark import BenchmarkError, TimingStats, summarize
 
 # The keys a summary row (the benchmark_inference component's output) has had since the first wave.
 SUMMARY_KEYS = [

@@ -6,14 +6,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from components.benchmark.table import (
-    best_of,
-    mark_best,
-    render_html,
-    render_markdown,
-    render_sweep_html,
-    render_sweep_markdown,
-)
+from components.benchmark.table import best_of, mark_best, render_html, render_markdown
+from components.sweep.notebook import render_sweep_html, render_sweep_markdown
 from trainer.benchmark import BenchmarkError, cycle, plan_batches, summarize, time_batches
 
 # The case study's inference table.

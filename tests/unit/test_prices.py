@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.benchmark.prices import (
+from components.pricing import (
     PriceTableError,
     images_per_dollar,
     load_price_table,

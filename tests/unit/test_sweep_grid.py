@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from components.benchmark import markdown
-from components.benchmark.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
-from components.benchmark.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
-from components.benchmark.grid_table import (
+from components.pricing import hourly_cost, load_price_table, parse_price_table
+from components.sweep import markdown
+from components.sweep.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
+from components.sweep.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
+from components.sweep.table import (
     GridRow,
     best_cells,
     build_rows,
@@ -20,7 +21,7 @@ from components.benchmark.grid_table import (
     render_grid_html,
     render_grid_markdown,
 )
-from components.benchmark.prices import hourly_cost, load_price_table, parse_price_table
+from trainer.benchmark import BenchmarkError
 
 TPU = {"accelerator": "tpu-v3-8", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 8}
 DEFAULTS, CONTEXT = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)
@@ -261,7 +262,7 @@ The first (compiling) epoch is excluded from every figure.
 
 
 def test_gpu_vs_tpu_tables_render_as_before_through_the_shared_table_helper():
-    from components.benchmark.table import render_sweep_markdown
+    from components.sweep.notebook import render_sweep_markdown
 
     sweeps = [
         {
@@ -300,3 +301,54 @@ def test_a_legacy_pod_slice_pod_resolves_to_a_multi_worker_cluster(monkeypatch):
     assert address is not None and address.tpu is None
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address.tpu)
     assert resolver.cluster_spec().as_dict() == {"worker": [e.removeprefix("grpc://") for e in endpoints]}
+
+
+def test_the_notebook_sweep_is_a_grid_of_accelerator_by_batch_size_cells():
+    from components.sweep.notebook import plan_notebook_cells
+
+    entries = [
+        AcceleratorEntry("tpu-v2-8", "cloud-tpus.google.com/v2", "8", "tpu").to_dict(),
+        {"accelerator": "cpu", "accelerator_type": "", "accelerator_count": 0.0, "strategy": "cpu"},
+    ]
+    cells = plan_notebook_cells(entries, [256.0, 1024], epochs=3, steps_per_epoch=0, model="mnist_cnn")
+    assert [(c.accelerator, c.global_batch_size) for c in cells] == [
+        ("tpu-v2-8", 256),
+        ("tpu-v2-8", 1024),
+        ("cpu", 256),
+        ("cpu", 1024),
+    ]
+    assert cells[0].accelerator_type == "cloud-tpus.google.com/v2" and cells[0].strategy == "tpu"
+    assert cells[3].accelerator_count == "0" and cells[3].steps_per_epoch is None and cells[3].epochs == 3
+    # The trainer scales the rate with the global batch: every cell trains at the notebook's 1e-3.
+    assert {round(c.learning_rate * c.global_batch_size / 128, 12) for c in cells} == {1e-3}
+    assert len({c.key for c in cells}) == 4
+    with pytest.raises(BenchmarkError, match="epochs must be >= 2"):
+        plan_notebook_cells(entries, [256], epochs=1)
+    with pytest.raises(BenchmarkError, match="batch_sizes must be positive"):
+        plan_notebook_cells(entries, [], epochs=3)
+    with pytest.raises(GridError, match="used by an earlier cell"):
+        plan_notebook_cells([entries[1], entries[1]], [256], epochs=3)
+
+
+def test_a_training_summary_gives_the_notebook_figures_first_epoch_excluded():
+    from types import SimpleNamespace
+
+    from components.sweep.notebook import sweep_result
+
+    summary = SimpleNamespace(epoch_seconds=[9.0, 3.0, 5.0], steps_per_epoch=2, global_batch_size=32, accelerator="cpu")
+    result = sweep_result(summary)
+    assert result.epoch_times_s == (9.0, 3.0, 5.0) and result.epoch_time_s == 4.0
+    assert result.examples_per_epoch == 64 and result.steps_per_epoch == 2 and result.batch_size == 32
+    assert result.step_time_per_example_us == pytest.approx(4.0 / 64 * 1e6)
+    with pytest.raises(BenchmarkError, match="timed 1 epoch"):
+        sweep_result(SimpleNamespace(epoch_seconds=[9.0], steps_per_epoch=2, global_batch_size=32, accelerator="cpu"))
+
+
+def test_runs_of_one_cell_each_merge_into_one_column_per_accelerator():
+    from components.sweep.notebook import SweepResult, SweepRun, sweep_tables
+
+    def run(acc, batch):
+        return SweepRun(acc, (SweepResult(batch, (9.0, 2.0), 2.0, 1.0, batch, 1, "cpu"),))
+
+    sizes, names, by_acc = sweep_tables([run("gpu-1", 256), run("cpu", 256), run("gpu-1", 512)])
+    assert sizes == [256, 512] and names == ["gpu-1", "cpu"] and sorted(by_acc["gpu-1"]) == [256, 512]

@@ -60,6 +60,7 @@ def test_model_folder_and_summary(trained):
     assert summary.class_names == ["class_0", "class_1", "class_2", "class_3"]
     assert summary.image_shape == [28, 28, 1]
     assert summary.images_per_sec > 0
+    assert len(summary.epoch_seconds) == 2 and min(summary.epoch_seconds) > 0  # every epoch of this process
     assert summary.learning_rate == pytest.approx(0.004 * 16 / 128)
     # The synthetic classes are easy: the loss falls and validation beats chance.
     assert summary.history[-1]["loss"] < summary.history[0]["loss"]

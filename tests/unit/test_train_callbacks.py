@@ -60,3 +60,4 @@ def test_images_per_sec_leaves_the_first_epoch_out(model, monkeypatch):
         meter.on_train_batch_end(1)
         meter.on_epoch_end(epoch)
     assert meter.images_per_sec == pytest.approx(2 * 10 / 4.0)
+    assert meter.epoch_seconds == pytest.approx([100.0, 4.0])

@@ -1,7 +1,7 @@
 """One grid cell: train, evaluate on the test split, time it all, and record the row.
 
 The cell task always succeeds when the cell's own run fails (out of memory, a batch the data cannot
-fill, a bad model option): on a cluster a failed task publishes nothing (DESIGN.md section 2), so
+fill, a bad model option): on a cluster a failed task publishes no outputs for later tasks, so
 the row, ``status: failed`` with the reason, is the cell's output and is also written straight to
 ``<rows_root>/<key>.json``. That file is written first with ``status: running``: a pod killed from
 outside (out of memory, a preempted TPU out of retries) leaves it so, and the join reports the
@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from components.benchmark.grid import GridCell, GridError, as_int
+from components.sweep.grid import GridCell, GridError, as_int
 from trainer import storage
 
 log = logging.getLogger(__name__)

@@ -320,56 +320,66 @@ def plan_grid(
     seen: set[str] = set()
     for index, raw in enumerate(grid):
         where = f"grid cell {index}"
-        if not isinstance(raw, Mapping):
-            raise GridError(f"{where}: expected a mapping, got {raw!r}")
-        unknown = sorted(set(raw) - _CELL_KEYS)
-        if unknown:
-            raise GridError(f"{where}: unknown field(s) {unknown}; a cell has {sorted(_CELL_KEYS)}")
-        data = {**defaults, **{k: v for k, v in raw.items() if v is not None}}
-        entry = AcceleratorEntry.from_dict(data, where)
-        image_size = _opt_int(f"{where}.image_size", data.get("image_size"))
-        epochs = as_int(f"{where}.epochs", data.get("epochs", 3))
-        batch = as_int(f"{where}.batch_size_per_replica", data.get("batch_size_per_replica", 128))
-        global_batch = _opt_int(f"{where}.global_batch_size", data.get("global_batch_size"))
-        steps = _opt_int(f"{where}.steps_per_epoch", data.get("steps_per_epoch") or None)
-        repeats = as_int(f"{where}.repeats", data.get("repeats", 1))
-        seed = as_int(f"{where}.seed", data.get("seed", 0))
-        if epochs < 1 or batch < 1 or repeats < 1 or (image_size is not None and image_size < 1):
-            raise GridError(
-                f"{where}: epochs ({epochs}), batch_size_per_replica ({batch}), repeats ({repeats}) and "
-                f"image_size ({image_size}) must be >= 1"
-            )
-        options = data.get("model_options") or {}
-        if not isinstance(options, Mapping):
-            raise GridError(f"{where}.model_options: expected a mapping, got {options!r}")
-        options = _ints_back(dict(options))
-        if "image_size" in options:
-            # One place for the image size, so the table's column and the key see the same value.
-            given = as_int(f"{where}.model_options.image_size", options.pop("image_size"))
-            if image_size is not None and given != image_size:
-                raise GridError(
-                    f"{where}: image_size {image_size} and model_options.image_size {given} differ; give one"
-                )
-            image_size = given
-        name = str(data.get("name") or _default_name(entry, image_size, epochs, batch, global_batch))
+        name, repeats, fields = _resolve_cell(where, raw, defaults)
         if name in seen:
             raise GridError(f"{where}: the name {name!r} is used by an earlier cell; names must be unique")
         seen.add(name)
         for repeat in range(repeats):
-            fields = {
-                "accelerator": entry.accelerator,
-                "accelerator_type": entry.accelerator_type,
-                "accelerator_count": entry.accelerator_count,
-                "strategy": entry.strategy,
-                "model": str(data.get("model", "mnist_cnn")),
-                "image_size": image_size,
-                "epochs": epochs,
-                "batch_size_per_replica": batch,
-                "global_batch_size": global_batch,
-                "steps_per_epoch": steps,
-                "learning_rate": _as_float(f"{where}.learning_rate", data.get("learning_rate", 1e-3)),
-                "model_options": options,
-                "seed": seed + repeat,
-            }
-            cells.append(GridCell(key=_key(fields, context or {}), name=name, repeat=repeat, repeats=repeats, **fields))
+            # Each repeat is its own run (its own seed, so its own key and cache entry).
+            run = {**fields, "seed": fields["seed"] + repeat}
+            cells.append(GridCell(key=_key(run, context or {}), name=name, repeat=repeat, repeats=repeats, **run))
     return cells
+
+
+def _resolve_cell(where: str, raw: Any, defaults: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]:
+    """One cell checked, the defaults folded in: its name, repeats and GridCell fields (the base seed)."""
+    if not isinstance(raw, Mapping):
+        raise GridError(f"{where}: expected a mapping, got {raw!r}")
+    unknown = sorted(set(raw) - _CELL_KEYS)
+    if unknown:
+        raise GridError(f"{where}: unknown field(s) {unknown}; a cell has {sorted(_CELL_KEYS)}")
+    data = {**defaults, **{k: v for k, v in raw.items() if v is not None}}
+    entry = AcceleratorEntry.from_dict(data, where)
+    epochs = as_int(f"{where}.epochs", data.get("epochs", 3))
+    batch = as_int(f"{where}.batch_size_per_replica", data.get("batch_size_per_replica", 128))
+    global_batch = _opt_int(f"{where}.global_batch_size", data.get("global_batch_size"))
+    repeats = as_int(f"{where}.repeats", data.get("repeats", 1))
+    image_size, options = _image_size_and_options(where, data)
+    if epochs < 1 or batch < 1 or repeats < 1 or (image_size is not None and image_size < 1):
+        raise GridError(
+            f"{where}: epochs ({epochs}), batch_size_per_replica ({batch}), repeats ({repeats}) and "
+            f"image_size ({image_size}) must be >= 1"
+        )
+    name = str(data.get("name") or _default_name(entry, image_size, epochs, batch, global_batch))
+    fields = {
+        "accelerator": entry.accelerator,
+        "accelerator_type": entry.accelerator_type,
+        "accelerator_count": entry.accelerator_count,
+        "strategy": entry.strategy,
+        "model": str(data.get("model", "mnist_cnn")),
+        "image_size": image_size,
+        "epochs": epochs,
+        "batch_size_per_replica": batch,
+        "global_batch_size": global_batch,
+        "steps_per_epoch": _opt_int(f"{where}.steps_per_epoch", data.get("steps_per_epoch") or None),
+        "learning_rate": _as_float(f"{where}.learning_rate", data.get("learning_rate", 1e-3)),
+        "model_options": options,
+        "seed": as_int(f"{where}.seed", data.get("seed", 0)),
+    }
+    return name, repeats, fields
+
+
+def _image_size_and_options(where: str, data: Mapping[str, Any]) -> tuple[Optional[int], dict[str, Any]]:
+    """The cell's image size and its model options without it (given in either place, not both)."""
+    image_size = _opt_int(f"{where}.image_size", data.get("image_size"))
+    options = data.get("model_options") or {}
+    if not isinstance(options, Mapping):
+        raise GridError(f"{where}.model_options: expected a mapping, got {options!r}")
+    options = _ints_back(dict(options))
+    if "image_size" in options:
+        # One place for the image size, so the table's column and the key see the same value.
+        given = as_int(f"{where}.model_options.image_size", options.pop("image_size"))
+        if image_size is not None and given != image_size:
+            raise GridError(f"{where}: image_size {image_size} and model_options.image_size {given} differ; give one")
+        image_size = given
+    return image_size, options

@@ -17,9 +17,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from components.benchmark.cell import QUALITY, QUALITY_LABELS, CellResult
-from components.benchmark.grid import GridError, as_int
-from components.benchmark.prices import AcceleratorPrice, PriceTableError, hourly_cost
+from components.pricing import AcceleratorPrice, PriceTableError, hourly_cost
+from components.sweep.cell import QUALITY, QUALITY_LABELS, CellResult
+from components.sweep.grid import GridError, as_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +202,7 @@ def build_rows(results: Results, price_table: Mapping[str, AcceleratorPrice]) ->
 
     Args:
         results: the cells' results, typed or as JSON (the rows the join read).
-        price_table: ``components.benchmark.prices.load_price_table()``.
+        price_table: ``components.pricing.load_price_table()``.
 
     Returns:
         One row per cell name, in the order the cells first appear.
@@ -438,7 +438,7 @@ def collect_results(cells: Sequence[Any], rows_root: str) -> list[CellResult]:
         One result per cell: its row, or ``failed`` with ``no record`` when it never wrote one
         (the task never started, or its pod was lost before Python ran).
     """
-    from components.benchmark.cell import read_row
+    from components.sweep.cell import read_row
 
     out = []
     for cell in cells:

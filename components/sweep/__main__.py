@@ -1,0 +1,186 @@
+r"""Command line: ``python -m components.sweep {grid,notebook,join} ...`` (no Kubeflow needed).
+
+grid       the experiment grid on this machine, one cell after the other: every cell of a YAML
+           grid file trained and scored on the dataset's test split, rows under --rows-root,
+           then the tables: report.md, chart.html, best.json.
+notebook   the GPU-vs-TPU notebook's training sweep on this machine: sweep.json, report.md, chart.html.
+join       joins sweep.json files (one per accelerator) into the notebook's two tables:
+           report.md, chart.html.
+
+Examples::
+
+    python -m components.sweep grid --grid grid.yaml --dataset data/shapes --output-dir out/grid
+    python -m components.sweep notebook --dataset data/fmnist --output-dir out/sweep-cpu \
+        --name cpu --batch-sizes 256 512 1024 --epochs 3
+    python -m components.sweep join out/sweep-*/sweep.json --output-dir out/sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from components.cli import EXIT_OK, check_folder, fail, write_files
+from trainer.config import ConfigError
+from trainer.runtime import configure_tensorflow_env
+
+DATASET_HINT = "give the folder the convert step wrote (dataset.json inside)"
+
+
+def _grid_parser(sub: argparse._SubParsersAction) -> None:
+    g = sub.add_parser("grid", help="train and score every cell of a grid file here, then its tables")
+    g.add_argument("--grid", required=True, help="a YAML list of cells (docs/sweep.md)")
+    g.add_argument("--dataset", required=True, help="the dataset folder every cell trains on and is scored on")
+    g.add_argument("--output-dir", required=True, help="where report.md, chart.html, best.json and models/ go")
+    g.add_argument("--rows-root", help="where the cells' rows go (default <output-dir>/rows)")
+    g.add_argument("--model", default="mnist_cnn", help="the model builder of cells that name none")
+    g.add_argument("--epochs", type=int, default=3, help="for cells that give none")
+    g.add_argument("--steps-per-epoch", type=int, default=0, help="for cells that give none; 0 for one pass")
+    g.add_argument("--batch-size-per-replica", type=int, default=128, help="for cells that give none")
+    g.add_argument("--learning-rate", type=float, default=1e-3, help="for a global batch of 128")
+    g.add_argument("--price-table", help="a YAML price table over the defaults")
+
+
+def _notebook_parser(sub: argparse._SubParsersAction) -> None:
+    sw = sub.add_parser("notebook", help="the notebook's training sweep: epoch and step time per batch size")
+    sw.add_argument("--dataset", required=True, help="the dataset folder (its train split is trained on)")
+    sw.add_argument("--output-dir", required=True, help="where sweep.json, report.md and chart.html are written")
+    sw.add_argument("--name", default="cpu", help="the name this machine is reported under (tpu-v2-8, gpu-1, cpu)")
+    sw.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 512, 1024], help="global batch sizes")
+    sw.add_argument("--epochs", type=int, default=3, help="epochs per batch size, >= 2 (the first is excluded)")
+    sw.add_argument("--steps-per-epoch", type=int, help="steps per epoch; default one pass over the split")
+    sw.add_argument("--strategy", default="auto", choices=["auto", "tpu", "gpu", "cpu"], help="what to run on")
+    sw.add_argument("--model", default="mnist_cnn", help="the model builder (mnist_cnn: the notebook's CNN)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m components.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit status: 0 done, 2 bad input (one 'error: ...' line).",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="{grid,notebook,join}")
+    _grid_parser(sub)
+    _notebook_parser(sub)
+    join = sub.add_parser("join", help="join sweep.json files into the notebook's tables and charts")
+    join.add_argument("files", nargs="+", help="sweep.json files of 'notebook'")
+    join.add_argument("--output-dir", required=True, help="where report.md and chart.html are written")
+    return p
+
+
+def _read_grid(path: str) -> list:
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; give a YAML list of cells (docs/sweep.md)") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not YAML ({err}); give a YAML list of cells") from None
+
+
+def _grid(args: argparse.Namespace) -> int:
+    check_folder(args.dataset, "dataset folder", DATASET_HINT)
+    from components.sweep.run import join_grid, plan_cells, run_one_cell
+
+    settings = {
+        "model": args.model,
+        "model_options": {},
+        "epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
+        "batch_size_per_replica": args.batch_size_per_replica,
+        "learning_rate": args.learning_rate,
+        "source": os.path.abspath(args.dataset),
+        "limit_per_split": 0,
+    }
+    cells = plan_cells(_read_grid(args.grid), settings)
+    rows_root = args.rows_root or os.path.join(args.output_dir, "rows")
+    for cell in cells:
+        model_dir = os.path.join(args.output_dir, "models", f"{cell.key}")
+        result = run_one_cell(args.dataset, model_dir, cell.to_dict(), rows_root)
+        print(f"{cell.name} (repeat {cell.repeat + 1} of {cell.repeats}): {result.reason or result.status}")
+    tables = join_grid(cells, rows_root, args.price_table)
+    paths = write_files(
+        args.output_dir, {"report.md": tables.markdown, "chart.html": tables.html, "best.json": tables.best}
+    )
+    print(f"{tables.best['cells']} cells, {tables.best['failed']} failed; best quality {tables.best['best_quality']}")
+    print("wrote: " + ", ".join(paths))
+    return EXIT_OK
+
+
+def _notebook(args: argparse.Namespace) -> int:
+    check_folder(args.dataset, "dataset folder", DATASET_HINT)
+    from components.sweep.notebook import render_sweep_html, render_sweep_markdown
+    from components.sweep.run import run_notebook_sweep
+    from trainer.distribute import AcceleratorNotFoundError
+    from trainer.models import ModelError  # imports keras: only here, where TensorFlow runs anyway
+
+    try:
+        run = run_notebook_sweep(
+            args.dataset, args.name, args.batch_sizes, args.epochs, args.steps_per_epoch, args.strategy, args.model
+        )
+    except (ModelError, AcceleratorNotFoundError) as err:
+        return fail(err)
+    files = {
+        "sweep.json": run.to_dict(),
+        "report.md": render_sweep_markdown([run]),
+        "chart.html": render_sweep_html([run]),
+    }
+    paths = write_files(args.output_dir, files)
+    for r in run.results:
+        print(
+            f"{run.accelerator}, batch {r.batch_size} on {r.accelerator}: epoch {r.epoch_time_s:.2f} s, "
+            f"{r.step_time_per_example_us:.1f} us per example (first epoch excluded)"
+        )
+    print("wrote: " + ", ".join(paths))
+    return EXIT_OK
+
+
+def _read_json(path: str) -> object:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; give sweep.json files of 'notebook'") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path} is not JSON ({err}); give sweep.json files of 'notebook'") from None
+
+
+def _join(args: argparse.Namespace) -> int:
+    from components.sweep.notebook import render_sweep_html, render_sweep_markdown
+
+    data = [_read_json(f) for f in args.files]
+    paths = write_files(
+        args.output_dir, {"report.md": render_sweep_markdown(data), "chart.html": render_sweep_html(data)}
+    )
+    print(f"{len(data)} training sweeps joined")
+    print("wrote: " + ", ".join(paths))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parses the arguments and runs the sub-command.
+
+    Returns:
+        The exit status: 0 done, 2 bad input (flags, grid, price table, dataset, sweep files).
+    """
+    args = _parser().parse_args(argv)
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.pricing import PriceTableError
+    from components.sweep.grid import GridError
+    from trainer.benchmark import BenchmarkError
+    from trainer.tfrecords import DatasetError
+
+    command = {"grid": _grid, "notebook": _notebook, "join": _join}[args.command]
+    try:
+        return command(args)
+    except (ConfigError, GridError, PriceTableError, BenchmarkError, DatasetError) as err:
+        return fail(err)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The experiment grid step: plan the cells, run one cell, join the cells' rows into the tables.
+
+The KFP adapters (``component.py``) and the command line (``__main__.py``) call these; the
+grid, cell and table modules hold the pieces. TensorFlow is imported only when a cell trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from components.pricing import load_price_table
+from components.sweep.cell import CellResult, process_start_time, run_cell_recorded
+from components.sweep.grid import GridCell, grid_settings, plan_grid
+from components.sweep.notebook import SweepRun, plan_notebook_cells, run_notebook_cell
+from components.sweep.table import best_cells, build_rows, collect_results, render_grid_html, render_grid_markdown
+
+
+@dataclasses.dataclass(frozen=True)
+class GridReport:
+    """The join's outputs.
+
+    Attributes:
+        markdown: the tables as Markdown.
+        html: the page with the tables and the quality-against-time chart.
+        best: ``best_quality``, ``fastest``, ``cheapest`` (cell names), ``cells``, ``failed``.
+    """
+
+    markdown: str
+    html: str
+    best: dict[str, Any]
+
+
+def plan_cells(grid: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> list[GridCell]:
+    """The grid's cells, repeats expanded, each with its key.
+
+    Args:
+        grid: the cells as the pipeline's ``grid_cells`` gives them.
+        settings: the keyword arguments of :func:`components.sweep.grid.grid_settings` (the
+            pipeline's model, model_options, epochs, ..., source, limit_per_split).
+    """
+    defaults, context = grid_settings(**settings)
+    return plan_grid(grid, defaults, context)
+
+
+def run_one_cell(
+    dataset_dir: str,
+    model_dir: str,
+    cell: Mapping[str, Any],
+    rows_root: str,
+    checkpoint_dir: Optional[str] = None,
+) -> CellResult:
+    """Trains and evaluates one planned cell (``GridCell.to_dict``), its row on record under ``rows_root``."""
+    return run_cell_recorded(
+        dataset_dir, model_dir, GridCell.from_dict(cell), rows_root, process_start_time(), checkpoint_dir
+    )
+
+
+def join_grid(cells: Sequence[GridCell], rows_root: str, price_table: Optional[str] = None) -> GridReport:
+    """The tables from the rows the planned cells wrote; a cell without a row is a failed one.
+
+    Args:
+        cells: the planned cells (:func:`plan_cells`).
+        rows_root: where the cells wrote their rows.
+        price_table: a YAML price table over the defaults; None or empty for the defaults.
+    """
+    rows = build_rows(collect_results(cells, rows_root), load_price_table(price_table or None))
+    return GridReport(render_grid_markdown(rows), render_grid_html(rows), best_cells(rows))
+
+
+def run_notebook_sweep(
+    dataset_dir: str,
+    name: str,
+    batch_sizes: Sequence[int],
+    epochs: int,
+    steps_per_epoch: Optional[int] = None,
+    strategy: str = "auto",
+    model: str = "mnist_cnn",
+) -> SweepRun:
+    """The GPU-vs-TPU notebook's sweep on this machine: one ``train()`` per batch size, epochs timed.
+
+    Args:
+        dataset_dir: the converted dataset (its train split is trained on).
+        name: the name this machine is reported under (``tpu-v2-8``, ``gpu-1``, ``cpu``).
+        batch_sizes: global batch sizes.
+        epochs: epochs per batch size, >= 2 (the first, compiling, one is excluded).
+        steps_per_epoch: steps per epoch; None for one pass over the split.
+        strategy: ``auto``, ``tpu``, ``gpu`` or ``cpu``.
+        model: the model builder (``mnist_cnn`` is the notebook's CNN).
+    """
+    entry = {"accelerator": name, "strategy": strategy}
+    cells = plan_notebook_cells([entry], batch_sizes, epochs, steps_per_epoch or 0, model)
+    results = [r for cell in cells for r in run_notebook_cell(dataset_dir, cell).results]
+    return SweepRun(name, tuple(results))
