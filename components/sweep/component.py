@@ -90,7 +90,7 @@ def plan_training_grid(
     """Checks the grid and expands it into one cell per run (repeats apart), each with its key.
 
     Args:
-        grid: the cells (``components.benchmark.grid.plan_grid``).
+        grid: the cells (``components.sweep.grid.plan_grid``).
         model: the model builder of cells that name none.
         model_options: its options for cells that give none.
         epochs: for cells that give none.

@@ -1,6 +1,6 @@
 """The interface of a compiled pipeline: what a user's runs and the Kubeflow UI depend on.
 
-Parameters (names, types, defaults), components' inputs and outputs, tasks and their DAG edges,
+Parameters (names, types, defaults; not their descriptions), components' inputs and outputs, tasks and their DAG edges,
 caching, retries, loops and conditions, resources and Kubernetes settings: everything in the YAML
 except the shipped source code and the image, which change with every refactoring and release.
 ``python -m tests.pipelines.interface`` rewrites the golden files after a deliberate change.
@@ -27,6 +27,15 @@ TASK_KEYS = (
     "artifactIterator",
     "inputs",
 )
+
+
+def _without_descriptions(data):
+    """The data without ``description`` entries: prose from docstrings, not interface."""
+    if isinstance(data, dict):
+        return {k: _without_descriptions(v) for k, v in data.items() if k != "description"}
+    if isinstance(data, list):
+        return [_without_descriptions(v) for v in data]
+    return data
 
 
 def _task(task: dict) -> dict:
@@ -61,13 +70,15 @@ def interface(documents: list[dict]) -> dict:
         name: {"resources": executor.get("container", {}).get("resources", {})}
         for name, executor in sorted(spec["deploymentSpec"]["executors"].items())
     }
-    return {
-        "pipelineInfo": spec["pipelineInfo"],
-        "root": {"inputDefinitions": spec["root"].get("inputDefinitions", {}), "dag": _dag(spec["root"]["dag"])},
-        "components": components,
-        "executors": executors,
-        "platforms": documents[1] if len(documents) > 1 else {},
-    }
+    return _without_descriptions(
+        {
+            "pipelineInfo": spec["pipelineInfo"],
+            "root": {"inputDefinitions": spec["root"].get("inputDefinitions", {}), "dag": _dag(spec["root"]["dag"])},
+            "components": components,
+            "executors": executors,
+            "platforms": documents[1] if len(documents) > 1 else {},
+        }
+    )
 
 
 def compiled_interfaces(output_dir: str) -> dict[str, dict]:
