@@ -30,6 +30,9 @@ def plan_notebook_sweep(
     Returns:
         The cells as dicts (``GridCell.to_dict``), the fan-out's items.
     """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()
     from components.sweep.notebook import plan_notebook_cells
 
     return [c.to_dict() for c in plan_notebook_cells(accelerators, batch_sizes, epochs, steps_per_epoch, model)]
