@@ -84,8 +84,8 @@ def write_model(root: Path, num_classes: int = 10, train_on: Path | None = None,
     """Exports an ``mnist_cnn`` (optionally trained a few steps on a dataset's train split)."""
     import keras
 
-    from trainer.export import export_saved_model
-    from trainer.models import build_model
+    from trainer.tasks.classification.export import export_saved_model
+    from trainer.tasks.classification.model import build_model
 
     keras.utils.set_random_seed(0)
     model = build_model("mnist_cnn", (28, 28, 1), num_classes)

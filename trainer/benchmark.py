@@ -448,7 +448,7 @@ def training_sweep(
     import tensorflow as tf
 
     from trainer.distribute import accelerator_kind, get_strategy
-    from trainer.models import build_model
+    from trainer.tasks.classification.model import build_model
 
     images, labels, classes = _load_arrays(dataset_dir, split, limit)
     strategy = get_strategy(accelerator)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer import tfrecords
-from trainer.tasks import Task, task_of_manifest
 from trainer.tfrecords import DatasetError, split_count
+
+if TYPE_CHECKING:  # the tasks import this module; a task is handed in, never imported here
+    from trainer.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ def make_dataset(
     batch_size: int,
     training: bool,
     *,
+    task: Task,
     drop_remainder: bool = False,
     repeat: bool | None = None,
     shuffle_buffer: int = 10_000,
@@ -91,8 +94,6 @@ def make_dataset(
     cache: bool = False,
     manifest: Mapping[str, Any] | None = None,
     options_threads: int | None = None,
-    task: Task | None = None,
-    model_options: Mapping[str, Any] | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``(images, targets)`` batches from a split of a TFRecord dataset.
 
@@ -112,10 +113,8 @@ def make_dataset(
             many times that fit in memory (``cached_size_mb`` tells the size).
         manifest: the already-loaded manifest (saves a read); loaded from ``dataset_dir`` if ``None``.
         options_threads: size of tf.data's private thread pool; ``None`` lets tf.data decide.
-        task: reads the record features, decodes the images to the model's input shape and makes
-            the targets; ``None`` for the dataset's task.
-        model_options: the model's options (``TrainConfig.model_options``): a task may take its
-            input size from them (detection's ``image_size``).
+        task: the configured task (``trainer.tasks.get_task``): it reads the record features,
+            decodes the images to the model's input shape and makes the targets.
 
     Returns:
         A dataset of ``images`` float32 ``[B, H, W, C]`` in [0, 1] and the task's targets
@@ -130,8 +129,7 @@ def make_dataset(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     manifest = manifest if manifest is not None else tfrecords.load_manifest(dataset_dir)
-    task = task or task_of_manifest(manifest)
-    shape = task.input_shape(manifest, model_options or {})
+    shape = task.input_shape(manifest)
     split_count(manifest, split)
     files = tfrecords.shard_paths(dataset_dir, split, manifest)
     compression = manifest.get("compression") or ""
@@ -154,7 +152,7 @@ def make_dataset(
 
     def parse(serialized):
         # One parse_example call per batch, then the task decodes the images on the host.
-        return task.decode(tf.io.parse_example(serialized, spec), shape, model_options or {})
+        return task.decode(tf.io.parse_example(serialized, spec), shape)
 
     def scale(images, targets):
         return tf.cast(images, tf.float32) * (1.0 / 255.0), targets

@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from trainer import data, distribute, storage, tfrecords
 from trainer.config import TrainConfig
+from trainer.errors import TrainingError
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
 
 log = logging.getLogger(__name__)
@@ -34,14 +35,6 @@ SUMMARY_NAME = "training.json"
 STATE_NAME = "state.json"
 # The learning rate in the config is for this global batch; larger batches scale it linearly.
 BASE_BATCH = 128
-
-
-class TrainingError(RuntimeError):
-    """Training cannot start or went wrong; the message says what and how to fix it."""
-
-
-class TrainingDivergedError(TrainingError):
-    """The loss became NaN/inf or exploded; nothing is exported."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,9 +365,10 @@ def _prepare(
     """
     manifest = tfrecords.load_manifest(dataset_dir)
     try:
-        task = task_of_manifest(manifest)
+        task_type = type(task_of_manifest(manifest))
     except TaskError as err:
         raise TrainingError(f"{dataset_dir}: {err}") from err
+    task = task_type(config.model_options)  # a bad option is the task's error, naming the option
     task.check_dataset(manifest)
     data.split_count(manifest, config.train_split)
     val_split = config.validation_split
@@ -489,12 +483,12 @@ def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strate
     try:
         with strategy.scope():
             try:
-                model = prepared.task.build_model(config, prepared.manifest)
+                model = prepared.task.build_model(config.model, prepared.manifest)
             except TaskError as err:
                 raise TrainingError(str(err)) from err
             prepared.task.compile(
                 model,
-                prepared.task.optimizer(settings.learning_rate, settings.total_steps(config), config.model_options),
+                prepared.task.optimizer(settings.learning_rate, settings.total_steps(config)),
                 steps_per_execution=settings.steps_per_execution,
                 jit_compile=settings.jit_compile,
             )
@@ -513,7 +507,7 @@ def _inputs(
 ) -> tuple[Any, Any, Optional[int], bool]:
     """The training input, the validation input (or None) with its step count, and whether it caches."""
     manifest, task = prepared.manifest, prepared.task
-    shape = task.input_shape(manifest, config.model_options)
+    shape = task.input_shape(manifest)
     cache = 0 < data.cached_size_mb(manifest, config.train_split, shape) <= config.cache_max_mb
     train_ds = data.make_dataset(
         dataset_dir,
@@ -527,7 +521,6 @@ def _inputs(
         cache=cache,
         manifest=manifest,
         task=task,
-        model_options=config.model_options,
     )
     if prepared.val_split is None:
         return train_ds, None, config.validation_steps, cache
@@ -539,7 +532,6 @@ def _inputs(
         drop_remainder=settings.drop_remainder,
         manifest=manifest,
         task=task,
-        model_options=config.model_options,
     )
     val_count = data.split_count(manifest, prepared.val_split)
     batch = settings.global_batch
@@ -592,11 +584,10 @@ def _summary(
         train_seconds=train_seconds,
         resumed_from_step=resumed_from,
         train_loss=last.get("loss"),
-        train_accuracy=last.get("accuracy"),
         val_loss=last.get("val_loss"),
-        val_accuracy=last.get("val_accuracy"),
+        **{"train_accuracy": None, "val_accuracy": None, **prepared.task.summary_metrics(history)},
         class_names=list(prepared.manifest["classes"]),
-        image_shape=list(prepared.task.input_shape(prepared.manifest, config.model_options)),
+        image_shape=list(prepared.task.input_shape(prepared.manifest)),
         dataset=dataset_dir,
         dataset_fingerprint=prepared.dataset_fp,
         config_fingerprint=prepared.fingerprint,
@@ -611,7 +602,7 @@ def _export(model: Any, model_dir: str, effective: TrainConfig, summary: Trainin
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
-    prepared.task.export(model, saved, prepared.manifest, effective.model_options)
+    prepared.task.export(model, saved, prepared.manifest)
     model.save(_join(model_dir, "model.keras"))
     storage.write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
     storage.write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))

@@ -118,7 +118,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from components.benchmark.table import render_sweep_html, render_sweep_markdown
     from trainer.benchmark import training_sweep
     from trainer.distribute import AcceleratorNotFoundError
-    from trainer.models import ModelError  # imports keras: only here, where TensorFlow runs anyway
+    from trainer.tasks.classification.model import ModelError  # imports keras: only here, where TensorFlow runs anyway
 
     try:
         results = training_sweep(

@@ -32,7 +32,7 @@ import yaml
 
 from trainer.config import ConfigBase, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
-from trainer.tasks import TASKS
+from trainer.tasks import task_names
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -71,7 +71,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         kwargs: dict[str, Any] = {"dest": f.name, "default": None, "help": help_text}
         args = typing.get_args(hint)
         if f.name == "task":
-            kwargs["choices"] = sorted(TASKS)
+            kwargs["choices"] = task_names()
         elif typing.get_origin(hint) is typing.Literal:
             kwargs["choices"] = list(args)
         elif typing.get_origin(hint) in (typing.Union, types.UnionType):

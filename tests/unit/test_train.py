@@ -9,12 +9,11 @@ import pytest
 from PIL import Image
 
 from tests.unit.train_datasets import make_images, write_dataset
-from trainer import models
 from trainer.config import TrainConfig
+from trainer.errors import TrainingDivergedError, TrainingError
+from trainer.tasks.classification import model as models
 from trainer.tfrecords import DatasetError
 from trainer.train import (
-    TrainingDivergedError,
-    TrainingError,
     TrainingSummary,
     resolve_global_batch,
     scaled_learning_rate,
