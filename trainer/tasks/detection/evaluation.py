@@ -81,27 +81,8 @@ def scored_examples(
     return out
 
 
-def coco_evaluate(
-    records: Sequence[Mapping[str, Any]], predictions: Sequence[Mapping[str, Any]], class_names: list[str]
-) -> DetectionEvaluation:
-    """COCO metrics (pycocotools) of served-format predictions against the records' true boxes.
-
-    Boxes are compared in the original images' pixels; crowd boxes are passed as ``iscrowd``.
-
-    Raises:
-        TaskError: no records, or a prediction count that differs from the record count.
-    """
-    import contextlib
-    import io
-
-    import numpy as np
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    if not records:
-        raise TaskError("no examples to evaluate: the split is empty")
-    if len(records) != len(predictions):
-        raise TaskError(f"{len(predictions)} predictions for {len(records)} images")
+def _ground_truth(records: Sequence[Mapping[str, Any]], class_names: list[str]) -> tuple[dict[str, Any], list[int]]:
+    """The records' boxes as a COCO ground-truth dataset (original pixels), and non-crowd instances per class."""
     gt: dict[str, Any] = {
         "images": [{"id": i, "height": r["height"], "width": r["width"]} for i, r in enumerate(records)],
         "categories": [{"id": c, "name": name} for c, name in enumerate(class_names)],
@@ -117,6 +98,11 @@ def coco_evaluate(
                  "bbox": [x1 * w, y1 * h, bw, bh], "area": bw * bh}
             )  # fmt: skip
             instances[int(label)] += 0 if crowd else 1
+    return gt, instances
+
+
+def _detections(records: Sequence[Mapping[str, Any]], predictions: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Served-format predictions as COCO results in the original images' pixels."""
     dets = []
     for i, (r, p) in enumerate(zip(records, predictions, strict=True)):
         h, w = r["height"], r["width"]
@@ -128,21 +114,35 @@ def coco_evaluate(
                 {"image_id": i, "category_id": int(cls) - 1, "score": float(score),
                  "bbox": [x1 * w, y1 * h, (x2 - x1) * w, (y2 - y1) * h]}
             )  # fmt: skip
-    quiet = io.StringIO()
-    with contextlib.redirect_stdout(quiet):  # pycocotools prints its progress
+    return dets
+
+
+def _run_cocoeval(gt: dict[str, Any], dets: list[dict]) -> tuple[Any, Any]:
+    """Pycocotools' summary stats (undefined -1 counted as 0) and its precision array (None: no detections)."""
+    import contextlib
+    import io
+
+    import numpy as np
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         coco_gt = COCO()
         coco_gt.dataset = gt
         coco_gt.createIndex()
         if not dets:
-            stats = np.zeros(12)
-            precision = None
-        else:
-            evaluator = COCOeval(coco_gt, coco_gt.loadRes(dets), "bbox")
-            evaluator.evaluate()
-            evaluator.accumulate()
-            evaluator.summarize()
-            stats = np.maximum(evaluator.stats, 0.0)  # -1 (undefined) counts as 0 for the gate
-            precision = evaluator.eval["precision"]  # [T, R, K, A, M]
+            return np.zeros(12), None
+        evaluator = COCOeval(coco_gt, coco_gt.loadRes(dets), "bbox")
+        evaluator.evaluate()
+        evaluator.accumulate()
+        evaluator.summarize()
+    return np.maximum(evaluator.stats, 0.0), evaluator.eval["precision"]  # precision: [T, R, K, A, M]
+
+
+def _per_class(
+    precision: Any, class_names: list[str], instances: list[int]
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """AP, AP@0.5 and instances per class, and each class's precision at the 101 recall points at IoU 0.5."""
     per_class, curves = [], {}
     for k, name in enumerate(class_names):
         if precision is None:
@@ -155,6 +155,26 @@ def coco_evaluate(
             curve = [float(v) for v in p50]
         per_class.append({"name": name, "ap": ap, "ap50": ap50, "instances": instances[k]})
         curves[name] = curve
+    return per_class, curves
+
+
+def coco_evaluate(
+    records: Sequence[Mapping[str, Any]], predictions: Sequence[Mapping[str, Any]], class_names: list[str]
+) -> DetectionEvaluation:
+    """COCO metrics (pycocotools) of served-format predictions against the records' true boxes.
+
+    Boxes are compared in the original images' pixels; crowd boxes are passed as ``iscrowd``.
+
+    Raises:
+        TaskError: no records, or a prediction count that differs from the record count.
+    """
+    if not records:
+        raise TaskError("no examples to evaluate: the split is empty")
+    if len(records) != len(predictions):
+        raise TaskError(f"{len(predictions)} predictions for {len(records)} images")
+    gt, instances = _ground_truth(records, class_names)
+    stats, precision = _run_cocoeval(gt, _detections(records, predictions))
+    per_class, curves = _per_class(precision, class_names, instances)
     metrics = {
         "ap": float(stats[0]),
         "ap50": float(stats[1]),

@@ -21,8 +21,8 @@ from trainer.tasks.detection.options import DetectorOptions
 OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "detection_class_names", "num_detections")
 
 
-def export_detector(model: Any, export_dir: str, class_names: list[str], opts: DetectorOptions) -> str:
-    """Writes the detector as a SavedModel with ``serving_default`` (bytes) and ``serving_tensors``."""
+def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):
+    """``(letterboxed images, scales, heights, widths) -> the serving outputs``: decode, NMS, rescale."""
     import keras
     import tensorflow as tf
 
@@ -64,6 +64,16 @@ def export_detector(model: Any, export_dir: str, class_names: list[str], opts: D
             "num_detections": tf.cast(nms.valid_detections, tf.float32),
         }
 
+    return detect
+
+
+def export_detector(model: Any, export_dir: str, class_names: list[str], opts: DetectorOptions) -> str:
+    """Writes the detector as a SavedModel with ``serving_default`` (bytes) and ``serving_tensors``."""
+    import tensorflow as tf
+
+    size = opts.image_size
+    detect = _detect_fn(model, opts, class_names)
+
     def decode_one(data):
         image = tf.io.decode_image(data, channels=3, expand_animations=False)
         dims = tf.cast(tf.shape(image)[:2], tf.float32)
@@ -75,15 +85,11 @@ def export_detector(model: Any, export_dir: str, class_names: list[str], opts: D
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
     def serve_bytes(image_bytes):
+        scalar = tf.TensorSpec([], tf.float32)
         images, scales, heights, widths = tf.map_fn(
             decode_one,
             image_bytes,
-            fn_output_signature=(
-                tf.TensorSpec([size, size, 3], tf.float32),
-                tf.TensorSpec([], tf.float32),
-                tf.TensorSpec([], tf.float32),
-                tf.TensorSpec([], tf.float32),
-            ),
+            fn_output_signature=(tf.TensorSpec([size, size, 3], tf.float32), scalar, scalar, scalar),
         )
         return detect(images, scales, heights, widths)
 
