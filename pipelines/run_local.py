@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -200,6 +201,70 @@ def _move_logs(console: Any, staging: Path, folder: Path) -> Path:
     return logs
 
 
+def _run_quietly(pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any, verbose: bool) -> Optional[str]:
+    """Runs the pipeline under kfp.local with its output going to the console; returns kfp.local's error."""
+    from kfp import local
+
+    from pipelines.console import strip_ansi
+
+    # TensorFlow's C++ INFO lines (oneDNN, CPU features) say nothing to a person; warnings stay.
+    env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    if not verbose and env_before is None:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    error: Optional[str] = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = console
+    try:
+        pipeline(**kwargs)
+    except RuntimeError as err:  # kfp.local: a task finished with status FAILURE
+        error = strip_ansi(str(err))
+    finally:
+        sys.stdout, sys.stderr = saved
+        if env_before is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        console.close_pending()
+    return error
+
+
+def _report(
+    console: Any,
+    staging_logs: Path,
+    folder: Path,
+    stages_root: Path,
+    error: Optional[str],
+    name: str,
+    root: Path,
+    summary: Callable[[], str],
+) -> tuple[Any, Path]:
+    """Moves the logs into the run folder, writes the run report, links ``latest``; prints the outcome.
+
+    ``summary`` gives the lines printed after a successful run (before the report's path).
+
+    Returns:
+        (the failure or None, the report's path).
+    """
+    from components.report.local import inputs_from_run_dir
+    from components.report.run import Failure, write_report
+
+    logs = _move_logs(console, staging_logs, folder)
+    failure = console.failure(error)
+    if failure is None and error is not None:  # failed outside any step (kfp.local itself)
+        failure = Failure("(kfp.local)", error, "", str(logs / "pipeline.log"))
+    report = folder / "report.html"
+    inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), failure,
+                                 title=f"{name}: run report")  # fmt: skip
+    size = write_report(inputs, str(report))
+    latest = _link_latest(root, folder)
+    if failure is not None:
+        console.print_failure(failure)
+    else:
+        console.say(summary())
+    console.say(f"report:             {report} ({size / 1024:,.0f} KiB; also {latest / 'report.html'})")
+    console.say(f"logs:               {logs}/ (make run VERBOSE=1 prints them as they run)")
+    return failure, report
+
+
 def run_pipeline(
     pipeline_kwargs: dict[str, Any],
     root: Path,
@@ -227,10 +292,6 @@ def run_pipeline(
     """
     import importlib
 
-    from kfp import local
-
-    from components.report.local import inputs_from_run_dir
-    from components.report.run import write_report
     from pipelines.console import QuietConsole, display_names
     from trainer.tasks import get_task
 
@@ -267,43 +328,13 @@ def run_pipeline(
     )
     pretty = ", ".join(f"{k}={v}" for k, v in pipeline_kwargs.items() if k in ("source", "limit_per_split", "epochs"))
     console.say(f"lean-tpu-pipelines: the {end_to_end.NAME} pipeline under kfp.local ({pretty})")
-    # TensorFlow's C++ INFO lines (oneDNN, CPU features) say nothing to a person; warnings stay.
-    env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    if not verbose and env_before is None:
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
-    error: Optional[str] = None
-    saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = console
-    try:
-        end_to_end.pipeline(**{**pipeline_kwargs, "stages_root": str(stages_root)})
-    except RuntimeError as err:  # kfp.local: a task finished with status FAILURE
-        from pipelines.console import strip_ansi
-
-        error = strip_ansi(str(err))
-    finally:
-        sys.stdout, sys.stderr = saved
-        if env_before is None:
-            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-        console.close_pending()
+    error = _run_quietly(end_to_end.pipeline, {**pipeline_kwargs, "stages_root": str(stages_root)}, root, console,
+                         verbose)  # fmt: skip
     folder = run_dir() or root / f"{end_to_end.NAME}-{stamp}-failed"
-    logs = _move_logs(console, staging_logs, folder)
-    failure = console.failure(error)
-    if failure is None and error is not None:  # failed outside any step (kfp.local itself)
-        from components.report.run import Failure
-
-        failure = Failure("(kfp.local)", error, "", str(logs / "pipeline.log"))
-    report = folder / "report.html"
-    inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), failure,
-                                 title=f"{end_to_end.NAME}: run report")  # fmt: skip
-    size = write_report(inputs, str(report))
-    latest = _link_latest(root, folder)
-    if failure is not None:
-        console.print_failure(failure)
-    else:
-        console.say(summarize(folder, stages_root, model_name, time.monotonic() - t0, task))
-    console.say(f"report:             {report} ({size / 1024:,.0f} KiB; also {latest / 'report.html'})")
-    console.say(f"logs:               {logs}/ (make run VERBOSE=1 prints them as they run)")
+    failure, report = _report(
+        console, staging_logs, folder, stages_root, error, end_to_end.NAME, root,
+        lambda: summarize(folder, stages_root, model_name, time.monotonic() - t0, task),
+    )  # fmt: skip
     return LocalRun(failure is None, folder, report, console.printed)
 
 

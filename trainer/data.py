@@ -79,6 +79,37 @@ def steps_per_epoch(manifest: Mapping[str, Any], split: str, batch_size: int, dr
     return steps
 
 
+def _records(files: list[str], compression: str, training: bool, seed: int | None) -> Any:
+    """The serialized records of the shards, interleaved (shard order shuffled when training)."""
+    import tensorflow as tf
+
+    autotune = tf.data.AUTOTUNE
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if training and len(files) > 1:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    # Parallel, non-deterministic interleave: a slow shard (GCS latency) does not stall the others.
+    parallel = {"num_parallel_calls": autotune, "deterministic": not training} if len(files) > 1 else {}
+    ds = ds.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 << 20),
+        cycle_length=min(len(files), 16),
+        block_length=1,
+        **parallel,
+    )
+    return ds
+
+
+def _options(training: bool, options_threads: int | None) -> Any:
+    """tf.data's options: deterministic unless training, the thread pool, sharding by data."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.deterministic = not training
+    if options_threads:
+        options.threading.private_threadpool_size = options_threads
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return options
+
+
 def make_dataset(
     dataset_dir: str,
     split: str,
@@ -136,17 +167,7 @@ def make_dataset(
     repeat = training if repeat is None else repeat
     autotune = tf.data.AUTOTUNE
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if training and len(files) > 1:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    # Parallel, non-deterministic interleave: a slow shard (GCS latency) does not stall the others.
-    parallel = {"num_parallel_calls": autotune, "deterministic": not training} if len(files) > 1 else {}
-    ds = ds.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 << 20),
-        cycle_length=min(len(files), 16),
-        block_length=1,
-        **parallel,
-    )
+    ds = _records(files, compression, training, seed)
     # Only the features the task reads: parsing fewer keys is cheaper than parsing the whole record.
     spec = {k: tfrecords.FEATURE_SPEC[k] for k in task.feature_keys()}
 
@@ -181,9 +202,4 @@ def make_dataset(
         ds = ds.map(lambda x, y: task.augment(x, y, shape, seed), num_parallel_calls=autotune, deterministic=False)
     ds = ds.prefetch(autotune)
 
-    options = tf.data.Options()
-    options.deterministic = not training
-    if options_threads:
-        options.threading.private_threadpool_size = options_threads
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
+    return ds.with_options(_options(training, options_threads))

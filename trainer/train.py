@@ -254,6 +254,76 @@ class _Settings:
         return config.epochs * self.steps_per_epoch
 
 
+@dataclasses.dataclass(frozen=True)
+class _Fit:
+    """What the epoch loop fits with."""
+
+    model: Any
+    optimizer: Any
+    train_ds: Any
+    val_ds: Any
+    val_steps: Optional[int]
+    callbacks: list[Any]
+    saver: Any
+
+
+def _restore(checkpoint: Any, manager: Any, optimizer: Any, total_steps: int) -> int:
+    """Restores the latest checkpoint, if any; returns the step it was at (0 without one)."""
+    from trainer import callbacks
+
+    if not manager.latest_checkpoint:
+        return 0
+    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    resumed_from = callbacks.optimizer_step(optimizer)
+    log.info("resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, total_steps)
+    return resumed_from
+
+
+def _fit_epochs(
+    fit: _Fit,
+    prepared: _Prepared,
+    settings: _Settings,
+    config: TrainConfig,
+    history: list[dict[str, Any]],
+    resumed_from: int,
+) -> int:
+    """Fits the epochs not done yet, one ``model.fit`` each, saving a checkpoint and the history after each.
+
+    Returns:
+        The optimizer's step at the end.
+    """
+    from trainer import callbacks
+
+    step = resumed_from
+    for epoch in range(step // settings.steps_per_epoch, config.epochs):
+        remaining = (epoch + 1) * settings.steps_per_epoch - step
+        if remaining <= 0:
+            continue
+        if remaining % settings.steps_per_execution:
+            # Keras runs whole executions only; checkpoints of this config always fall on them.
+            raise TrainingError(
+                f"the checkpoint at step {step} is not on a multiple of steps_per_execution "
+                f"({settings.steps_per_execution}); it was written with other settings. Train into a new "
+                "folder (or delete the checkpoints)"
+            )
+        result = fit.model.fit(
+            fit.train_ds,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
+            steps_per_epoch=remaining,
+            validation_data=fit.val_ds,
+            validation_steps=fit.val_steps,
+            callbacks=fit.callbacks,
+            shuffle=False,  # the tf.data pipeline shuffles
+            verbose=2,
+        )
+        step = callbacks.optimizer_step(fit.optimizer)
+        fit.saver.save(step)
+        history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
+        _write_state(prepared, history)
+    return step
+
+
 def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None = None) -> TrainingSummary:
     """Trains a model on a TFRecord dataset for the dataset's task and writes the model folder.
 
@@ -291,13 +361,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
     settings = _settings(config, prepared.manifest, strategy)
     model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
     manager = tf.train.CheckpointManager(checkpoint, prepared.ckpt_dir, max_to_keep=3)
-    resumed_from = 0
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = callbacks.optimizer_step(optimizer)
-        log.info(
-            "resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, settings.total_steps(config)
-        )
+    resumed_from = _restore(checkpoint, manager, optimizer, settings.total_steps(config))
     # Keep only the epochs the restored weights have actually finished.
     history = [h for h in prepared.history if h["epoch"] * settings.steps_per_epoch <= resumed_from]
     _gfile().makedirs(prepared.ckpt_dir)
@@ -313,33 +377,8 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
         callbacks.ScalarLogger(_join(model_dir, "logs", "train"), meter),
     ]
     started = time.perf_counter()
-    step = resumed_from
-    for epoch in range(step // settings.steps_per_epoch, config.epochs):
-        remaining = (epoch + 1) * settings.steps_per_epoch - step
-        if remaining <= 0:
-            continue
-        if remaining % settings.steps_per_execution:
-            # Keras runs whole executions only; checkpoints of this config always fall on them.
-            raise TrainingError(
-                f"the checkpoint at step {step} is not on a multiple of steps_per_execution "
-                f"({settings.steps_per_execution}); it was written with other settings. Train into a new "
-                "folder (or delete the checkpoints)"
-            )
-        fit = model.fit(
-            train_ds,
-            initial_epoch=epoch,
-            epochs=epoch + 1,
-            steps_per_epoch=remaining,
-            validation_data=val_ds,
-            validation_steps=val_steps,
-            callbacks=fit_callbacks,
-            shuffle=False,  # the tf.data pipeline shuffles
-            verbose=2,
-        )
-        step = callbacks.optimizer_step(optimizer)
-        saver.save(step)
-        history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in fit.history.items()}})
-        _write_state(prepared, history)
+    fit = _Fit(model, optimizer, train_ds, val_ds, val_steps, fit_callbacks, saver)
+    step = _fit_epochs(fit, prepared, settings, config, history, resumed_from)
     train_seconds = time.perf_counter() - started
     if step != settings.total_steps(config):
         raise TrainingError(f"training ended at step {step}, expected {settings.total_steps(config)}; re-run to resume")
