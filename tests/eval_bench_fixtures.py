@@ -3,7 +3,7 @@
 Built once per test process (TensorFlow model building is the slow part) under a temporary folder:
 28x28 grayscale PNGs of 10 classes (class k: a bright bar at row 2k plus noise) written as
 TFRecord shards with dataset.json exactly as docs/CONTRACTS.md pins them, and an untrained (but
-real) ``mnist_cnn`` exported by ``trainer.export.export_saved_model`` into ``<model>/saved_model``.
+real) ``mnist_cnn`` exported by ``trainer.tasks.classification.export.export_saved_model`` into ``<model>/saved_model``.
 """
 
 from __future__ import annotations

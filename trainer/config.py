@@ -24,7 +24,7 @@ DEFAULT_SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
 
 @dataclasses.dataclass(frozen=True)
 class ConvertConfig(ConfigBase):
-    """How a source of images becomes sharded TFRecords (DESIGN.md section 4).
+    """How a source of images becomes sharded TFRecords.
 
     Attributes:
         source: a path or gs:// URI (image folder, CSV/JSONL manifest, .npz, IDX folder or COCO
@@ -86,10 +86,11 @@ class ConvertConfig(ConfigBase):
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig(ConfigBase):
-    """How a model is trained (DESIGN.md sections 3 and 5).
+    """How a model is trained.
 
     Attributes:
-        model: a model builder name from ``trainer.models`` (``mnist_cnn``, ...).
+        model: a model builder name of the dataset's task (``mnist_cnn``, ``transfer_classifier`` in
+            ``trainer.tasks.classification.model``; ``retinanet`` for detection).
         epochs: passes over the training split (or ``steps_per_epoch`` steps each).
         steps_per_epoch: steps per epoch; ``None`` means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 is the TPU target).
@@ -167,7 +168,7 @@ class TrainConfig(ConfigBase):
 
 @dataclasses.dataclass(frozen=True)
 class EvaluateConfig(ConfigBase):
-    """How a model is scored and blessed (DESIGN.md section 5).
+    """How a model is scored and blessed.
 
     Attributes:
         split: the dataset split to score.
@@ -207,7 +208,7 @@ class EvaluateConfig(ConfigBase):
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkConfig(ConfigBase):
-    """How inference is timed (DESIGN.md section 5; the case study's 3,200 images in batches of 64).
+    """How inference is timed (the case study's 3,200 images in batches of 64).
 
     Attributes:
         num_images: images timed, warm-up excluded.
@@ -331,7 +332,7 @@ LOAD_TESTS: Mapping[tuple[str, str], LoadTestConfig] = types.MappingProxyType(
 
 @dataclasses.dataclass(frozen=True)
 class PromoteConfig(ConfigBase):
-    """How a model reaches a serving stage (DESIGN.md section 5).
+    """How a model reaches a serving stage.
 
     Attributes:
         stage: ``demo``, ``staging`` or ``prod``.

@@ -1,6 +1,6 @@
 """tf.data input: list shards from dataset.json, read in parallel, parse, decode, batch, prefetch.
 
-The pipeline for a split (DESIGN.md section 4, docs/CONTRACTS.md "A dataset folder"):
+The pipeline for a split (docs/CONTRACTS.md "A dataset folder"):
 
     shards (from dataset.json) -> [shuffle shard order] -> interleave(TFRecordDataset, parallel,
     non-deterministic) -> [shuffle records] -> batch -> parse the whole batch at once (the keys

@@ -1,6 +1,6 @@
 """One function that finds the accelerator and returns the matching ``tf.distribute`` strategy.
 
-Detection order for ``accelerator="auto"`` (DESIGN.md section 3):
+Detection order for ``accelerator="auto"``:
 
 1. A Cloud TPU given by GKE's legacy "TPU Node" path: the pod's ``KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS``
    (``TPUClusterResolver()`` reads it), or ``TPU_NAME`` (a named TPU, e.g. on a GCE VM).
@@ -48,7 +48,7 @@ class TpuAddress:
 
 @dataclasses.dataclass(frozen=True)
 class AcceleratorDefaults:
-    """Training settings that suit an accelerator (DESIGN.md section 3).
+    """Training settings that suit an accelerator.
 
     Attributes:
         precision: the Keras mixed-precision policy name.

@@ -1,4 +1,4 @@
-"""The blessing decision, TFX-style, failing closed (DESIGN.md section 5).
+"""The blessing decision, TFX-style, failing closed.
 
 A model is blessed only when thresholds are configured and every one of them passes:
 

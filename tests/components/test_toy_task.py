@@ -64,7 +64,7 @@ def test_train_evaluate_gate_benchmark_promote_and_report(toy_dataset, tmp_path,
     row = run_benchmark(
         model_dir, toy_dataset, BenchmarkConfig(num_images=32, batch_size=16, warmup_batches=1, rounds=1, http=False)
     )
-    assert row.images_per_sec > 0
+    assert row.timing.images_per_sec > 0 and row.timing.num_images == 32
 
     stages = str(tmp_path / "stages")
     result = promote(
@@ -79,6 +79,6 @@ def test_train_evaluate_gate_benchmark_promote_and_report(toy_dataset, tmp_path,
 
     page = render(
         ReportInputs(run="toy-run", model_dir=model_dir, evaluation=outcome.metrics, blessing=outcome.blessing,
-                     stages_root=stages)
+                     benchmark=row.summary().to_dict(), stages_root=stages)
     )  # fmt: skip
     assert "test MAE" in page and "serves brightness version 1" in page

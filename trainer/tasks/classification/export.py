@@ -164,7 +164,7 @@ def read_class_names(saved_model_dir: str) -> list[str]:
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
             f"{path} not found: {saved_model_dir} is not a SavedModel written by "
-            "trainer.export.export_saved_model (it has no class names)"
+            "trainer.tasks.classification.export.export_saved_model (it has no class names)"
         )
     with tf.io.gfile.GFile(path, "r") as f:
         return [line.rstrip("\n") for line in f if line.strip()]
