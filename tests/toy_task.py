@@ -3,7 +3,9 @@
 Registered through ``LTP_TASK_MODULES=tests.toy_task``: the task registry imports this module
 when it is first looked up, in the test process and in every subprocess a step runs in. It reads
 classification-format records (``image/encoded``; the label is ignored) of a dataset whose
-``dataset.json`` says ``task: brightness``; ``serving_default`` returns ``brightness`` in [0, 1].
+``dataset.json`` says ``task: brightness``; ``serving_default`` returns ``brightness`` in [0, 1]
+and ``darkness`` (1 - brightness: a model server answers a one-output signature with bare
+values, and the serving checks want named outputs).
 Its renderers (the evaluate step's report and page) are registered here too.
 """
 
@@ -22,6 +24,7 @@ from trainer.tasks import EvaluationResultBase, Metric, RunDefaults, ServingSche
 NAME = "brightness"
 _ENCODED = "image/encoded"
 TOLERANCE = 0.15  # a served brightness this close to the truth is right
+OUTPUTS = ("brightness", "darkness")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,10 @@ class BrightnessEvaluation(EvaluationResultBase):
         return dataclasses.asdict(self)
 
 
+def _outputs(brightness: Any) -> dict[str, Any]:
+    return {"brightness": brightness, "darkness": 1.0 - brightness}
+
+
 def _brightness(images: Any) -> Any:
     import tensorflow as tf
 
@@ -64,25 +71,27 @@ class Brightness(Task):
     metrics: ClassVar[tuple[Metric, ...]] = (Metric("mae", False, "mean absolute error", label="MAE"),)
     headline_metric: ClassVar[str] = "mae"
     quality_metrics: ClassVar[tuple[str, ...]] = ("mae",)
-    serving: ClassVar[ServingSchema] = ServingSchema(outputs=("brightness",))
+    serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"mae": 0.5}
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
         data="digits", limit=100, epochs=1, served_model_name="brightness", model="tiny", headline=("mae",)
     )
 
     def check_prediction(self, prediction: Mapping[str, Any], num_outputs: int | None = None) -> None:
-        """One number in [0, 1]."""
-        value = prediction.get("brightness")
-        if set(prediction) != {"brightness"} or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise TaskError(f"prediction {prediction!r}, expected {{'brightness': a number in [0, 1]}}")
+        """Two numbers in [0, 1] that add up to 1."""
+        values = [prediction.get(k) for k in OUTPUTS]
+        if set(prediction) != set(OUTPUTS) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in values):
+            raise TaskError(f"prediction {prediction!r}, expected brightness and darkness in [0, 1]")
+        if abs(sum(values) - 1) > 1e-4:
+            raise TaskError(f"brightness and darkness add up to {sum(values)}, expected 1")
 
     def matches(self, prediction: Mapping[str, Any], expected: Any) -> bool:
         """Within the tolerance."""
         return abs(float(prediction["brightness"]) - float(expected)) <= TOLERANCE
 
     def output_signature(self, num_classes: int) -> dict[str, str]:
-        """One float per image."""
-        return {"brightness": "float32 [None]"}
+        """Two floats per image."""
+        return {"brightness": "float32 [None]", "darkness": "float32 [None]"}
 
     def feature_keys(self) -> tuple[str, ...]:
         """The image only."""
@@ -148,11 +157,11 @@ class Brightness(Task):
                 image_bytes,
                 fn_output_signature=tf.TensorSpec(shape, tf.uint8),
             )
-            return {"brightness": model(tf.cast(images, tf.float32) / 255.0, training=False)}
+            return _outputs(model(tf.cast(images, tf.float32) / 255.0, training=False))
 
         @tf.function(input_signature=[tf.TensorSpec([None, *shape], tf.float32, name="images")])
         def serve_tensors(images):
-            return {"brightness": model(images, training=False)}
+            return _outputs(model(images, training=False))
 
         module.serve_bytes, module.serve_tensors = serve_bytes, serve_tensors
         signatures = {"serving_default": serve_bytes.get_concrete_function()}
@@ -166,7 +175,7 @@ class Brightness(Task):
 
         loaded = tf.saved_model.load(saved_model_dir)
         fn = loaded.signatures["serving_default"]
-        if set(fn.structured_outputs) != {"brightness"}:
+        if set(fn.structured_outputs) != set(OUTPUTS):
             raise TaskError(f"{saved_model_dir}: serving_default returns {sorted(fn.structured_outputs)}")
         return loaded, fn
 
