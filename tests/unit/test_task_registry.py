@@ -1,13 +1,16 @@
 """The task registry: configured tasks with typed options, their tables, and their renderers."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import trainer.tasks
 from components.evaluate.renderers import renderers_of
-from trainer.tasks import RunDefaults, Task, TaskError, get_task, task_names, task_types
+from trainer.tasks import TASK_MODULES_ENV, RunDefaults, Task, TaskError, get_task, task_names, task_types
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,3 +83,17 @@ def test_no_step_of_this_area_tests_a_task_s_name_or_sniffs_its_outputs():
     paths += [p for p in (ROOT / "trainer").rglob("*.py") if "tasks" not in p.relative_to(ROOT).parts]
     found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in paths for m in _SNIFFS.finditer(p.read_text())]
     assert len(paths) > 20 and found == []
+
+
+def test_a_subprocess_sees_an_extra_task_only_when_the_registry_is_looked_up():
+    code = (
+        "import sys\n"
+        "import trainer.config, trainer.tasks\n"
+        "assert 'tests.toy_task' not in sys.modules  # importing is not looking up\n"
+        "from trainer.tasks import get_task, task_names\n"
+        "print(task_names(), get_task('brightness', {'exact_start': False}).options.exact_start)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), TASK_MODULES_ENV: "tests.toy_task"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['brightness',", "'classification',", "'detection']", "False"]
