@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from components import progress
-from components.report.build import Failure, StepRecord
+from components.report.run import Failure, StepRecord
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXECUTING = re.compile(r" - INFO - Executing task '([^']+)'")

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -62,21 +63,6 @@ def task_outputs(run_dir: Path) -> dict[str, dict[str, Any]]:
     return result
 
 
-# Per task: the pipeline module, the summary's headline metrics, and make run's defaults.
-TASKS: dict[str, dict[str, Any]] = {
-    "classification": {
-        "pipeline": "pipelines.end_to_end",
-        "headline": (("test accuracy", "accuracy"),),
-        "defaults": {"data": "fashion-mnist", "limit": 20000, "epochs": 3, "model_name": "classifier"},
-    },
-    "detection": {
-        "pipeline": "pipelines.detection",
-        "headline": (("test AP@0.5", "ap50"), ("test AP@[.5:.95]", "ap")),
-        "defaults": {"data": "shapes", "limit": 0, "epochs": 8, "model_name": "detector"},
-    },
-}
-
-
 def summarize(
     run_dir: Path, stages_root: Path, model_name: str, seconds: Optional[float] = None, task: str = "classification"
 ) -> str:
@@ -95,10 +81,14 @@ def summarize(
         return "n/a" if value is None else format(value, spec)
 
     took = "" if seconds is None else f" in {seconds:.0f} s"
+    from trainer.tasks import get_task
+
+    the_task = get_task(task)
+    labels = [(f"test {the_task.metric(key).title}", key) for key in the_task.run_defaults.headline]
     scores = "   ".join(
         f"{label + ':':20s}{fmt(metric('evaluate', 'metrics', key), '.4f')}" if i == 0 else
         f"{label}: {fmt(metric('evaluate', 'metrics', key), '.4f')}"
-        for i, (label, key) in enumerate(TASKS[task]["headline"])
+        for i, (label, key) in enumerate(labels)
     )  # fmt: skip
     lines = [
         f"== lean-tpu-pipelines: local run finished{took} ==",
@@ -119,6 +109,17 @@ def summarize(
     return "\n".join(lines)
 
 
+def _evaluation_headline(metrics: dict[str, Any]) -> str:
+    """``<headline metric> <value>, `` of the task whose headline metric the metrics hold (else empty)."""
+    from trainer.tasks import task_types
+
+    for task_type in task_types().values():
+        key = task_type.headline_metric
+        if key in metrics:
+            return f"{task_type.metric(key).label or key} {metrics[key]:.4f}, "
+    return ""
+
+
 def headline(run_dir: Optional[Path], task: str) -> str:
     """A finished step's figure in one line, from its executor output (empty when it has none)."""
     from pipelines.console import executor_output
@@ -136,8 +137,7 @@ def headline(run_dir: Optional[Path], task: str) -> str:
         return f"{m.get('images_per_sec', 0):,.0f} training images/s{figure}"
     if task.startswith("evaluate"):
         m, reasons = arts.get("metrics", {}), arts.get("blessing", {}).get("reasons", [])
-        key = next((k for k in ("accuracy", "ap50") if k in m), None)
-        score = f"{'AP@0.5' if key == 'ap50' else key} {m[key]:.4f}, " if key else ""
+        score = _evaluation_headline(m)
         return score + (reasons[0] if reasons else f"blessed: {params.get('Output')}")
     if task.startswith("benchmark"):
         m = arts.get("metrics", {})
@@ -201,6 +201,70 @@ def _move_logs(console: Any, staging: Path, folder: Path) -> Path:
     return logs
 
 
+def _run_quietly(pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any, verbose: bool) -> Optional[str]:
+    """Runs the pipeline under kfp.local with its output going to the console; returns kfp.local's error."""
+    from kfp import local
+
+    from pipelines.console import strip_ansi
+
+    # TensorFlow's C++ INFO lines (oneDNN, CPU features) say nothing to a person; warnings stay.
+    env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    if not verbose and env_before is None:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    error: Optional[str] = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = console
+    try:
+        pipeline(**kwargs)
+    except RuntimeError as err:  # kfp.local: a task finished with status FAILURE
+        error = strip_ansi(str(err))
+    finally:
+        sys.stdout, sys.stderr = saved
+        if env_before is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        console.close_pending()
+    return error
+
+
+def _report(
+    console: Any,
+    staging_logs: Path,
+    folder: Path,
+    stages_root: Path,
+    error: Optional[str],
+    name: str,
+    root: Path,
+    summary: Callable[[], str],
+) -> tuple[Any, Path]:
+    """Moves the logs into the run folder, writes the run report, links ``latest``; prints the outcome.
+
+    ``summary`` gives the lines printed after a successful run (before the report's path).
+
+    Returns:
+        (the failure or None, the report's path).
+    """
+    from components.report.local import inputs_from_run_dir
+    from components.report.run import Failure, write_report
+
+    logs = _move_logs(console, staging_logs, folder)
+    failure = console.failure(error)
+    if failure is None and error is not None:  # failed outside any step (kfp.local itself)
+        failure = Failure("(kfp.local)", error, "", str(logs / "pipeline.log"))
+    report = folder / "report.html"
+    inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), failure,
+                                 title=f"{name}: run report")  # fmt: skip
+    size = write_report(inputs, str(report))
+    latest = _link_latest(root, folder)
+    if failure is not None:
+        console.print_failure(failure)
+    else:
+        console.say(summary())
+    console.say(f"report:             {report} ({size / 1024:,.0f} KiB; also {latest / 'report.html'})")
+    console.say(f"logs:               {logs}/ (make run VERBOSE=1 prints them as they run)")
+    return failure, report
+
+
 def run_pipeline(
     pipeline_kwargs: dict[str, Any],
     root: Path,
@@ -228,13 +292,10 @@ def run_pipeline(
     """
     import importlib
 
-    from kfp import local
-
-    from components.report.build import write_report
-    from components.report.local import inputs_from_run_dir
     from pipelines.console import QuietConsole, display_names
+    from trainer.tasks import get_task
 
-    end_to_end = importlib.import_module(TASKS[task]["pipeline"])
+    end_to_end = importlib.import_module(get_task(task).run_defaults.pipeline)
 
     out = out or sys.stdout
     root = root.resolve()
@@ -267,49 +328,27 @@ def run_pipeline(
     )
     pretty = ", ".join(f"{k}={v}" for k, v in pipeline_kwargs.items() if k in ("source", "limit_per_split", "epochs"))
     console.say(f"lean-tpu-pipelines: the {end_to_end.NAME} pipeline under kfp.local ({pretty})")
-    # TensorFlow's C++ INFO lines (oneDNN, CPU features) say nothing to a person; warnings stay.
-    env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    if not verbose and env_before is None:
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
-    error: Optional[str] = None
-    saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = console
-    try:
-        end_to_end.pipeline(**{**pipeline_kwargs, "stages_root": str(stages_root)})
-    except RuntimeError as err:  # kfp.local: a task finished with status FAILURE
-        from pipelines.console import strip_ansi
-
-        error = strip_ansi(str(err))
-    finally:
-        sys.stdout, sys.stderr = saved
-        if env_before is None:
-            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-        console.close_pending()
+    error = _run_quietly(end_to_end.pipeline, {**pipeline_kwargs, "stages_root": str(stages_root)}, root, console,
+                         verbose)  # fmt: skip
     folder = run_dir() or root / f"{end_to_end.NAME}-{stamp}-failed"
-    logs = _move_logs(console, staging_logs, folder)
-    failure = console.failure(error)
-    if failure is None and error is not None:  # failed outside any step (kfp.local itself)
-        from components.report.build import Failure
-
-        failure = Failure("(kfp.local)", error, "", str(logs / "pipeline.log"))
-    report = folder / "report.html"
-    inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), failure,
-                                 title=f"{end_to_end.NAME}: run report")  # fmt: skip
-    size = write_report(inputs, str(report))
-    latest = _link_latest(root, folder)
-    if failure is not None:
-        console.print_failure(failure)
-    else:
-        console.say(summarize(folder, stages_root, model_name, time.monotonic() - t0, task))
-    console.say(f"report:             {report} ({size / 1024:,.0f} KiB; also {latest / 'report.html'})")
-    console.say(f"logs:               {logs}/ (make run VERBOSE=1 prints them as they run)")
+    failure, report = _report(
+        console, staging_logs, folder, stages_root, error, end_to_end.NAME, root,
+        lambda: summarize(folder, stages_root, model_name, time.monotonic() - t0, task),
+    )  # fmt: skip
     return LocalRun(failure is None, folder, report, console.printed)
 
 
 def run(args: argparse.Namespace) -> LocalRun:
     """Runs the pipeline once with the command line's settings (the task's defaults where unset)."""
-    for key, value in TASKS[args.task]["defaults"].items():
+    from trainer.tasks import get_task
+
+    defaults = get_task(args.task).run_defaults
+    for key, value in (
+        ("data", defaults.data),
+        ("limit", defaults.limit),
+        ("epochs", defaults.epochs),
+        ("model_name", defaults.served_model_name),
+    ):
         if getattr(args, key) is None:
             setattr(args, key, value)
     check_source(args.data)
@@ -329,7 +368,9 @@ def run(args: argparse.Namespace) -> LocalRun:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``make run``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=sorted(TASKS), default="classification")
+    from trainer.tasks import task_names
+
+    parser.add_argument("--task", choices=task_names(), default="classification")
     parser.add_argument(
         "--data", help="image folder, manifest, COCO JSON, or a built-in: fashion-mnist, digits (classification), "
         "shapes (detection); default: the task's built-in"

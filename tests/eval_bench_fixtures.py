@@ -3,7 +3,7 @@
 Built once per test process (TensorFlow model building is the slow part) under a temporary folder:
 28x28 grayscale PNGs of 10 classes (class k: a bright bar at row 2k plus noise) written as
 TFRecord shards with dataset.json exactly as docs/CONTRACTS.md pins them, and an untrained (but
-real) ``mnist_cnn`` exported by ``trainer.export.export_saved_model`` into ``<model>/saved_model``.
+real) ``mnist_cnn`` exported by ``trainer.tasks.classification.export.export_saved_model`` into ``<model>/saved_model``.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def write_model(root: Path, num_classes: int = 10, train_on: Path | None = None,
     """Exports an ``mnist_cnn`` (optionally trained a few steps on a dataset's train split)."""
     import keras
 
-    from trainer.export import export_saved_model
-    from trainer.models import build_model
+    from trainer.tasks.classification.export import export_saved_model
+    from trainer.tasks.classification.model import build_model
 
     keras.utils.set_random_seed(0)
     model = build_model("mnist_cnn", (28, 28, 1), num_classes)

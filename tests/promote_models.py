@@ -67,8 +67,8 @@ def train_tiny_model(steps: int = 150, seed: int = 0, constant_class: int | None
 
 
 def export_tiny_model(export_dir: str, **kwargs) -> str:
-    """Trains (or builds) a tiny model and exports it with trainer.export.export_saved_model."""
-    from trainer.export import export_saved_model
+    """Trains (or builds) a tiny model and exports it with trainer.tasks.classification.export.export_saved_model."""
+    from trainer.tasks.classification.export import export_saved_model
 
     model = train_tiny_model(**kwargs)
     return export_saved_model(model, export_dir, CLASS_NAMES, IMAGE_SHAPE)

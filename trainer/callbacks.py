@@ -13,7 +13,7 @@ from typing import Any
 
 import keras
 
-from trainer.train import TrainingDivergedError
+from trainer.errors import TrainingDivergedError
 
 log = logging.getLogger(__name__)
 

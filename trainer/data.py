@@ -1,6 +1,6 @@
 """tf.data input: list shards from dataset.json, read in parallel, parse, decode, batch, prefetch.
 
-The pipeline for a split (DESIGN.md section 4, docs/CONTRACTS.md "A dataset folder"):
+The pipeline for a split (docs/CONTRACTS.md "A dataset folder"):
 
     shards (from dataset.json) -> [shuffle shard order] -> interleave(TFRecordDataset, parallel,
     non-deterministic) -> [shuffle records] -> batch -> parse the whole batch at once (the keys
@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer import tfrecords
-from trainer.tasks import Task, task_of_manifest
 from trainer.tfrecords import DatasetError, split_count
+
+if TYPE_CHECKING:  # the tasks import this module; a task is handed in, never imported here
+    from trainer.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +79,44 @@ def steps_per_epoch(manifest: Mapping[str, Any], split: str, batch_size: int, dr
     return steps
 
 
+def _records(files: list[str], compression: str, training: bool, seed: int | None) -> Any:
+    """The serialized records of the shards, interleaved (shard order shuffled when training)."""
+    import tensorflow as tf
+
+    autotune = tf.data.AUTOTUNE
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if training and len(files) > 1:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    # Parallel, non-deterministic interleave: a slow shard (GCS latency) does not stall the others.
+    parallel = {"num_parallel_calls": autotune, "deterministic": not training} if len(files) > 1 else {}
+    ds = ds.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 << 20),
+        cycle_length=min(len(files), 16),
+        block_length=1,
+        **parallel,
+    )
+    return ds
+
+
+def _options(training: bool, options_threads: int | None) -> Any:
+    """tf.data's options: deterministic unless training, the thread pool, sharding by data."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.deterministic = not training
+    if options_threads:
+        options.threading.private_threadpool_size = options_threads
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return options
+
+
 def make_dataset(
     dataset_dir: str,
     split: str,
     batch_size: int,
     training: bool,
     *,
+    task: Task,
     drop_remainder: bool = False,
     repeat: bool | None = None,
     shuffle_buffer: int = 10_000,
@@ -91,8 +125,6 @@ def make_dataset(
     cache: bool = False,
     manifest: Mapping[str, Any] | None = None,
     options_threads: int | None = None,
-    task: Task | None = None,
-    model_options: Mapping[str, Any] | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``(images, targets)`` batches from a split of a TFRecord dataset.
 
@@ -112,10 +144,8 @@ def make_dataset(
             many times that fit in memory (``cached_size_mb`` tells the size).
         manifest: the already-loaded manifest (saves a read); loaded from ``dataset_dir`` if ``None``.
         options_threads: size of tf.data's private thread pool; ``None`` lets tf.data decide.
-        task: reads the record features, decodes the images to the model's input shape and makes
-            the targets; ``None`` for the dataset's task.
-        model_options: the model's options (``TrainConfig.model_options``): a task may take its
-            input size from them (detection's ``image_size``).
+        task: the configured task (``trainer.tasks.get_task``): it reads the record features,
+            decodes the images to the model's input shape and makes the targets.
 
     Returns:
         A dataset of ``images`` float32 ``[B, H, W, C]`` in [0, 1] and the task's targets
@@ -130,31 +160,20 @@ def make_dataset(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     manifest = manifest if manifest is not None else tfrecords.load_manifest(dataset_dir)
-    task = task or task_of_manifest(manifest)
-    shape = task.input_shape(manifest, model_options or {})
+    shape = task.input_shape(manifest)
     split_count(manifest, split)
     files = tfrecords.shard_paths(dataset_dir, split, manifest)
     compression = manifest.get("compression") or ""
     repeat = training if repeat is None else repeat
     autotune = tf.data.AUTOTUNE
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if training and len(files) > 1:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    # Parallel, non-deterministic interleave: a slow shard (GCS latency) does not stall the others.
-    parallel = {"num_parallel_calls": autotune, "deterministic": not training} if len(files) > 1 else {}
-    ds = ds.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=8 << 20),
-        cycle_length=min(len(files), 16),
-        block_length=1,
-        **parallel,
-    )
+    ds = _records(files, compression, training, seed)
     # Only the features the task reads: parsing fewer keys is cheaper than parsing the whole record.
     spec = {k: tfrecords.FEATURE_SPEC[k] for k in task.feature_keys()}
 
     def parse(serialized):
         # One parse_example call per batch, then the task decodes the images on the host.
-        return task.decode(tf.io.parse_example(serialized, spec), shape, model_options or {})
+        return task.decode(tf.io.parse_example(serialized, spec), shape)
 
     def scale(images, targets):
         return tf.cast(images, tf.float32) * (1.0 / 255.0), targets
@@ -183,9 +202,4 @@ def make_dataset(
         ds = ds.map(lambda x, y: task.augment(x, y, shape, seed), num_parallel_calls=autotune, deterministic=False)
     ds = ds.prefetch(autotune)
 
-    options = tf.data.Options()
-    options.deterministic = not training
-    if options_threads:
-        options.threading.private_threadpool_size = options_threads
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
+    return ds.with_options(_options(training, options_threads))

@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from trainer import data, distribute, storage, tfrecords
 from trainer.config import TrainConfig
+from trainer.errors import TrainingError
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
 
 log = logging.getLogger(__name__)
@@ -34,14 +35,6 @@ SUMMARY_NAME = "training.json"
 STATE_NAME = "state.json"
 # The learning rate in the config is for this global batch; larger batches scale it linearly.
 BASE_BATCH = 128
-
-
-class TrainingError(RuntimeError):
-    """Training cannot start or went wrong; the message says what and how to fix it."""
-
-
-class TrainingDivergedError(TrainingError):
-    """The loss became NaN/inf or exploded; nothing is exported."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +258,76 @@ class _Settings:
         return config.epochs * self.steps_per_epoch
 
 
+@dataclasses.dataclass(frozen=True)
+class _Fit:
+    """What the epoch loop fits with."""
+
+    model: Any
+    optimizer: Any
+    train_ds: Any
+    val_ds: Any
+    val_steps: Optional[int]
+    callbacks: list[Any]
+    saver: Any
+
+
+def _restore(checkpoint: Any, manager: Any, optimizer: Any, total_steps: int) -> int:
+    """Restores the latest checkpoint, if any; returns the step it was at (0 without one)."""
+    from trainer import callbacks
+
+    if not manager.latest_checkpoint:
+        return 0
+    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    resumed_from = callbacks.optimizer_step(optimizer)
+    log.info("resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, total_steps)
+    return resumed_from
+
+
+def _fit_epochs(
+    fit: _Fit,
+    prepared: _Prepared,
+    settings: _Settings,
+    config: TrainConfig,
+    history: list[dict[str, Any]],
+    resumed_from: int,
+) -> int:
+    """Fits the epochs not done yet, one ``model.fit`` each, saving a checkpoint and the history after each.
+
+    Returns:
+        The optimizer's step at the end.
+    """
+    from trainer import callbacks
+
+    step = resumed_from
+    for epoch in range(step // settings.steps_per_epoch, config.epochs):
+        remaining = (epoch + 1) * settings.steps_per_epoch - step
+        if remaining <= 0:
+            continue
+        if remaining % settings.steps_per_execution:
+            # Keras runs whole executions only; checkpoints of this config always fall on them.
+            raise TrainingError(
+                f"the checkpoint at step {step} is not on a multiple of steps_per_execution "
+                f"({settings.steps_per_execution}); it was written with other settings. Train into a new "
+                "folder (or delete the checkpoints)"
+            )
+        result = fit.model.fit(
+            fit.train_ds,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
+            steps_per_epoch=remaining,
+            validation_data=fit.val_ds,
+            validation_steps=fit.val_steps,
+            callbacks=fit.callbacks,
+            shuffle=False,  # the tf.data pipeline shuffles
+            verbose=2,
+        )
+        step = callbacks.optimizer_step(fit.optimizer)
+        fit.saver.save(step)
+        history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
+        _write_state(prepared, history)
+    return step
+
+
 def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None = None) -> TrainingSummary:
     """Trains a model on a TFRecord dataset for the dataset's task and writes the model folder.
 
@@ -302,13 +365,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
     settings = _settings(config, prepared.manifest, strategy)
     model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
     manager = tf.train.CheckpointManager(checkpoint, prepared.ckpt_dir, max_to_keep=3)
-    resumed_from = 0
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = callbacks.optimizer_step(optimizer)
-        log.info(
-            "resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, settings.total_steps(config)
-        )
+    resumed_from = _restore(checkpoint, manager, optimizer, settings.total_steps(config))
     # Keep only the epochs the restored weights have actually finished.
     history = [h for h in prepared.history if h["epoch"] * settings.steps_per_epoch <= resumed_from]
     _gfile().makedirs(prepared.ckpt_dir)
@@ -324,33 +381,8 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
         callbacks.ScalarLogger(_join(model_dir, "logs", "train"), meter),
     ]
     started = time.perf_counter()
-    step = resumed_from
-    for epoch in range(step // settings.steps_per_epoch, config.epochs):
-        remaining = (epoch + 1) * settings.steps_per_epoch - step
-        if remaining <= 0:
-            continue
-        if remaining % settings.steps_per_execution:
-            # Keras runs whole executions only; checkpoints of this config always fall on them.
-            raise TrainingError(
-                f"the checkpoint at step {step} is not on a multiple of steps_per_execution "
-                f"({settings.steps_per_execution}); it was written with other settings. Train into a new "
-                "folder (or delete the checkpoints)"
-            )
-        fit = model.fit(
-            train_ds,
-            initial_epoch=epoch,
-            epochs=epoch + 1,
-            steps_per_epoch=remaining,
-            validation_data=val_ds,
-            validation_steps=val_steps,
-            callbacks=fit_callbacks,
-            shuffle=False,  # the tf.data pipeline shuffles
-            verbose=2,
-        )
-        step = callbacks.optimizer_step(optimizer)
-        saver.save(step)
-        history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in fit.history.items()}})
-        _write_state(prepared, history)
+    fit = _Fit(model, optimizer, train_ds, val_ds, val_steps, fit_callbacks, saver)
+    step = _fit_epochs(fit, prepared, settings, config, history, resumed_from)
     train_seconds = time.perf_counter() - started
     if step != settings.total_steps(config):
         raise TrainingError(f"training ended at step {step}, expected {settings.total_steps(config)}; re-run to resume")
@@ -376,9 +408,10 @@ def _prepare(
     """
     manifest = tfrecords.load_manifest(dataset_dir)
     try:
-        task = task_of_manifest(manifest)
+        task_type = type(task_of_manifest(manifest))
     except TaskError as err:
         raise TrainingError(f"{dataset_dir}: {err}") from err
+    task = task_type(config.model_options)  # a bad option is the task's error, naming the option
     task.check_dataset(manifest)
     data.split_count(manifest, config.train_split)
     val_split = config.validation_split
@@ -501,12 +534,12 @@ def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strate
     try:
         with strategy.scope():
             try:
-                model = prepared.task.build_model(config, prepared.manifest)
+                model = prepared.task.build_model(config.model, prepared.manifest)
             except TaskError as err:
                 raise TrainingError(str(err)) from err
             prepared.task.compile(
                 model,
-                prepared.task.optimizer(settings.learning_rate, settings.total_steps(config), config.model_options),
+                prepared.task.optimizer(settings.learning_rate, settings.total_steps(config)),
                 steps_per_execution=settings.steps_per_execution,
                 jit_compile=settings.jit_compile,
             )
@@ -525,7 +558,7 @@ def _inputs(
 ) -> tuple[Any, Any, Optional[int], bool]:
     """The training input, the validation input (or None) with its step count, and whether it caches."""
     manifest, task = prepared.manifest, prepared.task
-    shape = task.input_shape(manifest, config.model_options)
+    shape = task.input_shape(manifest)
     cache = 0 < data.cached_size_mb(manifest, config.train_split, shape) <= config.cache_max_mb
     train_ds = data.make_dataset(
         dataset_dir,
@@ -539,7 +572,6 @@ def _inputs(
         cache=cache,
         manifest=manifest,
         task=task,
-        model_options=config.model_options,
     )
     if prepared.val_split is None:
         return train_ds, None, config.validation_steps, cache
@@ -551,7 +583,6 @@ def _inputs(
         drop_remainder=settings.drop_remainder,
         manifest=manifest,
         task=task,
-        model_options=config.model_options,
     )
     val_count = data.split_count(manifest, prepared.val_split)
     batch = settings.global_batch
@@ -605,11 +636,10 @@ def _summary(
         train_seconds=train_seconds,
         resumed_from_step=resumed_from,
         train_loss=last.get("loss"),
-        train_accuracy=last.get("accuracy"),
         val_loss=last.get("val_loss"),
-        val_accuracy=last.get("val_accuracy"),
+        **{"train_accuracy": None, "val_accuracy": None, **prepared.task.summary_metrics(history)},
         class_names=list(prepared.manifest["classes"]),
-        image_shape=list(prepared.task.input_shape(prepared.manifest, config.model_options)),
+        image_shape=list(prepared.task.input_shape(prepared.manifest)),
         dataset=dataset_dir,
         dataset_fingerprint=prepared.dataset_fp,
         config_fingerprint=prepared.fingerprint,
@@ -624,7 +654,7 @@ def _export(model: Any, model_dir: str, effective: TrainConfig, summary: Trainin
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
-    prepared.task.export(model, saved, prepared.manifest, effective.model_options)
+    prepared.task.export(model, saved, prepared.manifest)
     model.save(_join(model_dir, "model.keras"))
     storage.write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
     storage.write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))

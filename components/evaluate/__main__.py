@@ -2,7 +2,7 @@ r"""Command line: ``python -m components.evaluate --model-dir M --dataset D --ou
 
 Scores the model's SavedModel on a split, compares it with what prod serves (``--stages-root``),
 decides whether it is blessed (fail closed: no thresholds, no blessing) and writes what the
-component writes: ``metrics.json``, ``confusion.json``, ``report.md`` and ``blessing.json``.
+component writes: ``metrics.json``, ``confusion.json`` (a classifier's), ``report.md`` and ``blessing.json``.
 
 Examples::
 
@@ -55,8 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stages-root", help="the promotion records (folder or gs://); prod's metrics are the baseline")
     p.add_argument(
         "--served-model-name",
-        default="classifier",
-        help="the name the model is served under: prod's model of that name is the baseline (default classifier)",
+        help="the name the model is served under: prod's model of that name is the baseline (default: the "
+        "task's, classifier or detector)",
     )
     p.add_argument("--limit", type=int, help="score at most this many examples (a quick look)")
     p.add_argument("--require-blessed", action="store_true", help="exit 1 when the model is not blessed")
@@ -94,13 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ThresholdError, EvaluationError, DatasetError) as err:
         return fail(err)
     result = outcome.result
-    paths = write_files(
-        args.output_dir,
-        {
-            "metrics.json": result.metrics,
-            "confusion.json": {"class_names": result.class_names, "matrix": result.confusion},
-        },
-    )
+    paths = write_files(args.output_dir, result.output_files())
     report, blessing = (os.path.join(args.output_dir, name) for name in ("report.md", "blessing.json"))
     write_outputs(outcome, report, blessing)
     decision = outcome.decision

@@ -1,4 +1,4 @@
-"""The blessing decision, TFX-style, failing closed (DESIGN.md section 5).
+"""The blessing decision, TFX-style, failing closed.
 
 A model is blessed only when thresholds are configured and every one of them passes:
 
@@ -81,6 +81,54 @@ def validate_thresholds(
     return result[0], result[1]
 
 
+def _check(kind: str, name: str, threshold: float, value: Any, baseline: Any, passed: bool) -> dict[str, Any]:
+    return dict(kind=kind, metric=name, threshold=threshold, value=value, baseline=baseline, passed=passed)
+
+
+def _value_checks(
+    metrics: Mapping[str, float],
+    values: Mapping[str, float],
+    known: Mapping[str, bool],
+    checks: list[dict[str, Any]],
+    reasons: list[str],
+) -> None:
+    """Appends a check and a reason per value threshold."""
+    for name, bound in values.items():
+        value = metrics.get(name)
+        higher = known[name]
+        passed = value is not None and (value >= bound if higher else value <= bound)
+        op = ">=" if higher else "<="
+        checks.append(_check("value", name, bound, value, None, passed))
+        shown = "missing" if value is None else f"{value:.4f}"
+        reasons.append(f"{'PASS' if passed else 'FAIL'}: {name} = {shown}, required {op} {bound:g}")
+
+
+def _change_checks(
+    metrics: Mapping[str, float],
+    changes: Mapping[str, float],
+    baseline: Mapping[str, float],
+    known: Mapping[str, bool],
+    checks: list[dict[str, Any]],
+    reasons: list[str],
+) -> None:
+    """Appends a check and a reason per change threshold, against the baseline."""
+    for name, minimum in changes.items():
+        value, base = metrics.get(name), baseline.get(name)
+        if value is None or base is None:
+            # A comparison that cannot be made fails: fail closed, never silently pass.
+            checks.append(_check("change", name, minimum, value, base, False))
+            missing = "the candidate" if value is None else "the baseline (prod)"
+            reasons.append(f"FAIL: {name} change cannot be computed: {missing} has no {name}")
+            continue
+        improvement = value - base if known[name] else base - value
+        passed = improvement >= minimum
+        checks.append(_check("change", name, minimum, value, float(base), passed))
+        reasons.append(
+            f"{'PASS' if passed else 'FAIL'}: {name} = {value:.4f} vs prod {base:.4f}, "
+            f"improvement {improvement:+.4f}, required >= {minimum:+g}"
+        )
+
+
 def decide(
     metrics: Mapping[str, float],
     value_thresholds: Optional[Mapping[str, float]],
@@ -114,62 +162,14 @@ def decide(
         )
     checks: list[dict[str, Any]] = []
     reasons: list[str] = []
-    for name, bound in values.items():
-        value = metrics.get(name)
-        higher = known[name]
-        passed = value is not None and (value >= bound if higher else value <= bound)
-        op = ">=" if higher else "<="
-        checks.append(
-            {
-                "kind": "value",
-                "metric": name,
-                "threshold": bound,
-                "value": value,
-                "baseline": None,
-                "passed": passed,
-            }
-        )
-        shown = "missing" if value is None else f"{value:.4f}"
-        reasons.append(f"{'PASS' if passed else 'FAIL'}: {name} = {shown}, required {op} {bound:g}")
+    _value_checks(metrics, values, known, checks, reasons)
     if changes and baseline is None:
         reasons.append(
             "no baseline: prod serves no model yet, so change thresholds "
             f"({', '.join(sorted(changes))}) are skipped and the value thresholds alone decide"
         )
     elif changes:
-        for name, minimum in changes.items():
-            value, base = metrics.get(name), baseline.get(name)
-            if value is None or base is None:
-                # A comparison that cannot be made fails: fail closed, never silently pass.
-                checks.append(
-                    {
-                        "kind": "change",
-                        "metric": name,
-                        "threshold": minimum,
-                        "value": value,
-                        "baseline": base,
-                        "passed": False,
-                    }
-                )
-                missing = "the candidate" if value is None else "the baseline (prod)"
-                reasons.append(f"FAIL: {name} change cannot be computed: {missing} has no {name}")
-                continue
-            improvement = value - base if known[name] else base - value
-            passed = improvement >= minimum
-            checks.append(
-                {
-                    "kind": "change",
-                    "metric": name,
-                    "threshold": minimum,
-                    "value": value,
-                    "baseline": float(base),
-                    "passed": passed,
-                }
-            )
-            reasons.append(
-                f"{'PASS' if passed else 'FAIL'}: {name} = {value:.4f} vs prod {base:.4f}, "
-                f"improvement {improvement:+.4f}, required >= {minimum:+g}"
-            )
+        _change_checks(metrics, changes, baseline, known, checks, reasons)
     baseline_copy = dict(baseline) if baseline is not None else None
     if not checks:
         # Only change thresholds were set and there is no baseline: nothing judged the model.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from components.evaluate.gate import Decision
-from trainer.evaluate import EvaluationResult, most_confused_pairs
+from trainer.tasks.classification.evaluation import ClassificationEvaluation, most_confused_pairs
 
 
 def _fmt(value: Optional[float], digits: int = 4) -> str:
@@ -29,7 +29,7 @@ def _decision_lines(
 
 
 def render_report(
-    result: EvaluationResult,
+    result: ClassificationEvaluation,
     decision: Decision,
     split: str,
     model_uri: str = "",

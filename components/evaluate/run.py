@@ -11,16 +11,12 @@ import os
 from typing import Any, Optional
 
 from components.evaluate.gate import Decision, decide, validate_thresholds
-from components.evaluate.page import classification_page, detection_page
-from components.evaluate.report import blessing_record, render_detection_report, render_report
+from components.evaluate.renderers import renderers_of
+from components.evaluate.report import blessing_record
 from trainer.config import EvaluateConfig
-from trainer.tasks import TaskError, task_of_model
+from trainer.tasks import EvaluationResultBase, task_of_model
 
 BASELINE_STAGE = "prod"
-# The Markdown report of each task's evaluation result (the step's own rendering).
-REPORTS = {"classification": render_report, "detection": render_detection_report}
-# And its HTML page (components/evaluate/page.py).
-PAGES = {"classification": classification_page, "detection": detection_page}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +33,7 @@ class EvaluationOutcome:
     """
 
     task: str
-    result: Any
+    result: EvaluationResultBase
     decision: Decision
     report: str
     blessing: dict[str, Any]
@@ -51,8 +47,7 @@ class EvaluationOutcome:
     @property
     def confusion(self) -> Optional[tuple[list[str], list[list[int]]]]:
         """(class names, matrix) for the Kubeflow UI's confusion matrix, when the task has one."""
-        matrix = getattr(self.result, "confusion", None)
-        return None if matrix is None else (list(self.result.class_names), matrix)
+        return self.result.confusion_matrix()
 
 
 def read_baseline(stages_root: Optional[str], model_name: str) -> Optional[dict[str, Any]]:
@@ -79,7 +74,7 @@ def run_evaluation(
     config: EvaluateConfig,
     stages_root: Optional[str] = None,
     limit: Optional[int] = None,
-    served_model_name: str = "classifier",
+    served_model_name: Optional[str] = None,
 ) -> EvaluationOutcome:
     """Scores ``<model_dir>/saved_model`` on a split and decides whether it is blessed.
 
@@ -93,15 +88,15 @@ def run_evaluation(
         stages_root: where the promotion records are; None means no baseline.
         limit: score at most this many examples (tests); None for the whole split.
         served_model_name: the name the model is served under; prod's record of it is the baseline.
+            None: the task's (``classifier``, ``detector``).
 
     Returns:
         The result, the decision, the report and the blessing record.
     """
     task = task_of_model(model_dir)
-    if task.name not in REPORTS:
-        raise TaskError(f"the evaluate step has no report for task {task.name!r}; it knows {sorted(REPORTS)}")
+    renderers = renderers_of(task.name)
     validate_thresholds(config.value_thresholds, config.change_thresholds, task.directions())
-    baseline_entry = read_baseline(stages_root, served_model_name)
+    baseline_entry = read_baseline(stages_root, served_model_name or task.run_defaults.served_model_name)
     baseline = None
     if baseline_entry is not None:
         baseline = {
@@ -111,14 +106,14 @@ def run_evaluation(
         }
     result = task.evaluate(os.path.join(model_dir, "saved_model"), dataset_dir, config, limit)
     decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline, task.directions())
-    report = REPORTS[task.name](result, decision, config.split, model_dir, baseline_entry)
+    report = renderers.report(result, decision, config.split, model_dir, baseline_entry)
     return EvaluationOutcome(
         task=task.name,
         result=result,
         decision=decision,
         report=report,
         blessing=blessing_record(decision, result.metrics, model_dir, config.split),
-        page=PAGES[task.name](result, decision, config.split),
+        page=renderers.page(result, decision, config.split),
     )
 
 

@@ -79,10 +79,21 @@ def sample_record(
     return {"split": split, "class_names": list(class_names), "scanned": len(images), "images": items}
 
 
+def classification_sample(task: Any, model_dir: str, dataset_dir: str, split: str) -> dict[str, Any]:
+    """The first examples of a split scored through ``serving_default``: their probabilities per class."""
+    from trainer.evaluate import read_encoded_split
+    from trainer.tasks.classification.evaluation import predict_bytes
+
+    images, labels, manifest = read_encoded_split(dataset_dir, split, SCANNED)
+    _loaded, fn = task.serving_function(os.path.join(model_dir, "saved_model"), manifest)
+    probabilities = predict_bytes(fn, images, 128)
+    return sample_record(images, labels.tolist(), probabilities, manifest["classes"], split)
+
+
 def write_sample(model_dir: str, dataset_dir: str, path: str, split: str = "test") -> dict[str, Any]:
     """Scores the first examples of a split with the model's ``serving_default`` and writes the sample.
 
-    Only tasks whose serving signature returns ``probabilities`` per class have such a sample;
+    Only tasks whose renderers make a sample (classification: probabilities per class) have one;
     for the others the file says so with an empty ``images`` list.
 
     Args:
@@ -94,20 +105,15 @@ def write_sample(model_dir: str, dataset_dir: str, path: str, split: str = "test
     Returns:
         The record written.
     """
-    from trainer.evaluate import predict_bytes, read_encoded_split
+    from components.evaluate.renderers import renderers_of
     from trainer.tasks import task_of_model
 
     task = task_of_model(model_dir)
-    if "probabilities" not in task.serving.outputs:
+    sample = renderers_of(task.name).sample
+    if sample is None:
         record: dict[str, Any] = {"split": split, "task": task.name, "class_names": [], "scanned": 0, "images": []}
     else:
-        images, labels, manifest = read_encoded_split(dataset_dir, split, SCANNED)
-        _loaded, fn = task.serving_function(os.path.join(model_dir, "saved_model"), manifest)
-        probabilities = predict_bytes(fn, images, 128)
-        record = {
-            "task": task.name,
-            **sample_record(images, labels.tolist(), probabilities, manifest["classes"], split),
-        }
+        record = {"task": task.name, **sample(task, model_dir, dataset_dir, split)}
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(record, f)

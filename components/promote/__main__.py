@@ -33,7 +33,7 @@ import yaml
 from components.serving.targets import target_names
 from trainer.config import STAGES, ConfigBase, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
-from trainer.tasks import TASKS
+from trainer.tasks import task_names
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -72,7 +72,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         kwargs: dict[str, Any] = {"dest": f.name, "default": None, "help": help_text}
         args = typing.get_args(hint)
         if f.name == "task":
-            kwargs["choices"] = sorted(TASKS)
+            kwargs["choices"] = task_names()
         elif f.name == "stage":
             kwargs["choices"] = list(STAGES)
         elif f.name == "target":

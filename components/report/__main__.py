@@ -42,8 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Writes the report; prints its path and size."""
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.report.build import ReportError, write_report
     from components.report.local import inputs_from_run_dir
+    from components.report.run import ReportError, write_report
 
     run_dir = Path(args.run_dir).resolve()
     if not run_dir.is_dir() or not any(run_dir.glob("*/executor_output.json")):

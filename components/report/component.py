@@ -42,7 +42,7 @@ def build_report(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.report.build import ReportInputs, read_json, write_report
+    from components.report.run import ReportInputs, read_json, write_report
     from components.serving.stages import resolve_stages_root
 
     inputs = ReportInputs(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from components.report.build import Failure, ReportInputs, StepRecord, read_json
+from components.report.run import Failure, ReportInputs, StepRecord, read_json
 
 # The first task whose name starts with one of these holds the record (kfp.local numbers repeats:
 # promote-model, promote-model-2, ...).

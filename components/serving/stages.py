@@ -136,7 +136,7 @@ def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str)
     if not storage.exists(storage.join(saved_model_dir, READY_MARKER)):
         raise FileNotFoundError(
             f"{saved_model_dir} holds no {READY_MARKER}: pass a SavedModel folder (the model "
-            "artifact's saved_model/ written by trainer.export.export_saved_model)"
+            "artifact's saved_model/ written by trainer.tasks.classification.export.export_saved_model)"
         )
     sha = storage.tree_sha256(saved_model_dir)
     base = model_base_path(stages_root, stage, model_name)

@@ -118,7 +118,7 @@ def _notebook(args: argparse.Namespace) -> int:
     from components.sweep.notebook import render_sweep_html, render_sweep_markdown
     from components.sweep.run import run_notebook_sweep
     from trainer.distribute import AcceleratorNotFoundError
-    from trainer.models import ModelError  # imports keras: only here, where TensorFlow runs anyway
+    from trainer.tasks.classification.model import ModelError  # imports keras: only here, where TensorFlow runs anyway
 
     try:
         run = run_notebook_sweep(

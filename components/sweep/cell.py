@@ -24,9 +24,21 @@ from trainer import storage
 log = logging.getLogger(__name__)
 
 STATUSES = ("ok", "failed", "running")
-# The task's quality metrics, in the tables' order: the first is the one cells are ranked by.
-QUALITY = {"detection": ("ap50", "ap"), "classification": ("accuracy",)}
-QUALITY_LABELS = {"ap50": "mAP@0.5", "ap": "AP", "accuracy": "accuracy"}
+
+
+def quality_metrics(task_name: Optional[str]) -> tuple[str, ...]:
+    """The task's quality metrics, in the tables' order: the first ranks the cells (none: no task)."""
+    from trainer.tasks import get_task
+
+    return get_task(task_name).quality_metrics if task_name else ()
+
+
+def quality_label(metric: str) -> str:
+    """A quality metric's column title in the tables, as its task names it (else the metric's name)."""
+    from trainer.tasks import task_types
+
+    titles = {m.name: m.column for task in task_types().values() for m in task.metrics}
+    return titles.get(metric, metric)
 
 
 def process_start_time() -> float:
@@ -183,10 +195,11 @@ def run_cell(
     from trainer.train import train
 
     task = task_of_manifest(tfrecords.load_manifest(dataset_dir))
-    if cell.image_size is not None and task.name != "detection":
+    if cell.image_size is not None and not task.accepts_image_size():
         raise GridError(
-            f"cell {cell.name}: image_size {cell.image_size} applies to detection (the detector letterboxes to it); "
-            f"a {task.name} model trains at the dataset's image size: convert the data at that size instead"
+            f"cell {cell.name}: image_size {cell.image_size} applies to tasks that resize their input (detection "
+            f"letterboxes to it); a {task.name} model trains at the dataset's image size: convert the data at that "
+            "size instead"
         )
     config = TrainConfig.from_dict(cell.train_fields())
     summary = train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 from components.pricing import AcceleratorPrice, PriceTableError, hourly_cost
-from components.sweep.cell import QUALITY, QUALITY_LABELS, CellResult
+from components.sweep.cell import CellResult, quality_label, quality_metrics
 from components.sweep.grid import GridError, as_int
 
 
@@ -151,7 +151,7 @@ def _group(name: str, results: list[CellResult], table: Mapping[str, Accelerator
     failed = [r for r in results if r.status != "ok"]
     task = next((r.task for r in done), None)
     quality: dict[str, Quality] = {}
-    for metric in QUALITY.get(task or "", ()):
+    for metric in quality_metrics(task):
         values = [r.metrics[metric] for r in done if metric in r.metrics]
         if values:
             quality[metric] = Quality(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
@@ -249,7 +249,7 @@ def _num(value: Optional[float], fmt: str) -> str:
 
 def _quality_names(rows: Sequence[GridRow]) -> list[str]:
     task = next((r.task for r in rows if r.task), None)
-    return list(QUALITY.get(task or "", ()))
+    return list(quality_metrics(task))
 
 
 def _quality_cell(q: Optional[Quality]) -> str:
@@ -297,7 +297,7 @@ def _cells(r: GridRow, metrics: Sequence[str]) -> list[str]:
 
 
 def _headers(metrics: Sequence[str]) -> list[str]:
-    labels = [QUALITY_LABELS.get(m, m) for m in metrics]
+    labels = [quality_label(m) for m in metrics]
     per_dollar = f"{labels[0]} per $" if labels else "quality per $"
     return [*_HEAD, *labels, "cost ($)", per_dollar, ""]
 
@@ -391,7 +391,7 @@ def render_grid_html(rows: Sequence[GridRow], title: str = "Training grid") -> s
                 [r.cost for r in plotted],
                 title="Quality against training time (marker area: cost)",
                 x_label="billed time (min)",
-                y_label=QUALITY_LABELS.get(first, first),
+                y_label=quality_label(first),
             )
         )
     parts.append("<h2>Cost per accelerator</h2>")

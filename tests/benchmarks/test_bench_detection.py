@@ -82,6 +82,7 @@ def _straightforward_input(dataset_dir: str, size: int, max_boxes: int):
 def test_input_pipeline_against_what_training_consumes(shapes_dataset, tmp_path):
     from trainer import data
     from trainer.config import TrainConfig
+    from trainer.tasks import get_task
     from trainer.train import train
 
     config = TrainConfig(
@@ -90,7 +91,7 @@ def test_input_pipeline_against_what_training_consumes(shapes_dataset, tmp_path)
     consumed = train(shapes_dataset, str(tmp_path / "m"), config).images_per_sec
     streamed, cached = [], []
     for _ in range(ROUNDS):
-        kwargs = {"training": True, "drop_remainder": True, "task": None, "model_options": {}}
+        kwargs = {"training": True, "drop_remainder": True, "task": get_task("detection")}
         streamed.append(_images_per_sec(data.make_dataset(shapes_dataset, "train", BATCH, cache=False, **kwargs), 150))
         warm = data.make_dataset(shapes_dataset, "train", BATCH, cache=True, **kwargs)
         it = iter(warm)
@@ -110,7 +111,8 @@ def test_input_pipeline_against_what_training_consumes(shapes_dataset, tmp_path)
 
 def test_training_against_the_straightforward_keras_hub_way(shapes_dataset, tmp_path):
     from trainer import data
-    from trainer.tasks.detection import DetectorOptions, build_detector
+    from trainer.tasks.detection.model import build_detector
+    from trainer.tasks.detection.options import DetectorOptions
 
     opts = DetectorOptions()
     ours_rates, plain_rates = [], []
@@ -121,9 +123,9 @@ def test_training_against_the_straightforward_keras_hub_way(shapes_dataset, tmp_
                 from trainer.tasks import get_task
 
                 task = get_task("detection")
-                model.compile(optimizer=task.optimizer(1e-3, 300, {}), steps_per_execution=4, jit_compile=False)
+                model.compile(optimizer=task.optimizer(1e-3, 300), steps_per_execution=4, jit_compile=False)
                 ds = data.make_dataset(
-                    shapes_dataset, "train", BATCH, training=True, drop_remainder=True, cache=True, model_options={}
+                    shapes_dataset, "train", BATCH, training=True, drop_remainder=True, cache=True, task=task
                 )
             else:
                 model.compile()  # keras-hub's defaults

@@ -56,7 +56,7 @@ def notebook_way(batch: int, images: int, epochs: int, jit_compile, steps_per_ex
     import keras
     import numpy as np
 
-    from trainer.models import build_model
+    from trainer.tasks.classification.model import build_model
 
     x, y = _load_arrays(images)
     x = x.astype(np.float32) / 255.0
@@ -101,8 +101,9 @@ def trainer_way(dataset: str, batch: int, images: int, epochs: int, workdir: str
 def input_only(dataset: str, batch: int, images: int, cache: bool) -> float:
     """The training input pipeline alone: examples/s with no model, after one full pass."""
     from trainer.data import make_dataset
+    from trainer.tasks import get_task
 
-    ds = make_dataset(dataset, "train", batch, training=True, seed=0, cache=cache)
+    ds = make_dataset(dataset, "train", batch, training=True, seed=0, cache=cache, task=get_task("classification"))
     it = iter(ds)
     for _ in range(images // batch + 3):  # one pass: fills the cache, warms threads and autotuning
         next(it)

@@ -64,7 +64,8 @@ def test_boxes_are_normalised_to_the_original_image_whatever_its_size(det):
     import numpy as np
     from PIL import Image
 
-    from trainer.tasks.detection import predict_in_process, read_detection_split
+    from trainer.tasks.detection.export import predict_in_process
+    from trainer.tasks.detection.input import read_detection_split
 
     _loaded, fn = TASK.serving_function(os.path.join(det["model"], "saved_model"), {})
     record = next(r for r in read_detection_split(det["dataset"], "test", 50) if r["boxes"])
@@ -114,7 +115,8 @@ def test_evaluation_gate_and_report_through_the_exported_model(det, tmp_path):
 
 def test_served_map_from_rest_answers_equals_the_evaluation(det, served):
     from trainer.config import EvaluateConfig
-    from trainer.tasks.detection import coco_evaluate, read_detection_split
+    from trainer.tasks.detection.evaluation import coco_evaluate
+    from trainer.tasks.detection.input import read_detection_split
 
     records = read_detection_split(det["dataset"], "test")
     url = f"{served.url}/v1/models/detector:predict"
@@ -149,7 +151,8 @@ def test_the_benchmark_times_the_detector_in_process_and_served(det):
 def test_a_detector_starts_from_saved_weights(det, tmp_path):
     import keras
 
-    from trainer.tasks.detection import DetectorOptions, build_detector
+    from trainer.tasks.detection.model import build_detector
+    from trainer.tasks.detection.options import DetectorOptions
 
     trained = keras.saving.load_model(os.path.join(det["model"], "model.keras"))
     path = str(tmp_path / "detector.weights.h5")

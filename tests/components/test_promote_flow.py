@@ -192,7 +192,8 @@ def test_each_check_runs_alone_and_asks_the_task(models):
     from components.serving import checks
     from components.serving.server import ModelServer
     from tests.promote_models import digits, png_bytes
-    from trainer.tasks import Classification, ServingSchema
+    from trainer.tasks import ServingSchema
+    from trainer.tasks.classification import Classification
 
     class Boxes(Classification):  # a task whose responses look different: the checks must ask it
         serving = ServingSchema(outputs=("boxes", "scores"))

@@ -175,11 +175,14 @@ def test_resize_gives_the_requested_size(folder, tmp_path, mode):
 def test_the_trainer_reads_a_resized_folder_with_every_kind_of_image(folder, tmp_path):
     pytest.importorskip("tensorflow")
     from trainer.data import make_dataset
+    from trainer.tasks import get_task
 
     config = ConvertConfig(source=str(folder), splits={"train": 1.0}, resize=(16, 16), compression="GZIP")
     manifest = convert(config.replace(workers=2), str(tmp_path))
     count = manifest["splits"]["train"]["count"]
-    images, labels = next(iter(make_dataset(str(tmp_path), "train", batch_size=64, training=False)))
+    images, labels = next(
+        iter(make_dataset(str(tmp_path), "train", batch_size=64, training=False, task=get_task("classification")))
+    )
     assert images.shape == (count, 16, 16, 3)
     assert sorted(set(labels.numpy().tolist())) == [0, 1]
 

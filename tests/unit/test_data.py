@@ -8,7 +8,10 @@ import pytest
 
 from tests.datasets import make_images, write_test_dataset
 from trainer import data
+from trainer.tasks import get_task
 from trainer.tfrecords import DatasetError, load_manifest
+
+CLASSIFIER = get_task("classification")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +28,7 @@ def _all(ds):
 
 
 def test_evaluation_pass_returns_every_image_scaled_and_labelled(dataset):
-    ds = data.make_dataset(str(dataset), "validation", batch_size=4, training=False)
+    ds = data.make_dataset(str(dataset), "validation", batch_size=4, training=False, task=CLASSIFIER)
     images, labels = _all(ds)
     assert images.dtype == np.float32 and images.shape == (10, 28, 28, 1)
     assert labels.dtype == np.int32
@@ -40,8 +43,10 @@ def test_evaluation_pass_returns_every_image_scaled_and_labelled(dataset):
 
 
 def test_cached_pass_gives_the_same_examples(dataset):
-    streamed = _all(data.make_dataset(str(dataset), "train", batch_size=8, training=False))
-    cached = data.make_dataset(str(dataset), "train", batch_size=8, training=False, cache=True, repeat=True)
+    streamed = _all(data.make_dataset(str(dataset), "train", batch_size=8, training=False, task=CLASSIFIER))
+    cached = data.make_dataset(
+        str(dataset), "train", batch_size=8, training=False, cache=True, repeat=True, task=CLASSIFIER
+    )
     images, labels = _all(cached.take(10))  # two passes of 40: the second comes from memory
     for part in (slice(0, 40), slice(40, 80)):
         np.testing.assert_array_equal(images[part], streamed[0])
@@ -50,14 +55,16 @@ def test_cached_pass_gives_the_same_examples(dataset):
 
 
 def test_training_stream_repeats_with_fixed_batches(dataset):
-    ds = data.make_dataset(str(dataset), "train", batch_size=16, training=True, drop_remainder=True, seed=1)
+    ds = data.make_dataset(
+        str(dataset), "train", batch_size=16, training=True, drop_remainder=True, seed=1, task=CLASSIFIER
+    )
     batches = list(ds.take(5))  # 80 examples from a 40-example split: it repeats
     assert all(tuple(x.shape) == (16, 28, 28, 1) for x, _ in batches)
     assert ds.element_spec[0].shape.as_list() == [16, 28, 28, 1]
 
 
 def test_augment_keeps_shape_and_range(dataset):
-    ds = data.make_dataset(str(dataset), "train", batch_size=8, training=True, augment=True, seed=3)
+    ds = data.make_dataset(str(dataset), "train", batch_size=8, training=True, augment=True, seed=3, task=CLASSIFIER)
     x, _ = next(iter(ds))
     assert tuple(x.shape) == (8, 28, 28, 1) and float(x.numpy().max()) <= 1.0
 
@@ -72,7 +79,7 @@ def test_gzip_shards(tmp_path):
     (folder / shard["file"]).write_bytes(gzip.compress(raw))
     manifest["compression"] = "GZIP"
     (folder / "dataset.json").write_text(json.dumps(manifest))
-    images, _ = _all(data.make_dataset(str(folder), "train", batch_size=4, training=False))
+    images, _ = _all(data.make_dataset(str(folder), "train", batch_size=4, training=False, task=CLASSIFIER))
     assert images.shape == (6, 28, 28, 1)
 
 
@@ -86,15 +93,15 @@ def test_steps_per_epoch():
 
 def test_folder_without_manifest(tmp_path):
     with pytest.raises(DatasetError, match="has no dataset.json"):
-        data.make_dataset(str(tmp_path), "train", 8, training=True)
+        data.make_dataset(str(tmp_path), "train", 8, training=True, task=CLASSIFIER)
 
 
 def test_missing_and_empty_splits(tmp_path):
     folder = write_test_dataset(tmp_path / "ds", {"train": 8, "validation": 0})
     with pytest.raises(DatasetError, match="split 'test' is not in"):
-        data.make_dataset(str(folder), "test", 8, training=False)
+        data.make_dataset(str(folder), "test", 8, training=False, task=CLASSIFIER)
     with pytest.raises(DatasetError, match="split 'validation' of .* is empty"):
-        data.make_dataset(str(folder), "validation", 8, training=False)
+        data.make_dataset(str(folder), "validation", 8, training=False, task=CLASSIFIER)
 
 
 def test_images_of_mixed_sizes_need_a_resize(tmp_path):
@@ -103,9 +110,9 @@ def test_images_of_mixed_sizes_need_a_resize(tmp_path):
     manifest["image"] = None
     (folder / "dataset.json").write_text(json.dumps(manifest))
     with pytest.raises(DatasetError, match="convert it again with resize"):
-        data.make_dataset(str(folder), "train", 2, training=True)
+        data.make_dataset(str(folder), "train", 2, training=True, task=CLASSIFIER)
 
 
 def test_bad_batch_size(dataset):
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
-        data.make_dataset(str(dataset), "train", 0, training=True)
+        data.make_dataset(str(dataset), "train", 0, training=True, task=CLASSIFIER)

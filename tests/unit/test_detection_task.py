@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from trainer.tasks import TaskError, get_task
-from trainer.tasks.detection import DetectorOptions, anchor_coverage, box_iou
+from trainer.tasks.detection.evaluation import box_iou
+from trainer.tasks.detection.model import anchor_coverage
+from trainer.tasks.detection.options import DetectorOptions
 
 TASK = get_task("detection")
 

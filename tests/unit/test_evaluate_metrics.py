@@ -7,7 +7,8 @@ from sklearn.metrics import log_loss, precision_recall_fscore_support, top_k_acc
 
 from components.evaluate.gate import decide
 from components.evaluate.report import blessing_record, render_report
-from trainer.evaluate import SCALAR_METRICS, EvaluationError, classification_metrics, most_confused_pairs
+from trainer.evaluate import EvaluationError
+from trainer.tasks.classification.evaluation import SCALAR_METRICS, classification_metrics, most_confused_pairs
 
 NAMES = ["cat", "dog", "bird", "fish"]
 

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 def exported(tmp_path_factory):
     import tensorflow as tf
 
-    from trainer.export import export_saved_model
+    from trainer.tasks.classification.export import export_saved_model
 
     model = train_tiny_model(steps=30)
     path = export_saved_model(model, str(tmp_path_factory.mktemp("export") / "sm"), CLASS_NAMES, IMAGE_SHAPE)
@@ -81,14 +81,14 @@ def test_undecodable_bytes_raise(exported):
 
 
 def test_labels_are_in_assets(exported):
-    from trainer.export import read_class_names
+    from trainer.tasks.classification.export import read_class_names
 
     _, path, _ = exported
     assert read_class_names(path) == CLASS_NAMES
 
 
 def test_bad_arguments_are_explained(exported, tmp_path):
-    from trainer.export import export_saved_model
+    from trainer.tasks.classification.export import export_saved_model
 
     model, path, _ = exported
     with pytest.raises(ValueError, match="outputs 10 scores"):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trainer.models import MODELS, ModelError, build_model
+from trainer.tasks.classification.model import MODELS, ModelError, build_model
 
 
 def test_mnist_cnn_is_the_notebooks_network():

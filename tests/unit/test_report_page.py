@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from components.evaluate import samples as sample_lib
-from components.report import build
-from components.report.build import Failure, ReportInputs, StepRecord
+from components.report import run as report_run
+from components.report.run import Failure, ReportInputs, StepRecord
 from components.serving import stages
 from components.serving.checks import CheckResult
 
@@ -133,7 +133,7 @@ def _section(page: str, anchor: str) -> str:
 
 
 def test_every_section_shows_the_run_s_figures(records):
-    page = build.render(records)
+    page = report_run.render(records)
     assert "<script" not in page and "<link" not in page and "@import" not in page
     assert not re.search(r'(src|href)="https?:', page)  # nothing is fetched
     steps = _section(page, "steps")
@@ -165,7 +165,7 @@ def test_every_section_shows_the_run_s_figures(records):
 
 
 def test_the_page_is_small(records, tmp_path):
-    size = build.write_report(records, str(tmp_path / "out" / "report.html"))
+    size = report_run.write_report(records, str(tmp_path / "out" / "report.html"))
     assert size == (tmp_path / "out" / "report.html").stat().st_size
     assert size < 2 * 1024 * 1024
 
@@ -179,7 +179,7 @@ def test_a_failed_run_gets_a_page_saying_what_failed():
         StepRecord("Train", "train-model", "failed", 5.0, "", "logs/t.log"),
         StepRecord("Run report", "build-report", "not run"),
     ]
-    page = build.render(ReportInputs(run="r1", steps=steps, failure=failure))
+    page = report_run.render(ReportInputs(run="r1", steps=steps, failure=failure))
     assert "failed at step “Train”: TrainingError: loss is NaN at step 40" in page
     assert "<pre>step 39\nTrainingError: loss is NaN</pre>" in page
     assert 'class="l bad">failed' in page and 'class="l warn">not run' in page
@@ -188,8 +188,8 @@ def test_a_failed_run_gets_a_page_saying_what_failed():
 
 
 def test_a_confusion_matrix_that_is_not_square_is_refused():
-    with pytest.raises(build.ReportError, match="not 2x2"):
-        build.confusion_matrix({"classes": ["a", "b"], "matrix": [[1, 2]]})
+    with pytest.raises(report_run.ReportError, match="not 2x2"):
+        report_run.confusion_matrix({"classes": ["a", "b"], "matrix": [[1, 2]]})
 
 
 def test_the_sample_keeps_mistakes_first_and_the_images_whole():

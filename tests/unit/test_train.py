@@ -9,13 +9,12 @@ import pytest
 from PIL import Image
 
 from tests.datasets import make_images, write_test_dataset
-from trainer import models
 from trainer.config import TrainConfig
 from trainer.distribute import choose_precision
+from trainer.errors import TrainingDivergedError, TrainingError
+from trainer.tasks.classification import model as models
 from trainer.tfrecords import DatasetError
 from trainer.train import (
-    TrainingDivergedError,
-    TrainingError,
     TrainingSummary,
     resolve_global_batch,
     scaled_learning_rate,

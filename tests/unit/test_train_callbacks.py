@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from trainer import callbacks
-from trainer.train import TrainingDivergedError
+from trainer.errors import TrainingDivergedError
 
 
 @pytest.fixture

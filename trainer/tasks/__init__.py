@@ -5,6 +5,11 @@ and targets, the model, its loss and training metrics), export (the serving sign
 evaluation (its metrics and the direction in which each is better), the gate (the same metric
 table) and the serving checks (the response schema and what a known example must answer).
 
+The registry holds task *types*; :func:`get_task` returns a configured instance. Besides the
+built-in tasks, the modules named in the ``LTP_TASK_MODULES`` environment variable
+(comma-separated, e.g. ``tests.toy_task``) are imported when the registry is first looked up,
+and each calls :func:`register`: subprocesses (a kfp.local step) see the same tasks.
+
 Importing this package, :func:`get_task` and a task's metric table and serving schema costs no
 TensorFlow: the gate, the serving checks and the pipelines use them freely. TensorFlow (and
 keras-hub, for detection) is imported only by the methods that build, export or score a model.
@@ -12,60 +17,111 @@ keras-hub, for detection) is imported only by the methods that build, export or 
 
 from __future__ import annotations
 
-from trainer.tasks.base import Metric, ServingSchema, Task, TaskError
-from trainer.tasks.classification import Classification
-from trainer.tasks.detection import Detection
+import importlib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from trainer.tasks.base import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError
 
 DEFAULT_TASK = "classification"
+TASK_MODULES_ENV = "LTP_TASK_MODULES"
+_BUILTIN_MODULES = ("trainer.tasks.classification", "trainer.tasks.detection")
 
-TASKS: dict[str, Task] = {task.name: task for task in (Classification(), Detection())}
+_TYPES: dict[str, type[Task]] = {}
+_loaded: set[str] = set()
 
 
-def get_task(name: str | None) -> Task:
-    """The task named ``name`` (``None`` means the default, ``classification``).
+def register(task_type: type[Task]) -> type[Task]:
+    """Adds a task type to the registry (a class decorator); the name must be new.
 
     Raises:
-        TaskError: no task of that name.
+        TaskError: another type is registered under the same name.
+    """
+    known = _TYPES.get(task_type.name)
+    if known is not None and known is not task_type:
+        raise TaskError(f"task {task_type.name!r} is registered twice: {known.__module__} and {task_type.__module__}")
+    _TYPES[task_type.name] = task_type
+    return task_type
+
+
+def _load_modules() -> None:
+    """Imports the built-in task modules and those ``LTP_TASK_MODULES`` names (once each)."""
+    extra = [m.strip() for m in os.environ.get(TASK_MODULES_ENV, "").split(",") if m.strip()]
+    for module in (*_BUILTIN_MODULES, *extra):
+        if module in _loaded:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise TaskError(f"{TASK_MODULES_ENV}: cannot import task module {module!r}: {err}") from err
+        _loaded.add(module)
+
+
+def task_types() -> dict[str, type[Task]]:
+    """Task name -> task type, every registered task (built-in and ``LTP_TASK_MODULES``)."""
+    _load_modules()
+    return dict(_TYPES)
+
+
+def task_names() -> list[str]:
+    """The registered tasks' names, sorted."""
+    return sorted(task_types())
+
+
+def get_task(name: str | None, options: Mapping[str, Any] | None = None) -> Task:
+    """The task named ``name`` (``None`` means the default, ``classification``), configured.
+
+    Args:
+        name: the task's name.
+        options: the model's options (``TrainConfig.model_options``); None for the defaults.
+
+    Raises:
+        TaskError: no task of that name, or options it does not take.
     """
     name = name or DEFAULT_TASK
-    if name not in TASKS:
-        raise TaskError(f"task: unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
-    return TASKS[name]
+    types = task_types()
+    if name not in types:
+        raise TaskError(f"task: unknown task {name!r}; known tasks: {', '.join(sorted(types))}")
+    return types[name](options)
 
 
-def task_of_manifest(manifest: dict) -> Task:
-    """The task a dataset was converted for: ``dataset.json``'s ``task``, else classification."""
-    return get_task(manifest.get("task"))
+def task_of_manifest(manifest: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> Task:
+    """The task a dataset was converted for (``dataset.json``'s ``task``, else classification)."""
+    return get_task(manifest.get("task"), options)
 
 
 def task_of_model(model_dir: str) -> Task:
-    """The task a model folder was trained for: its ``training.json``'s ``task``.
+    """The task a model folder was trained for (its ``training.json``'s ``task``), with default options.
 
-    Folders written before the field existed (and folders without ``training.json``, such as a
-    bare SavedModel export) are classification models.
+    Scoring and serving read what they need from the SavedModel, so the model's own options are
+    not needed here. Folders without ``training.json`` (a bare SavedModel export) or written
+    before the field existed are classification models.
 
     Raises:
         TaskError: the folder names a task this code does not know.
     """
-    import json
-
     from trainer import storage
 
     path = storage.join(model_dir, "training.json")
-    recorded = json.loads(storage.read_bytes(path)) if storage.exists(path) else {}
-    return get_task(recorded.get("task"))
+    recorded: Optional[dict] = json.loads(storage.read_bytes(path)) if storage.exists(path) else {}
+    return get_task((recorded or {}).get("task"))
 
 
 __all__ = [
     "DEFAULT_TASK",
-    "TASKS",
-    "Classification",
-    "Detection",
+    "TASK_MODULES_ENV",
+    "EvaluationResultBase",
     "Metric",
+    "RunDefaults",
     "ServingSchema",
     "Task",
     "TaskError",
     "get_task",
+    "register",
+    "task_names",
     "task_of_manifest",
     "task_of_model",
+    "task_types",
 ]

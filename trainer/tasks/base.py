@@ -1,16 +1,22 @@
 """The task interface: what every step asks of a task instead of assuming classification.
 
-A task answers five questions, each in one place:
+A task is configured: ``get_task(name, options)`` parses the model's options (``TrainConfig.
+model_options``) once into the task's typed options (a ``ConfigBase``), and every method reads
+them from the instance. A task answers, each in one place:
 
 1. **Input**: which record features it reads and how a parsed batch becomes model inputs and
-   targets (:meth:`Task.feature_keys`, :meth:`Task.to_inputs`).
-2. **Model**: how the model is built and checked against the dataset, and its loss and training
-   metrics (:meth:`Task.build_model`, :meth:`Task.compile`).
+   targets (:meth:`Task.feature_keys`, :meth:`Task.decode`, :meth:`Task.augment`).
+2. **Model**: how the model is built and checked against the dataset, and its loss, optimizer
+   and training metrics (:meth:`Task.build_model`, :meth:`Task.compile`, :meth:`Task.optimizer`).
 3. **Export**: the SavedModel signatures (:meth:`Task.export`).
 4. **Evaluation**: its scalar metrics, the direction in which each is better (:attr:`Task.metrics`,
-   what the gate reads), and how an exported model is scored (:meth:`Task.evaluate`).
+   what the gate reads), its headline and quality metrics (summaries, reports, sweep tables), the
+   default gate thresholds and how an exported model is scored (:meth:`Task.evaluate`, whose
+   result is an :class:`EvaluationResultBase`).
 5. **Serving checks**: the response schema of ``serving_default`` and what a known example must
    answer (:attr:`Task.serving`, :meth:`Task.check_prediction`, :meth:`Task.matches`).
+6. **Run-form defaults**: epochs, the served model name and the built-in data of a quick run
+   (:attr:`Task.run_defaults`).
 
 The attributes and the serving-check methods need no TensorFlow, so the gate and the serving
 checks import a task cheaply; the model-side methods import TensorFlow inside their bodies.
@@ -18,9 +24,12 @@ checks import a task cheaply; the model-side methods import TensorFlow inside th
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
+
+from trainer.configbase import ConfigBase, ConfigError
 
 
 class TaskError(ValueError):
@@ -35,11 +44,25 @@ class Metric:
         name: the key in the evaluation's ``Metrics`` (and in thresholds).
         higher_is_better: the direction the gate compares in.
         description: one line for reports and error messages.
+        label: the name summaries and cards show after "test " (the metric's name when empty).
+        table_label: the column title of a sweep's tables (the label when empty).
     """
 
     name: str
     higher_is_better: bool
     description: str = ""
+    label: str = ""
+    table_label: str = ""
+
+    @property
+    def title(self) -> str:
+        """The label, or the name."""
+        return self.label or self.name
+
+    @property
+    def column(self) -> str:
+        """The sweep tables' column title."""
+        return self.table_label or self.title
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,15 +82,80 @@ class ServingSchema:
     tensor_signature: str = "serving_tensors"
 
 
-class Task:
-    """Base of the tasks; a subclass fills in every attribute and method below."""
+@dataclasses.dataclass(frozen=True)
+class RunDefaults:
+    """What a quick run of a task (``pipelines/run_local.py``) starts from.
+
+    Attributes:
+        data: the built-in data (a ``ConvertConfig.source``).
+        limit: examples per split (0: all).
+        epochs: training epochs.
+        served_model_name: the name the model is served under (``/v1/models/<name>``).
+        model: the model builder trained.
+        pipeline: the module of the pipeline a run of the task compiles.
+        headline: the metrics a run's summary prints (the headline first).
+    """
+
+    data: str
+    limit: int
+    epochs: int
+    served_model_name: str
+    model: str
+    pipeline: str = "pipelines.end_to_end"
+    headline: tuple[str, ...] = ()
+
+
+class EvaluationResultBase(abc.ABC):
+    """What every task's evaluation result offers the steps (its own fields come on top)."""
+
+    metrics: dict[str, float]
+    class_names: list[str]
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+
+    def output_files(self) -> dict[str, Any]:
+        """File name -> JSON data the evaluate CLI writes next to the report (``metrics.json`` at least)."""
+        return {"metrics.json": dict(self.metrics)}
+
+    def confusion_matrix(self) -> Optional[tuple[list[str], list[list[int]]]]:
+        """(class names, matrix) for the Kubeflow UI's confusion matrix; None: the task has none."""
+        return None
+
+
+class Task(abc.ABC):
+    """Base of the tasks: a subclass fills in the class attributes and the abstract methods.
+
+    Args:
+        options: the model's options (``TrainConfig.model_options``), a mapping or the task's
+            own options object; None means the defaults.
+
+    Raises:
+        TaskError: an unknown option or a value of the wrong type; the message lists the valid names.
+    """
 
     name: ClassVar[str] = ""
+    options_type: ClassVar[type[ConfigBase]]
     metrics: ClassVar[tuple[Metric, ...]] = ()
     headline_metric: ClassVar[str] = ""
     """The metric that sums a model up in a line (a run's summary, the smoke check's score)."""
+    quality_metrics: ClassVar[tuple[str, ...]] = ()
+    """The metrics a sweep's tables show, the first ranks the cells."""
     serving: ClassVar[ServingSchema] = ServingSchema()
     default_value_thresholds: ClassVar[Mapping[str, float]] = {}
+    run_defaults: ClassVar[RunDefaults]
+
+    def __init__(self, options: Mapping[str, Any] | ConfigBase | None = None) -> None:
+        self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> ConfigBase:
+        """The typed options from a mapping (strict: unknown keys and wrong types are errors)."""
+        try:
+            return cls.options_type.from_dict(options, _prefix="model_options.")
+        except ConfigError as err:
+            raise TaskError(str(err)) from None
 
     # ----------------------------------------------------------------- no TensorFlow needed
 
@@ -75,21 +163,51 @@ class Task:
         """Metric name -> higher is better: the gate's table."""
         return {m.name: m.higher_is_better for m in self.metrics}
 
+    @classmethod
+    def metric(cls, name: str) -> Metric:
+        """The metric of that name.
+
+        Raises:
+            TaskError: the task has no such metric.
+        """
+        for m in cls.metrics:
+            if m.name == name:
+                return m
+        raise TaskError(f"task {cls.name!r} has no metric {name!r}; its metrics: {[m.name for m in cls.metrics]}")
+
+    @classmethod
+    def headline(cls, metrics: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
+        """(label, value) of the headline metric in a record's metrics (value None when absent)."""
+        value = (metrics or {}).get(cls.headline_metric)
+        return f"test {cls.metric(cls.headline_metric).title}", value
+
+    def summary_metrics(self, history: Sequence[Mapping[str, Any]]) -> dict[str, Optional[float]]:
+        """Extra fields of the training summary from the last epoch's logs (none by default)."""
+        return {}
+
+    def accepts_image_size(self) -> bool:
+        """Whether the task trains at a configured image size (a sweep cell's ``image_size``)."""
+        return False
+
+    def with_image_size(self, image_size: int) -> dict[str, Any]:
+        """Model options that set the input size (for the tasks that accept one)."""
+        raise TaskError(f"task {self.name!r} trains at the dataset's image size; convert the data at that size")
+
+    @abc.abstractmethod
     def check_prediction(self, prediction: Mapping[str, Any], num_outputs: int | None = None) -> None:
         """Checks one served prediction (a row of a ``:predict`` response) against the schema.
 
         Raises:
             TaskError: a key is missing or a value is malformed; the message says which.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def matches(self, prediction: Mapping[str, Any], expected: Any) -> bool:
         """Whether a served prediction is the known right answer for an example."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def output_signature(self, num_classes: int) -> dict[str, str]:
         """``serving_default``'s outputs, name -> dtype and shape, for the Model artifact's metadata."""
-        raise NotImplementedError
 
     def expected_to_json(self, expected: Any) -> Any:
         """A known example's expected answer as JSON data (kept in the stage registry)."""
@@ -99,61 +217,62 @@ class Task:
         """The inverse of :meth:`expected_to_json`."""
         return data
 
-    # ----------------------------------------------------------------- TensorFlow inside
-
-    def feature_keys(self) -> tuple[str, ...]:
-        """The record features training reads (parsing fewer keys is cheaper)."""
-        raise NotImplementedError
-
-    def input_shape(self, manifest: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[int, int, int]:
-        """The model's ``(height, width, channels)`` for a dataset and the model's options."""
-        raise NotImplementedError
-
-    def decode(
-        self, features: Mapping[str, Any], shape: tuple[int, int, int], options: Mapping[str, Any]
-    ) -> tuple[Any, Any]:
-        """A parsed batch of records -> (uint8 images ``[B, *shape]``, targets), inside tf.data."""
-        raise NotImplementedError
-
-    def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
-        """Random augmentation of a float batch in [0, 1]; targets move with the images."""
-        raise NotImplementedError
-
-    def optimizer(self, learning_rate: float, total_steps: int, options: Mapping[str, Any]) -> Any:
-        """The Keras optimizer for ``total_steps`` steps at ``learning_rate`` (already batch-scaled)."""
-        raise NotImplementedError
-
     def check_dataset(self, manifest: Mapping[str, Any]) -> None:
         """Raises a ``DatasetError`` when a dataset cannot train this task (before TensorFlow starts)."""
+        return None
 
-    def build_model(self, config: Any, manifest: Mapping[str, Any]) -> Any:
-        """The Keras model for ``config`` (a ``TrainConfig``) and the dataset, checked against it."""
-        raise NotImplementedError
+    def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
+        """Model-card lines on the final training metrics (Markdown)."""
+        return []
 
+    # ----------------------------------------------------------------- TensorFlow inside
+
+    @abc.abstractmethod
+    def feature_keys(self) -> tuple[str, ...]:
+        """The record features training reads (parsing fewer keys is cheaper)."""
+
+    @abc.abstractmethod
+    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+        """The model's ``(height, width, channels)`` for a dataset."""
+
+    @abc.abstractmethod
+    def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
+        """A parsed batch of records -> (uint8 images ``[B, *shape]``, targets), inside tf.data."""
+
+    @abc.abstractmethod
+    def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
+        """Random augmentation of a float batch in [0, 1]; targets move with the images."""
+
+    @abc.abstractmethod
+    def optimizer(self, learning_rate: float, total_steps: int) -> Any:
+        """The Keras optimizer for ``total_steps`` steps at ``learning_rate`` (already batch-scaled)."""
+
+    @abc.abstractmethod
+    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+        """The Keras model ``model_name`` (``TrainConfig.model``) for the dataset, checked against it."""
+
+    @abc.abstractmethod
     def compile(self, model: Any, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
         """Compiles ``model`` with the task's loss and training metrics."""
-        raise NotImplementedError
 
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any], options: Mapping[str, Any]) -> str:
+    @abc.abstractmethod
+    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
         """Writes the SavedModel with the task's signatures; returns ``export_dir``."""
-        raise NotImplementedError
 
-    def evaluate(self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None) -> Any:
+    @abc.abstractmethod
+    def evaluate(
+        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+    ) -> EvaluationResultBase:
         """Scores an exported model on a split through ``serving_default`` (``config``: EvaluateConfig)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
         """Loads a SavedModel and checks that ``serving_default`` fits the dataset.
 
         Returns:
             (the loaded object, which must be kept alive, and the signature function).
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """``count`` (encoded image, expected answer) pairs from a split, for the serving checks."""
-        raise NotImplementedError
-
-    def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
-        """Model-card lines on the final training metrics (Markdown)."""
-        return []

@@ -38,6 +38,41 @@ def _check_args(class_names: Sequence[str], image_shape: Sequence[int]) -> tuple
     return height, width, channels
 
 
+def _image_decoder(height: int, width: int, channels: int):
+    """``encoded image -> float32 [height, width, channels] in [0, 1]``, as ``serving_default`` decodes."""
+    import tensorflow as tf
+
+    def _to_channels(image):
+        # Images arrive with 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA) channels; alpha is
+        # dropped and colour converted to what the model takes.
+        have = tf.shape(image)[-1]
+        colour = tf.cond(have >= 3, lambda: image[..., :3], lambda: tf.image.grayscale_to_rgb(image[..., :1]))
+        if channels == 3:
+            return colour
+        return tf.cond(have >= 3, lambda: tf.image.rgb_to_grayscale(colour), lambda: image[..., :1])
+
+    def decode_one(data):
+        # decode_image handles PNG, JPEG, GIF and BMP; expand_animations=False gives a GIF's first
+        # frame as a 3-D image like the other formats. channels=0 keeps the stored channels
+        # because the GIF decoder refuses channels=1; _to_channels converts afterwards.
+        image = tf.io.decode_image(data, channels=0, expand_animations=False, dtype=tf.uint8)
+        image.set_shape([None, None, None])
+        image = tf.image.convert_image_dtype(image, tf.float32)  # uint8 -> [0, 1]
+        image = _to_channels(image)
+        image.set_shape([None, None, channels])
+        size = tf.shape(image)[:2]
+        # Skip resizing at the model's own size so bytes-in equals tensors-in exactly.
+        same = tf.reduce_all(tf.equal(size, tf.constant([height, width])))
+        image = tf.cond(
+            same,
+            lambda: image,
+            lambda: tf.image.resize(image, [height, width], method="bilinear", antialias=True),
+        )
+        return tf.ensure_shape(tf.clip_by_value(image, 0.0, 1.0), [height, width, channels])
+
+    return decode_one
+
+
 def export_saved_model(
     model,
     export_dir: str,
@@ -73,33 +108,7 @@ def export_saved_model(
     if tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
         raise ValueError(f"{export_dir} already holds a SavedModel; export into a new folder (or delete it first)")
 
-    def _to_channels(image):
-        # Images arrive with 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA) channels; alpha is
-        # dropped and colour converted to what the model takes.
-        have = tf.shape(image)[-1]
-        colour = tf.cond(have >= 3, lambda: image[..., :3], lambda: tf.image.grayscale_to_rgb(image[..., :1]))
-        if channels == 3:
-            return colour
-        return tf.cond(have >= 3, lambda: tf.image.rgb_to_grayscale(colour), lambda: image[..., :1])
-
-    def _decode_one(data):
-        # decode_image handles PNG, JPEG, GIF and BMP; expand_animations=False gives a GIF's first
-        # frame as a 3-D image like the other formats. channels=0 keeps the stored channels
-        # because the GIF decoder refuses channels=1; _to_channels converts afterwards.
-        image = tf.io.decode_image(data, channels=0, expand_animations=False, dtype=tf.uint8)
-        image.set_shape([None, None, None])
-        image = tf.image.convert_image_dtype(image, tf.float32)  # uint8 -> [0, 1]
-        image = _to_channels(image)
-        image.set_shape([None, None, channels])
-        size = tf.shape(image)[:2]
-        # Skip resizing at the model's own size so bytes-in equals tensors-in exactly.
-        same = tf.reduce_all(tf.equal(size, tf.constant([height, width])))
-        image = tf.cond(
-            same,
-            lambda: image,
-            lambda: tf.image.resize(image, [height, width], method="bilinear", antialias=True),
-        )
-        return tf.ensure_shape(tf.clip_by_value(image, 0.0, 1.0), [height, width, channels])
+    decode_one = _image_decoder(height, width, channels)
 
     def _outputs(images):
         probabilities = tf.cast(model(images, training=False), tf.float32)
@@ -119,7 +128,7 @@ def export_saved_model(
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
         def serve_bytes(image_bytes):
             images = tf.map_fn(
-                _decode_one,
+                decode_one,
                 image_bytes,
                 fn_output_signature=tf.TensorSpec([height, width, channels], tf.float32),
             )
@@ -155,7 +164,7 @@ def read_class_names(saved_model_dir: str) -> list[str]:
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
             f"{path} not found: {saved_model_dir} is not a SavedModel written by "
-            "trainer.export.export_saved_model (it has no class names)"
+            "trainer.tasks.classification.export.export_saved_model (it has no class names)"
         )
     with tf.io.gfile.GFile(path, "r") as f:
         return [line.rstrip("\n") for line in f if line.strip()]

@@ -1,4 +1,4 @@
-"""Model builders by name.
+"""Classification's models by name, and how one is built for a dataset and compiled.
 
 ``build_model(name, input_shape, num_classes, **kwargs)`` is the one entry point; the training,
 evaluation and benchmark code all go through it, so a model name in a config means the same
@@ -172,3 +172,39 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int, 
             f"model {name!r}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(accepted) or 'none'}"
         )
     return builder(shape, int(num_classes), **kwargs)
+
+
+def build_classifier(
+    name: str, image_shape: tuple[int, int, int], class_names: list[str], options: dict[str, Any]
+) -> keras.Model:
+    """:func:`build_model` for a dataset's shape and classes, checked against both.
+
+    Raises:
+        ModelError: the model cannot be built, or takes another shape or outputs another class count.
+    """
+    num_classes = len(class_names)
+    model = build_model(name, image_shape, num_classes, **options)
+    in_shape = tuple(model.inputs[0].shape[1:])
+    if in_shape != tuple(image_shape):
+        raise ModelError(
+            f"{name!r} takes images of shape {in_shape} but the dataset's images are "
+            f"{tuple(image_shape)}; build the model for the dataset's shape or convert with resize"
+        )
+    out_classes = model.outputs[0].shape[-1]
+    if out_classes != num_classes:
+        raise ModelError(
+            f"{name!r} outputs {out_classes} classes but the dataset has {num_classes}; "
+            "build the model for the dataset's classes"
+        )
+    return model
+
+
+def compile_classifier(model: keras.Model, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
+    """Sparse categorical cross-entropy and accuracy."""
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=["accuracy"],
+        steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
+    )

@@ -541,11 +541,17 @@ def benchmark_section(row: Optional[Mapping[str, Any]]) -> str:
 
 
 def _headline(metrics: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
-    """The task's headline figure of a record's metrics: accuracy, or AP@0.5 for a detector."""
+    """The headline figure of a record's metrics, as the task whose headline metric they hold names it.
+
+    A promotion record keeps the metrics, not the task: the first task (in registration order,
+    classification first) whose headline metric is among them is the record's.
+    """
+    from trainer.tasks import task_types
+
     metrics = metrics or {}
-    for key, label in (("accuracy", "test accuracy"), ("ap50", "test AP@0.5")):
-        if key in metrics:
-            return label, metrics[key]
+    for task_type in task_types().values():
+        if task_type.headline_metric in metrics:
+            return task_type.headline(metrics)
     return "", None
 
 
@@ -594,8 +600,9 @@ def glance(inputs: ReportInputs) -> str:
     training = read_json(_join(inputs.model_dir, "training.json")) if inputs.model_dir else None
     evaluation = inputs.evaluation or {}
     cards = [_card("failed" if inputs.failure else "succeeded", "run")]
-    if "accuracy" in evaluation:
-        cards.append(_card(_num(evaluation["accuracy"]), "test accuracy"))
+    label, value = _headline(evaluation)
+    if value is not None:
+        cards.append(_card(_num(value), label))
     if inputs.blessing:
         cards.append(_card("blessed" if inputs.blessing.get("blessed") else "not blessed", "gate"))
     if training and training.get("images_per_sec") is not None:

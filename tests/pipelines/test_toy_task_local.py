@@ -1,0 +1,88 @@
+"""The toy task (tests/toy_task.py) through the project's own steps under kfp.local, each a subprocess.
+
+``LTP_TASK_MODULES=tests.toy_task`` is all it takes: every step's subprocess finds the task in the
+registry. The dataset comes in through an importer, written the way the converter writes
+classification records with ``dataset.json`` naming the toy task (the convert step picks a
+dataset's task from the kind of its source, and no source kind makes a toy dataset).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from kfp import dsl, local
+
+from components.benchmark.component import benchmark_inference
+from components.evaluate.component import evaluate_model
+from components.promote.component import promote_model
+from components.report.component import build_report
+from components.train.component import train_model
+from tests.datasets import write_test_dataset
+from trainer.tasks import TASK_MODULES_ENV
+
+pytestmark = pytest.mark.slow
+
+
+@dsl.pipeline(name="toy-task")
+def toy_pipeline(dataset_uri: str, stages_root: str):
+    dataset = dsl.importer(artifact_uri=dataset_uri, artifact_class=dsl.Dataset, reimport=True).output
+    trained = train_model(
+        dataset=dataset, model_name="tiny", epochs=1, steps_per_epoch=4, batch_size_per_replica=16, accelerator="cpu"
+    ).outputs["model"]
+    evaluated = evaluate_model(
+        model=trained,
+        dataset=dataset,
+        value_thresholds={"mae": 0.9},
+        change_thresholds={},
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        served_model_name="brightness",
+    )
+    benchmarked = benchmark_inference(
+        model=trained, dataset=dataset, num_images=32, batch_size=16, http=False, warmup_batches=1
+    )
+    demo = promote_model(
+        model=trained,
+        dataset=dataset,
+        evaluation=evaluated.outputs["metrics"],
+        stage="demo",
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        model_name="brightness",
+        run_id="toy-run",
+    ).after(benchmarked)
+    build_report(
+        dataset=dataset,
+        model=trained,
+        evaluation=evaluated.outputs["metrics"],
+        confusion=evaluated.outputs["confusion"],
+        blessing=evaluated.outputs["blessing"],
+        samples=evaluated.outputs["samples"],
+        benchmark=benchmarked.outputs["Output"],
+        stages_root=stages_root,
+        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+        run_id="toy-run",
+    ).after(demo)
+
+
+def test_the_toy_task_runs_through_train_evaluate_benchmark_promote_and_report(tmp_path, monkeypatch):
+    monkeypatch.setenv(TASK_MODULES_ENV, "tests.toy_task")
+    dataset = write_test_dataset(tmp_path / "dataset", {"train": 64, "validation": 16, "test": 32})
+    manifest = json.loads((dataset / "dataset.json").read_text())
+    (dataset / "dataset.json").write_text(json.dumps({**manifest, "task": "brightness"}))
+    root, stages = tmp_path / "root", tmp_path / "stages"
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(root),
+        workspace_root=str(tmp_path / "workspace"),
+        raise_on_error=True,
+    )
+    toy_pipeline(dataset_uri=str(dataset), stages_root=str(stages))
+    current = json.loads(next(stages.rglob("current.json")).read_text())
+    assert "brightness" in json.dumps(current)
+    evaluation = [json.loads(p.read_text()) for p in root.rglob("evaluate-model/executor_output.json")]
+    metrics = evaluation[0]["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert 0 <= metrics["mae"] <= 1 and metrics["num_examples"] == 32
+    report = next(Path(root).rglob("build-report/report"))
+    page = report.read_text() if report.is_file() else next(report.rglob("*")).read_text()
+    assert "test MAE" in page and "brightness" in page

@@ -1,0 +1,176 @@
+"""Image classification: the notebook's CNN and the transfer classifiers.
+
+Records give ``image/encoded`` and ``image/class/label``; the model maps float32 images in [0, 1]
+to class probabilities; ``serving_default`` returns ``probabilities`` and ``classes``; the
+evaluation scores accuracy, top-k, loss and per-class precision/recall/F1. The parts:
+``options.py`` (the builder's arguments), ``input.py``, ``model.py``, ``export.py`` and
+``evaluation.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Optional
+
+from trainer.tasks import register
+from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.classification import input as task_input
+from trainer.tasks.classification.evaluation import METRICS, ClassificationEvaluation
+from trainer.tasks.classification.options import ClassifierOptions
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else format(value, ".4f")
+
+
+@register
+class Classification(Task):
+    """One label per image, softmax output, sparse categorical cross-entropy."""
+
+    name: ClassVar[str] = "classification"
+    options_type: ClassVar[type[ClassifierOptions]] = ClassifierOptions
+    metrics: ClassVar[tuple[Metric, ...]] = METRICS
+    headline_metric: ClassVar[str] = "accuracy"
+    quality_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
+    serving: ClassVar[ServingSchema] = ServingSchema(outputs=("probabilities", "classes"))
+    default_value_thresholds: ClassVar[Mapping[str, float]] = {"accuracy": 0.8}
+    run_defaults: ClassVar[RunDefaults] = RunDefaults(
+        data="fashion-mnist",
+        limit=20000,
+        epochs=3,
+        served_model_name="classifier",
+        model="mnist_cnn",
+        headline=("accuracy",),
+    )
+    options: ClassifierOptions
+
+    # ----------------------------------------------------------------- no TensorFlow needed
+
+    def check_prediction(self, prediction: Mapping[str, Any], num_outputs: int | None = None) -> None:
+        """Probabilities that sum to 1 over ``num_outputs`` classes and ``classes`` their argmax."""
+        if set(prediction) != set(self.serving.outputs):
+            raise TaskError(f"prediction keys {sorted(prediction)}, expected {sorted(self.serving.outputs)}")
+        probs = prediction["probabilities"]
+        if not isinstance(probs, list) or not probs or not all(isinstance(p, (int, float)) for p in probs):
+            raise TaskError(f"probabilities must be a list of numbers, got {str(probs)[:120]}")
+        n = num_outputs or len(probs)
+        if len(probs) != n:
+            raise TaskError(f"{len(probs)} probabilities, expected {n}")
+        if not math.isclose(sum(probs), 1.0, abs_tol=1e-3) or min(probs) < 0:
+            raise TaskError(f"probabilities do not sum to 1: {sum(probs)}")
+        cls = prediction["classes"]
+        if not isinstance(cls, int) or not 0 <= cls < n:
+            raise TaskError(f"bad class {cls!r}")
+        if probs.index(max(probs)) != cls:
+            raise TaskError("classes is not the argmax of probabilities")
+
+    def matches(self, prediction: Mapping[str, Any], expected: Any) -> bool:
+        """The served top class is the label."""
+        return prediction.get("classes") == int(expected)
+
+    def output_signature(self, num_classes: int) -> dict[str, str]:
+        """Probabilities per class and the top class."""
+        return {"probabilities": f"float32 [None, {num_classes}]", "classes": "int64 [None]"}
+
+    def expected_from_json(self, data: Any) -> Any:
+        """Labels are ints."""
+        return int(data)
+
+    def summary_metrics(self, history: Sequence[Mapping[str, Any]]) -> dict[str, Optional[float]]:
+        """The last epoch's training and validation accuracy."""
+        last = history[-1] if history else {}
+        return {"train_accuracy": last.get("accuracy"), "val_accuracy": last.get("val_accuracy")}
+
+    def check_dataset(self, manifest: Mapping[str, Any]) -> None:
+        """A classifier needs a single image shape (checked by ``data.image_shape_of``) and 2+ classes."""
+        from trainer import data
+        from trainer.tfrecords import DatasetError
+
+        data.image_shape_of(manifest)
+        if len(manifest.get("classes") or []) < 2:
+            raise DatasetError(
+                f"{manifest.get('dir', 'the dataset')}: a classifier needs at least 2 classes, the dataset has "
+                f"{list(manifest.get('classes') or [])}; convert a source with two or more classes"
+            )
+
+    def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
+        """Loss and accuracy, train and validation."""
+        return [
+            "| | loss | accuracy |",
+            "|---|---|---|",
+            f"| train | {_fmt(summary.get('train_loss'))} | {_fmt(summary.get('train_accuracy'))} |",
+            f"| validation | {_fmt(summary.get('val_loss'))} | {_fmt(summary.get('val_accuracy'))} |",
+        ]
+
+    # ----------------------------------------------------------------- TensorFlow inside
+
+    def feature_keys(self) -> tuple[str, ...]:
+        """The image and its label."""
+        return task_input.FEATURE_KEYS
+
+    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+        """The dataset's own image shape (one size for all its images; else resize at conversion)."""
+        from trainer import data
+
+        return data.image_shape_of(manifest)
+
+    def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
+        """The images decoded as stored (checked against ``shape``) and int32 labels."""
+        return task_input.decode(features, shape)
+
+    def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
+        """Horizontal flips and translations by up to 1/8 of the side."""
+        return task_input.augment(images, targets, shape, seed)
+
+    def optimizer(self, learning_rate: float, total_steps: int) -> Any:
+        """Adam at a constant rate (the notebook's)."""
+        import keras
+
+        return keras.optimizers.Adam(learning_rate=learning_rate)
+
+    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+        """The named classifier for the dataset's shape and classes, checked against both."""
+        from trainer import data
+        from trainer.tasks.classification.model import ModelError, build_classifier
+
+        try:
+            return build_classifier(
+                model_name, data.image_shape_of(manifest), list(manifest["classes"]), self.options.builder_kwargs()
+            )
+        except ModelError as err:
+            raise TaskError(f"train.model: {err}") from err
+
+    def compile(self, model: Any, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
+        """Sparse categorical cross-entropy and accuracy."""
+        from trainer.tasks.classification.model import compile_classifier
+
+        compile_classifier(model, optimizer, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
+
+    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+        """Bytes-in and tensors-in signatures returning ``probabilities`` and ``classes``."""
+        from trainer import data
+        from trainer.tasks.classification.export import export_saved_model
+
+        return export_saved_model(model, export_dir, list(manifest["classes"]), data.image_shape_of(manifest))
+
+    def evaluate(
+        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+    ) -> ClassificationEvaluation:
+        """Accuracy, top-k, loss, per-class metrics and the confusion matrix."""
+        from trainer.tasks.classification.evaluation import evaluate_saved_model
+
+        return evaluate_saved_model(saved_model_dir, dataset_dir, config.split, config.batch_size, config.top_k, limit)
+
+    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+        """``serving_default``, checked to return probabilities over the dataset's classes."""
+        from trainer.tasks.classification.evaluation import load_serving_signature
+
+        return load_serving_signature(saved_model_dir, len(manifest["classes"]))
+
+    def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
+        """The split's first ``count`` labelled images."""
+        from trainer.evaluate import read_encoded_split
+
+        images, labels, _ = read_encoded_split(dataset_dir, split, limit=count)
+        return [(img, int(lab)) for img, lab in zip(images, labels, strict=False) if int(lab) >= 0]

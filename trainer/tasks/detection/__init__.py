@@ -1,0 +1,234 @@
+"""Object detection: RetinaNet (keras-hub) from COCO-style TFRecords, COCO mAP, TF-OD-API-style serving.
+
+The parts: ``options.py`` (presets and the detector's settings), ``input.py`` (letterboxing and
+box targets), ``model.py`` (the RetinaNet and its anchor check), ``export.py`` (the serving
+signatures) and ``evaluation.py`` (COCO metrics with pycocotools).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from trainer.tasks import register
+from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.detection import input as task_input
+from trainer.tasks.detection.evaluation import MATCH_IOU, MATCH_SCORE, METRICS, DetectionEvaluation, box_iou
+from trainer.tasks.detection.export import OUTPUTS
+from trainer.tasks.detection.options import DetectorOptions
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else format(value, ".4f")
+
+
+@register
+class Detection(Task):
+    """Boxes and classes per image; RetinaNet; COCO mAP."""
+
+    name: ClassVar[str] = "detection"
+    options_type: ClassVar[type[DetectorOptions]] = DetectorOptions
+    metrics: ClassVar[tuple[Metric, ...]] = METRICS
+    headline_metric: ClassVar[str] = "ap50"
+    quality_metrics: ClassVar[tuple[str, ...]] = ("ap50", "ap")
+    serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
+    default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
+    run_defaults: ClassVar[RunDefaults] = RunDefaults(
+        data="shapes",
+        limit=0,
+        epochs=8,
+        served_model_name="detector",
+        model="retinanet",
+        pipeline="pipelines.detection",
+        headline=("ap50", "ap"),
+    )
+    options: DetectorOptions
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> DetectorOptions:
+        """A preset, then overrides of its fields (``options.py``)."""
+        return DetectorOptions.from_options(options)
+
+    def accepts_image_size(self) -> bool:
+        """The detector letterboxes to ``image_size``."""
+        return True
+
+    def with_image_size(self, image_size: int) -> dict[str, Any]:
+        """``image_size`` set in the model options."""
+        return {"image_size": image_size}
+
+    # ----------------------------------------------------------------- no TensorFlow needed
+
+    def check_prediction(self, prediction: Mapping[str, Any], num_outputs: int | None = None) -> None:
+        """Boxes in [0, 1] with ymin <= ymax and xmin <= xmax, scores sorted, ids and names aligned."""
+        if set(prediction) != set(OUTPUTS):
+            raise TaskError(f"prediction keys {sorted(prediction)}, expected {sorted(OUTPUTS)}")
+        boxes, scores = prediction["detection_boxes"], prediction["detection_scores"]
+        classes, names = prediction["detection_classes"], prediction["detection_class_names"]
+        n = prediction["num_detections"]
+        if not isinstance(n, (int, float)) or int(n) != n or not 0 <= n <= len(scores):
+            raise TaskError(f"num_detections {n!r} is not a count of at most {len(scores)}")
+        if not len(boxes) == len(scores) == len(classes) == len(names):
+            raise TaskError(f"{len(boxes)} boxes, {len(scores)} scores, {len(classes)} classes, {len(names)} names")
+        n = int(n)
+        for box in boxes[:n]:
+            if len(box) != 4 or not all(0.0 <= v <= 1.0 for v in box) or box[0] > box[2] or box[1] > box[3]:
+                raise TaskError(f"box {box} is not a normalised [ymin, xmin, ymax, xmax]")
+        if any(a < b for a, b in zip(scores[:n], scores[1:n], strict=False)) or not all(0 <= s <= 1 for s in scores):
+            raise TaskError("detection_scores must be in [0, 1] and sorted, highest first")
+        if any(c < 1 or int(c) != c for c in classes[:n]):
+            raise TaskError(f"detection_classes must be label-map ids >= 1, got {classes[:n]}")
+
+    def matches(self, prediction: Mapping[str, Any], expected: Any) -> bool:
+        """Every true box found (same class, IoU >= 0.5, score >= 0.3); a negative image stays empty."""
+        n = int(prediction["num_detections"])
+        found = [
+            (box, int(cls) - 1)
+            for box, score, cls in zip(
+                prediction["detection_boxes"][:n],
+                prediction["detection_scores"][:n],
+                prediction["detection_classes"][:n],
+                strict=True,
+            )
+            if score >= MATCH_SCORE
+        ]
+        if not expected:
+            return not found
+        return all(
+            any(label == obj["label"] and box_iou(box, obj["box"]) >= MATCH_IOU for box, label in found)
+            for obj in expected
+        )
+
+    def expected_from_json(self, data: Any) -> Any:
+        """A list of ``{"box": [ymin, xmin, ymax, xmax], "label": int}`` (normalised boxes)."""
+        return [{"box": [float(v) for v in o["box"]], "label": int(o["label"])} for o in data]
+
+    def output_signature(self, num_classes: int) -> dict[str, str]:
+        """The Object Detection API's output names."""
+        return {
+            "detection_boxes": "float32 [None, max_detections, 4] normalised ymin, xmin, ymax, xmax of the input image",
+            "detection_scores": "float32 [None, max_detections], sorted",
+            "detection_classes": f"float32 [None, max_detections], label-map ids 1..{num_classes} (0: padding)",
+            "detection_class_names": "string [None, max_detections]",
+            "num_detections": "float32 [None]",
+        }
+
+    # ----------------------------------------------------------------- TensorFlow inside
+
+    def feature_keys(self) -> tuple[str, ...]:
+        """The image, its true size, its boxes, their classes and crowd flags."""
+        return task_input.FEATURE_KEYS
+
+    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+        """``image_size`` square, RGB: images of any size are letterboxed to it."""
+        size = self.options.image_size
+        return (size, size, 3)
+
+    def check_dataset(self, manifest: Mapping[str, Any]) -> None:
+        """A detection dataset has classes and box features (dataset.json ``task: detection``)."""
+        from trainer.tfrecords import DatasetError
+
+        if not manifest.get("classes"):
+            raise DatasetError(f"{manifest.get('dir', 'the dataset')}: no classes; convert a COCO file with categories")
+
+    def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
+        """Letterboxed uint8 images and -1-padded absolute yxyx boxes and labels."""
+        return task_input.decode(features, shape, self.options.max_boxes)
+
+    def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
+        """Random horizontal flips, boxes flipped with the images."""
+        return task_input.augment(images, targets, shape, seed)
+
+    def optimizer(self, learning_rate: float, total_steps: int) -> Any:
+        """Adam with a linear warm-up then cosine decay, and global gradient clipping."""
+        import keras
+
+        opts = self.options
+        warmup = min(opts.warmup_steps, max(1, total_steps // 4))
+        schedule = keras.optimizers.schedules.CosineDecay(
+            0.0, max(1, total_steps - warmup), alpha=0.0, warmup_target=learning_rate, warmup_steps=warmup
+        )
+        return keras.optimizers.Adam(schedule, global_clipnorm=opts.clipnorm)
+
+    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+        """The RetinaNet detector for the dataset's classes; its anchors checked against the boxes."""
+        from trainer.tasks.detection.model import MODEL_NAME, build_detector, report_anchor_coverage
+
+        if model_name != MODEL_NAME:
+            raise TaskError(f"train.model: the detection task trains {MODEL_NAME!r}, got {model_name!r}")
+        model = build_detector(self.options, len(manifest["classes"]))
+        report_anchor_coverage(model, manifest, self.options)
+        return model
+
+    def compile(self, model: Any, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
+        """keras-hub's losses (Huber boxes, focal classes); no compiled metrics (keras-hub refuses them)."""
+        model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
+
+    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+        """The TF-OD-API-style signatures (``export.py``)."""
+        from trainer.tasks.detection.export import export_detector
+
+        export_detector(model, export_dir, list(manifest["classes"]), self.options)
+        return export_dir
+
+    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+        """``serving_default``, checked to return the detection outputs."""
+        import os
+
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(os.path.join(saved_model_dir, "saved_model.pb")):
+            raise TaskError(f"no SavedModel at {saved_model_dir} (saved_model.pb missing)")
+        loaded = tf.saved_model.load(saved_model_dir)
+        fn = loaded.signatures.get("serving_default")
+        if fn is None or set(fn.structured_outputs) != set(OUTPUTS):
+            got = sorted(fn.structured_outputs) if fn is not None else sorted(loaded.signatures)
+            raise TaskError(f"{saved_model_dir}: serving_default must return {sorted(OUTPUTS)}, returns {got}")
+        return loaded, fn
+
+    def evaluate(
+        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+    ) -> DetectionEvaluation:
+        """COCO metrics of the exported model on ``config.split`` (pycocotools)."""
+        from trainer import tfrecords
+        from trainer.tasks.detection.evaluation import coco_evaluate, scored_examples
+        from trainer.tasks.detection.export import predict_in_process
+        from trainer.tasks.detection.input import read_detection_split
+
+        manifest = tfrecords.load_manifest(dataset_dir)
+        tfrecords.split_count(manifest, config.split)
+        _loaded, fn = self.serving_function(saved_model_dir, manifest)
+        records = read_detection_split(dataset_dir, config.split, limit)
+        predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size)
+        result = coco_evaluate(records, predictions, list(manifest["classes"]))
+        return dataclasses.replace(result, examples=scored_examples(records, predictions))
+
+    def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
+        """The split's first ``count`` images with their true (non-crowd) boxes."""
+        from trainer.tasks.detection.input import read_detection_split
+
+        records = read_detection_split(dataset_dir, split, count)
+        return [
+            (
+                r["encoded"],
+                [
+                    {"box": box, "label": label}
+                    for box, label, crowd in zip(r["boxes"], r["labels"], r["crowd"], strict=True)
+                    if not crowd
+                ],
+            )  # fmt: skip
+            for r in records
+        ]
+
+    def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
+        """The losses, train and validation."""
+        last = (summary.get("history") or [{}])[-1]
+        return [
+            "| | loss | box loss | class loss |",
+            "|---|---|---|---|",
+            f"| train | {_fmt(last.get('loss'))} | {_fmt(last.get('bbox_regression_loss'))} | "
+            f"{_fmt(last.get('cls_logits_loss'))} |",
+            f"| validation | {_fmt(last.get('val_loss'))} | {_fmt(last.get('val_bbox_regression_loss'))} | "
+            f"{_fmt(last.get('val_cls_logits_loss'))} |",
+        ]

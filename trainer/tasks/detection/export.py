@@ -1,0 +1,132 @@
+"""Detection's export: TF-OD-API-style ``serving_default`` and ``serving_tensors``, and in-process prediction.
+
+``serving_default`` takes encoded images and returns, like the TensorFlow Object Detection API's
+exported models, ``detection_boxes`` (normalised ``[ymin, xmin, ymax, xmax]`` of the *original*
+image), ``detection_scores``, ``detection_classes`` (float32 label-map ids: class index + 1, 0
+for padding), ``detection_class_names`` and ``num_detections``: up to 100 detections sorted by
+score, down to a score of 0.05 (clients filter by score). NMS is per class (COCO practice), with
+``tf.image.combined_non_max_suppression``, which takes any batch size (keras-hub's own NMS is
+class-agnostic and needs a static batch in a SavedModel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainer.tasks.detection.input import letterbox
+from trainer.tasks.detection.model import anchors_of
+from trainer.tasks.detection.options import DetectorOptions
+
+OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "detection_class_names", "num_detections")
+
+
+def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):
+    """``(letterboxed images, scales, heights, widths) -> the serving outputs``: decode, NMS, rescale."""
+    import keras
+    import tensorflow as tf
+
+    size = opts.image_size
+    anchors = tf.constant(anchors_of(model.anchor_generator, size))
+    names = tf.constant(["", *class_names])
+
+    def detect(images, scales, heights, widths):
+        raw = model(images, training=False)
+        deltas = tf.cast(raw["bbox_regression"], tf.float32)
+        scores = tf.sigmoid(tf.cast(raw["cls_logits"], tf.float32))
+        boxes = keras.utils.bounding_boxes.decode_deltas_to_boxes(
+            anchors=anchors,
+            boxes_delta=deltas,
+            encoded_format="center_xywh",
+            anchor_format="yxyx",
+            box_format="yxyx",
+            image_shape=(size, size, 3),
+        )
+        nms = tf.image.combined_non_max_suppression(
+            boxes[:, :, None, :],
+            scores,
+            max_output_size_per_class=opts.max_detections,
+            max_total_size=opts.max_detections,
+            iou_threshold=opts.nms_iou,
+            score_threshold=opts.score_threshold,
+            clip_boxes=False,
+        )
+        # Letterboxed pixels -> the original image's normalised coordinates.
+        factor = tf.stack([heights, widths, heights, widths], axis=-1) * scales[:, None]
+        out_boxes = tf.clip_by_value(nms.nmsed_boxes / factor[:, None, :], 0.0, 1.0)
+        valid = tf.sequence_mask(nms.valid_detections, opts.max_detections)
+        ids = tf.where(valid, nms.nmsed_classes + 1.0, 0.0)
+        return {
+            "detection_boxes": tf.where(valid[..., None], out_boxes, 0.0),
+            "detection_scores": tf.where(valid, nms.nmsed_scores, 0.0),
+            "detection_classes": ids,
+            "detection_class_names": tf.gather(names, tf.cast(ids, tf.int32)),
+            "num_detections": tf.cast(nms.valid_detections, tf.float32),
+        }
+
+    return detect
+
+
+def export_detector(model: Any, export_dir: str, class_names: list[str], opts: DetectorOptions) -> str:
+    """Writes the detector as a SavedModel with ``serving_default`` (bytes) and ``serving_tensors``."""
+    import tensorflow as tf
+
+    size = opts.image_size
+    detect = _detect_fn(model, opts, class_names)
+
+    def decode_one(data):
+        image = tf.io.decode_image(data, channels=3, expand_animations=False)
+        dims = tf.cast(tf.shape(image)[:2], tf.float32)
+        boxed, scale = letterbox(image, size)
+        return boxed, scale, dims[0], dims[1]
+
+    module = tf.Module()
+    module.model = model
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    def serve_bytes(image_bytes):
+        scalar = tf.TensorSpec([], tf.float32)
+        images, scales, heights, widths = tf.map_fn(
+            decode_one,
+            image_bytes,
+            fn_output_signature=(tf.TensorSpec([size, size, 3], tf.float32), scalar, scalar, scalar),
+        )
+        return detect(images, scales, heights, widths)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, size, size, 3], tf.float32, name="images")])
+    def serve_tensors(images):
+        ones = tf.ones(tf.shape(images)[:1], tf.float32)
+        return detect(images, ones, ones * size, ones * size)
+
+    module.serve_bytes = serve_bytes
+    module.serve_tensors = serve_tensors
+    tf.saved_model.save(
+        module,
+        export_dir,
+        signatures={
+            "serving_default": serve_bytes.get_concrete_function(),
+            "serving_tensors": serve_tensors.get_concrete_function(),
+        },
+    )
+    return export_dir
+
+
+def predict_in_process(fn: Any, images: Sequence[bytes], batch_size: int) -> list[dict[str, Any]]:
+    """Runs ``serving_default`` over encoded images; one prediction dict per image (as served)."""
+    import tensorflow as tf
+
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(images), batch_size):
+        out = fn(image_bytes=tf.constant(list(images[start : start + batch_size]), dtype=tf.string))
+        arrays = {k: v.numpy() for k, v in out.items()}
+        for i in range(len(arrays["num_detections"])):
+            rows.append(
+                {
+                    "detection_boxes": arrays["detection_boxes"][i].tolist(),
+                    "detection_scores": arrays["detection_scores"][i].tolist(),
+                    "detection_classes": arrays["detection_classes"][i].tolist(),
+                    "detection_class_names": [n.decode() for n in arrays["detection_class_names"][i]],
+                    "num_detections": float(arrays["num_detections"][i]),
+                }
+            )
+    return rows
