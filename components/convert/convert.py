@@ -30,6 +30,7 @@ from components.convert import pool, sources, worker
 from components.convert.sources import ConvertError, Item, Source
 from components.convert.storage import Output
 from trainer.config import ConvertConfig
+from trainer.tasks import task_types
 from trainer.tfrecords import (
     MANIFEST_NAME,
     REJECTED_NAME,
@@ -199,11 +200,11 @@ def _check_task(config: ConvertConfig, source: Source) -> None:
     Raises:
         ConvertError: a resize of a detection source.
     """
-    if source.task == "detection" and config.resize is not None:
+    if task_types()[source.task].records_boxes and config.resize is not None:
         raise ConvertError(
-            f"convert.resize {list(config.resize)} with the detection source {config.source}: resizing here would "
-            "crop or pad the images away from their boxes; keep the images at their size (drop resize): the "
-            "detection trainer letterboxes images and their boxes together"
+            f"convert.resize {list(config.resize)} with the {source.task} source {config.source}: resizing here "
+            "would crop or pad the images away from their boxes; keep the images at their size (drop resize): the "
+            f"{source.task} trainer letterboxes images and their boxes together"
         )
 
 
@@ -605,7 +606,7 @@ class _Totals:
 
 def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> DatasetInfo:
     source = plan.source
-    detection = source.task == "detection"
+    with_boxes = task_types()[source.task].records_boxes
     return DatasetInfo(
         schema_version=SCHEMA_VERSION,
         task=source.task,
@@ -621,7 +622,7 @@ def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> Dataset
         empty_classes=tuple(source.empty_classes),
         plan_key=plan.key,
         config=config.to_dict(),
-        boxes=totals.box_stats(source.rejected) if detection else None,
+        boxes=totals.box_stats(source.rejected) if with_boxes else None,
     )
 
 

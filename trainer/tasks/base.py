@@ -145,6 +145,9 @@ class Task(abc.ABC):
     serving: ClassVar[ServingSchema] = ServingSchema()
     default_value_thresholds: ClassVar[Mapping[str, float]] = {}
     run_defaults: ClassVar[RunDefaults]
+    records_boxes: ClassVar[bool] = False
+    """The converter's rule: records carry boxes (``dataset.json`` gets box statistics, and a
+    resize, which would move the images away from their boxes, is refused)."""
 
     def __init__(self, options: Mapping[str, Any] | ConfigBase | None = None) -> None:
         self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})

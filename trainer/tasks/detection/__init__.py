@@ -34,6 +34,7 @@ class Detection(Task):
     quality_metrics: ClassVar[tuple[str, ...]] = ("ap50", "ap")
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
+    records_boxes: ClassVar[bool] = True
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
         data="shapes",
         limit=0,
