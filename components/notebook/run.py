@@ -4,7 +4,8 @@ papermill executes the notebook in a child process (``components.notebook.runner
 is this step's own Python (a kernelspec pointing at ``sys.executable``, written to a private
 ``JUPYTER_PATH``), with the trainer's oneDNN setting. The step watches the child: it copies each
 save of the executed notebook to the output URI while the run goes on (a failed task publishes no
-artifacts on a cluster, DESIGN.md section 2, so this copy is what survives a failure), and kills
+artifacts on a cluster: the launcher uploads them only after success, so this copy is what
+survives a failure), and kills
 the child and its kernel at the whole-run deadline. A failing cell or a timeout raises
 :class:`NotebookRunError` naming the cell, with its traceback and where the notebook was kept.
 """
