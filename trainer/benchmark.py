@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from trainer.configbase import whole_int
+
 
 class BenchmarkError(ValueError):
     """A benchmark cannot run with these inputs; the message says why and how to fix it."""
@@ -79,9 +81,10 @@ _TIMING_INTS = ("num_images", "batch_size", "num_batches", "warmup_batches", "ro
 
 def _as_int(name: str, value: Any) -> int:
     """An int from JSON data, where ``3.0`` (a count passed through kfp's ``dsl.Collected``) means 3."""
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+    number = whole_int(value)
+    if number is None:
         raise BenchmarkError(f"{name}: expected an integer, got {value!r}")
-    return int(value)
+    return number
 
 
 def _fields_of(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:

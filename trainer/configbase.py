@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar
 
 import yaml
 
@@ -77,14 +77,31 @@ def _check_type(field: str, value: Any, annotation: Any) -> Any:
             raise ConfigError(f"{field}: expected a number, got {value!r}")
         return float(value)
     if annotation is int:
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        number = whole_int(value)
+        if number is None:
             raise ConfigError(f"{field}: expected an integer, got {value!r}")
-        return int(value)
+        return number
     if annotation is str:
         if not isinstance(value, str):
             raise ConfigError(f"{field}: expected a string, got {value!r}")
         return value
     return value
+
+
+def whole_int(value: Any) -> Optional[int]:
+    """``value`` as an int when it is one, or a float with an integral value; else None.
+
+    The one rule for numbers that arrive as floats: kfp.local hands a dict parameter's numbers and
+    ``dsl.Collected`` values over as floats (``3`` arrives as ``3.0``), and so does JSON tooling on
+    the way. ``True``/``False`` are never numbers here.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def _plain(value: Any) -> Any:

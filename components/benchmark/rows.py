@@ -13,15 +13,17 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from trainer.benchmark import BenchmarkError, TimingStats
+from trainer.configbase import whole_int
 
 # The http_ prefix of the served path's figures in a row's JSON.
 HTTP = "http_"
 
 
 def _int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+    number = whole_int(value)
+    if number is None:
         raise BenchmarkError(f"benchmark row: {name} must be an integer, got {value!r}")
-    return int(value)
+    return number
 
 
 def _float(name: str, value: Any) -> float:

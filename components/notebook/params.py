@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from trainer.configbase import whole_int
+
 PARAMETERS_TAG = "parameters"
 
 
@@ -85,7 +87,7 @@ def coerce(value: Any, default: Any) -> Any:
     """``value`` with integral floats turned into ints where ``default`` holds an int there."""
     if isinstance(default, bool):
         return value
-    if isinstance(default, int) and isinstance(value, float) and value.is_integer():
+    if isinstance(default, int) and isinstance(value, float) and whole_int(value) is not None:
         return int(value)
     if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)) and default:
         # A list default is read as homogeneous: its first element types every given element.

@@ -19,6 +19,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from trainer.configbase import whole_int
+
 
 class GridError(ValueError):
     """A grid or one of its cells is malformed."""
@@ -32,12 +34,9 @@ STRATEGIES = ("auto", "tpu", "gpu", "cpu")
 
 def as_int(where: str, value: Any) -> int:
     """An integer from an int, a whole float (kfp.local's dict contents) or a digit string."""
-    if isinstance(value, bool):
-        raise GridError(f"{where}: expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    number = whole_int(value)
+    if number is not None:
+        return number
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     raise GridError(f"{where}: expected an integer, got {value!r}")
@@ -55,7 +54,7 @@ def _opt_int(where: str, value: Any) -> Optional[int]:
 
 def _ints_back(value: Any) -> Any:
     """Whole floats back to ints inside model options (kfp.local turned them into floats)."""
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and whole_int(value) is not None:
         return int(value)
     if isinstance(value, Mapping):
         return {str(k): _ints_back(v) for k, v in value.items()}

@@ -60,3 +60,9 @@ def test_yaml_that_is_not_a_mapping_is_rejected(tmp_path):
     path.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
         Config.from_yaml(path)
+
+
+def test_one_rule_for_numbers_that_arrive_as_floats():
+    from trainer.configbase import whole_int
+
+    assert [whole_int(v) for v in (3, 3.0, -2.0, 2.5, True, "3", None)] == [3, 3, -2, None, None, None, None]
