@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainer import storage
+from trainer import model_folder, storage
 
 
 def checkpoint_uri(model_uri: str) -> str | None:
@@ -14,4 +14,4 @@ def checkpoint_uri(model_uri: str) -> str | None:
     resumes from them. Locally (kfp.local) the URI is a plain path: ``None`` keeps the default,
     ``<model path>/checkpoints``.
     """
-    return storage.join(model_uri, "checkpoints") if storage.is_gcs(model_uri) else None
+    return model_folder.checkpoints_dir(model_uri) if storage.is_gcs(model_uri) else None

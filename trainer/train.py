@@ -24,14 +24,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from trainer import data, distribute, storage, tfrecords
+from trainer import data, distribute, model_folder, storage, tfrecords
 from trainer.config import TrainConfig
 from trainer.errors import TrainingError
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
 
 log = logging.getLogger(__name__)
 
-SUMMARY_NAME = "training.json"
 STATE_NAME = "state.json"
 # The learning rate in the config is for this global batch; larger batches scale it linearly.
 BASE_BATCH = 128
@@ -428,7 +427,7 @@ def _prepare(
 
     fingerprint = config.fingerprint()
     dataset_fp = _dataset_fingerprint(manifest)
-    finished = storage.read_json(_join(model_dir, SUMMARY_NAME))
+    finished = storage.read_json(model_folder.summary_path(model_dir))
     if finished is not None:
         if finished.get("config_fingerprint") == fingerprint and finished.get("dataset_fingerprint") == dataset_fp:
             log.info(
@@ -440,7 +439,7 @@ def _prepare(
             f"(config {finished.get('config_fingerprint')} vs {fingerprint}, dataset "
             f"{finished.get('dataset_fingerprint')} vs {dataset_fp}); train into a new folder"
         )
-    ckpt_dir = checkpoint_dir or _join(model_dir, "checkpoints")
+    ckpt_dir = checkpoint_dir or model_folder.checkpoints_dir(model_dir)
     if checkpoint_dir is not None:
         check_writable(checkpoint_dir)
     state = storage.read_json(_join(ckpt_dir, STATE_NAME))
@@ -650,15 +649,15 @@ def _summary(
 
 def _export(model: Any, model_dir: str, effective: TrainConfig, summary: TrainingSummary, prepared: _Prepared) -> None:
     gfile = _gfile()
-    saved = _join(model_dir, "saved_model")
+    saved = model_folder.saved_model_dir(model_dir)
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
     prepared.task.export(model, saved, prepared.manifest)
-    model.save(_join(model_dir, "model.keras"))
-    storage.write_text(_join(model_dir, "config.yaml"), effective.to_yaml())
-    storage.write_text(_join(model_dir, "model_card.md"), model_card(summary, prepared.manifest, prepared.task))
-    storage.write_text(_join(model_dir, SUMMARY_NAME), json.dumps(summary.to_dict(), indent=1))
+    model.save(_join(model_dir, model_folder.KERAS_MODEL))
+    storage.write_text(_join(model_dir, model_folder.CONFIG), effective.to_yaml())
+    storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.manifest, prepared.task))
+    storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:

@@ -5,12 +5,12 @@ The KFP adapter (``component.py``) calls :func:`run_benchmark` and logs what it 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Optional
 
 from components.benchmark.rows import BenchmarkRow, Timing
 from components.pricing import images_per_dollar, load_price_table, lookup
+from trainer import model_folder
 from trainer.benchmark import BenchmarkError
 from trainer.config import BenchmarkConfig
 
@@ -51,7 +51,7 @@ def run_benchmark(
     price = lookup(load_price_table(config.price_table), config.accelerator)
     manifest = load_manifest(dataset_dir)
     count = split_count(manifest, split)
-    saved_model = os.path.join(model_dir, "saved_model")
+    saved_model = model_folder.saved_model_dir(model_dir)
     _loaded, fn = task.serving_function(saved_model, manifest)
     # Distinct images beyond num_images add nothing: the benchmark cycles over what it reads.
     images, _, _ = read_encoded_split(dataset_dir, split, min(count, config.num_images))

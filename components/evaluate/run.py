@@ -13,6 +13,7 @@ from typing import Any, Optional
 from components.evaluate.gate import Decision, decide, validate_thresholds
 from components.evaluate.renderers import renderers_of
 from components.evaluate.report import blessing_record
+from trainer import model_folder
 from trainer.config import EvaluateConfig
 from trainer.tasks import EvaluationResultBase, task_of_model
 
@@ -104,7 +105,7 @@ def run_evaluation(
             for k, v in (baseline_entry.get("metrics") or {}).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
-    result = task.evaluate(os.path.join(model_dir, "saved_model"), dataset_dir, config, limit)
+    result = task.evaluate(model_folder.saved_model_dir(model_dir), dataset_dir, config, limit)
     decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline, task.directions())
     report = renderers.report(result, decision, config.split, model_dir, baseline_entry)
     return EvaluationOutcome(

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer import model_folder
+
 # How many images the sample reads and scores, and how many it keeps.
 SCANNED = 256
 KEPT = 32
@@ -85,7 +87,7 @@ def classification_sample(task: Any, model_dir: str, dataset_dir: str, split: st
     from trainer.tasks.classification.evaluation import predict_bytes
 
     images, labels, manifest = read_encoded_split(dataset_dir, split, SCANNED)
-    _loaded, fn = task.serving_function(os.path.join(model_dir, "saved_model"), manifest)
+    _loaded, fn = task.serving_function(model_folder.saved_model_dir(model_dir), manifest)
     probabilities = predict_bytes(fn, images, 128)
     return sample_record(images, labels.tolist(), probabilities, manifest["classes"], split)
 

@@ -41,7 +41,7 @@ from components.serving.checks import (
 from components.serving.load import LoadTestRecord
 from components.serving.stages import StageEntry, StageExamples
 from components.serving.targets import Endpoints, ServingTarget, get_target
-from trainer import storage
+from trainer import model_folder, storage
 from trainer.config import PromoteConfig
 from trainer.tasks import Task, get_task, task_of_model
 
@@ -126,7 +126,7 @@ def saved_model_dir_of(model_dir: str) -> str:
     Raises:
         FileNotFoundError: neither holds ``saved_model.pb``.
     """
-    for candidate in (storage.join(model_dir, "saved_model"), model_dir):
+    for candidate in (model_folder.saved_model_dir(model_dir), model_dir):
         if storage.exists(storage.join(candidate, stages.READY_MARKER)):
             return candidate
     raise FileNotFoundError(

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from components import charts
+from trainer import model_folder
 
 # Rejections listed one by one (the rest are counted by reason).
 REJECTIONS_LISTED = 20
@@ -344,7 +345,7 @@ def _metric_keys(history: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def training_section(model_dir: Optional[str]) -> str:
     """Loss per epoch and the task's metric per epoch (train and validation), and the figures."""
-    summary = read_json(_join(model_dir, "training.json")) if model_dir else None
+    summary = read_json(model_folder.summary_path(model_dir)) if model_dir else None
     if summary is None:
         return _section("training", "Training", _missing("No training record: training did not finish."))
     history = summary.get("history", []) or []
@@ -597,7 +598,7 @@ def stages_section(stages_root: Optional[str]) -> str:
 
 def glance(inputs: ReportInputs) -> str:
     """The run's figures in one row of cards, above the sections."""
-    training = read_json(_join(inputs.model_dir, "training.json")) if inputs.model_dir else None
+    training = read_json(model_folder.summary_path(inputs.model_dir)) if inputs.model_dir else None
     evaluation = inputs.evaluation or {}
     cards = [_card("failed" if inputs.failure else "succeeded", "run")]
     label, value = _headline(evaluation)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from components.sweep.grid import GridCell, GridError, as_int
-from trainer import storage
+from trainer import model_folder, storage
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def run_cell(
         )
     config = TrainConfig.from_dict(cell.train_fields())
     summary = train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir)
-    result = task.evaluate(os.path.join(model_dir, "saved_model"), dataset_dir, EvaluateConfig(split="test"))
+    result = task.evaluate(model_folder.saved_model_dir(model_dir), dataset_dir, EvaluateConfig(split="test"))
     epoch_s, per_sec = _steady_epoch(summary)
     return CellResult(
         cell=cell,

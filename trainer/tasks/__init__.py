@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from trainer import model_folder
 from trainer.tasks.base import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError
 
 DEFAULT_TASK = "classification"
@@ -104,7 +105,7 @@ def task_of_model(model_dir: str) -> Task:
     """
     from trainer import storage
 
-    path = storage.join(model_dir, "training.json")
+    path = model_folder.summary_path(model_dir)
     recorded: Optional[dict] = json.loads(storage.read_bytes(path)) if storage.exists(path) else {}
     return get_task((recorded or {}).get("task"))
 
