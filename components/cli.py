@@ -1,8 +1,9 @@
 """Shared plumbing of the steps' command lines (``python -m components.<step>``).
 
 Each step's ``__main__.py`` parses its flags, builds the same config object its KFP component
-builds, and calls the same library function. What they share lives here: a config section from a
-YAML file plus flags, ``name=value`` pairs, writing the output files, and the exit statuses.
+builds, and calls the same library function. What they share lives here: the flags of a config
+section's fields (:func:`add_config_flags`, read back by :func:`flags_to_fields`), a config section
+from a YAML file plus flags, ``name=value`` pairs, writing the output files, and the exit statuses.
 Imports neither TensorFlow nor kfp, so ``--help`` is instant.
 """
 
