@@ -225,7 +225,9 @@ def add_config_flags(
         flag = rename.get(f.name, "--" + f.name.replace("_", "-"))
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         shown = "none" if default is None else _plain_default(default)
-        kwargs.update(dest=f.name, default=None, help=f"{helps.get(f.name, '')} (default {shown})".replace("%", "%%"))
+        repeat = " Repeatable; the flags replace the --config file's mapping." if kind == "pairs" else ""
+        help_text = f"{helps.get(f.name, '')} (default {shown}).{repeat}".replace("%", "%%")
+        kwargs.update(dest=f.name, default=None, help=help_text)
         kwargs.update(overrides.get(f.name, {}))
         parser.add_argument(flag, **kwargs)
         fields[f.name] = (flag, kind)
