@@ -7,8 +7,9 @@ No TensorFlow here: compiling stays fast.
 
 from kfp import dsl
 
-from pipelines import accelerators, flow
+from pipelines import flow
 
+FORM = flow.run_form("classification")  # the run form's defaults (the configs', the task's)
 NAME = "end-to-end"
 
 
@@ -21,25 +22,25 @@ NAME = "end-to-end"
     ),
 )
 def pipeline(
-    source: str = "fashion-mnist",
-    limit_per_split: int = 0,
-    model: str = "mnist_cnn",
-    model_options: dict = {},  # noqa: B006 (a pipeline default, never mutated)
-    epochs: int = 5,
-    steps_per_epoch: int = 0,
-    batch_size_per_replica: int = 128,
-    augment: bool = False,
-    learning_rate: float = 0.001,
-    accelerator_type: str = accelerators.DEFAULT_ACCELERATOR_TYPE,
-    accelerator_count: int = accelerators.DEFAULT_ACCELERATOR_COUNT,
-    value_thresholds: dict = {"accuracy": 0.8},  # noqa: B006 (a pipeline default, never mutated)
-    change_thresholds: dict = {"accuracy": -0.01},  # noqa: B006
-    benchmark_images: int = 3200,
-    benchmark_batch_size: int = 64,
-    serving_target: str = "local",
-    stages_root: str = "",
-    served_model_name: str = "classifier",
-    promote_to_prod: bool = False,
+    source: str = FORM["source"],
+    limit_per_split: int = FORM["limit_per_split"],
+    model: str = FORM["model"],
+    model_options: dict = FORM["model_options"],
+    epochs: int = FORM["epochs"],
+    steps_per_epoch: int = FORM["steps_per_epoch"],
+    batch_size_per_replica: int = FORM["batch_size_per_replica"],
+    augment: bool = FORM["augment"],
+    learning_rate: float = FORM["learning_rate"],
+    accelerator_type: str = FORM["accelerator_type"],
+    accelerator_count: int = FORM["accelerator_count"],
+    value_thresholds: dict = FORM["value_thresholds"],
+    change_thresholds: dict = FORM["change_thresholds"],
+    benchmark_images: int = FORM["benchmark_images"],
+    benchmark_batch_size: int = FORM["benchmark_batch_size"],
+    serving_target: str = FORM["serving_target"],
+    stages_root: str = FORM["stages_root"],
+    served_model_name: str = FORM["served_model_name"],
+    promote_to_prod: bool = FORM["promote_to_prod"],
 ):
     """Runs the whole flow once.
 

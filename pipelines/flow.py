@@ -2,9 +2,12 @@
 demo -> (blessed) staging -> (asked for) prod.
 
 ``end_to_end`` (classification) and ``detection`` are two pipelines with their own defaults for
-the Kubeflow run form; both call :func:`build` inside their ``@dsl.pipeline`` body. No TensorFlow
-here: compiling stays fast.
+the Kubeflow run form (:func:`run_form`: the config sections' defaults under the task's run
+defaults); both call :func:`build` inside their ``@dsl.pipeline`` body. No TensorFlow here:
+compiling stays fast.
 """
+
+from typing import Any
 
 from kfp import dsl
 
@@ -15,6 +18,45 @@ from components.promote.component import promote_model
 from components.report.component import build_report
 from components.train.component import train_model
 from pipelines import accelerators
+from trainer.config import BenchmarkConfig, PromoteConfig, TrainConfig
+from trainer.tasks import get_task
+
+
+def run_form(task: str) -> dict[str, Any]:
+    """The defaults of a task's run form, by parameter of :func:`build` (the pipeline's signature).
+
+    Each is the config section's default (0 or "" where the section's is None: KFP's stand-ins),
+    or the task's (``trainer.tasks``: ``run_defaults`` and its ``form``, the default thresholds).
+    tests/unit/test_parameter_surfaces.py checks the pipelines' signatures against the sections.
+
+    Args:
+        task: the task's registered name (``classification``, ``detection``).
+    """
+    the_task = get_task(task)
+    quick = the_task.run_defaults
+    train, bench, promote = TrainConfig(), BenchmarkConfig(), PromoteConfig()
+    form = {
+        "source": quick.data,
+        "limit_per_split": 0,  # ConvertConfig.limit_per_split None: all
+        "model": quick.model,
+        "model_options": dict(train.model_options),
+        "epochs": quick.epochs,
+        "steps_per_epoch": 0,  # TrainConfig.steps_per_epoch None: one pass
+        "batch_size_per_replica": train.batch_size_per_replica,
+        "augment": train.augment,
+        "learning_rate": train.learning_rate,
+        "accelerator_type": accelerators.DEFAULT_ACCELERATOR_TYPE,
+        "accelerator_count": accelerators.DEFAULT_ACCELERATOR_COUNT,
+        "value_thresholds": dict(the_task.default_value_thresholds),
+        "change_thresholds": {},
+        "benchmark_images": bench.num_images,
+        "benchmark_batch_size": bench.batch_size,
+        "serving_target": promote.target,
+        "stages_root": "",  # the components' stand-in: <pipeline root>/stages
+        "served_model_name": quick.served_model_name,
+        "promote_to_prod": False,
+    }
+    return {**form, **{k: dict(v) if isinstance(v, dict) else v for k, v in quick.form.items()}}
 
 
 def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name):

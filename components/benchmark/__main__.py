@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.cli import EXIT_OK, check_folder, fail, load_section, write_files
+from components.cli import EXIT_OK, add_config_flags, check_folder, fail, flags_to_fields, load_section, write_files
 from trainer.config import BenchmarkConfig, ConfigError
 from trainer.runtime import configure_tensorflow_env
 
@@ -42,18 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     inf.add_argument("--dataset", required=True, help="the dataset folder or gs:// URI; its split's images are sent")
     inf.add_argument("--output-dir", required=True, help="where metrics.json, report.md and row.json are written")
     inf.add_argument("--config", help="YAML: BenchmarkConfig fields, or a whole-run Config with a benchmark: section")
-    inf.add_argument("--num-images", type=int, help="BenchmarkConfig.num_images (the case study: 3200)")
-    inf.add_argument("--batch-size", type=int, help="BenchmarkConfig.batch_size (the case study: 64)")
-    inf.add_argument("--warmup-batches", type=int, help="BenchmarkConfig.warmup_batches: untimed batches first")
-    inf.add_argument("--rounds", type=int, help="BenchmarkConfig.rounds: timed rounds, the median reported")
-    inf.add_argument("--accelerator", help="BenchmarkConfig.accelerator: the price table key (cpu-8, v100, ...)")
-    inf.add_argument("--price-table", help="BenchmarkConfig.price_table: a YAML price table over the defaults")
-    inf.add_argument(
-        "--http",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="BenchmarkConfig.http: also time the served path (REST through the local model server)",
-    )
+    add_config_flags(inf, BenchmarkConfig)
     inf.add_argument("--split", default="test", help="the split whose images are sent (default test)")
 
     join = sub.add_parser("join", help="join row.json files into one table and chart")
@@ -63,16 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _inference(args: argparse.Namespace) -> int:
-    flags = {
-        "num_images": args.num_images,
-        "batch_size": args.batch_size,
-        "warmup_batches": args.warmup_batches,
-        "rounds": args.rounds,
-        "accelerator": args.accelerator,
-        "price_table": args.price_table,
-        "http": args.http,
-    }
-    config = load_section(BenchmarkConfig, args.config, flags)
+    config = load_section(BenchmarkConfig, args.config, flags_to_fields(args))
     check_folder(args.model_dir, "model folder", "give the folder the train step wrote (saved_model/ inside)")
     check_folder(args.dataset, "dataset folder", "give the folder the convert step wrote (dataset.json inside)")
     from components.benchmark.run import render_single, run_benchmark

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from components.cli import add_config_flags, flags_to_fields
 from components.convert.sources import EXPECTED, KINDS, ConvertError
 from trainer.config import ConfigError, ConvertConfig
 from trainer.runtime import configure_tensorflow_env
@@ -27,23 +28,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("source", help=f"{EXPECTED}; paths local or gs://")
     p.add_argument("output", help="the dataset folder to write (local or gs://)")
     p.add_argument("--config", help="a YAML file with a ConvertConfig section; flags override it")
-    p.add_argument("--format", dest="source_format", choices=KINDS)
     p.add_argument("--splits", type=json.loads, help='JSON, e.g. \'{"train": 0.9, "test": 0.1}\'')
-    p.add_argument("--limit-per-split", type=int)
-    p.add_argument("--stratify", action="store_true", default=None)
-    p.add_argument("--target-shard-mb", type=float)
-    p.add_argument("--power-of-two-shards", action="store_true", default=None)
-    p.add_argument("--gzip", action="store_const", const="GZIP", dest="compression")
-    p.add_argument("--resize", type=int, nargs=2, metavar=("HEIGHT", "WIDTH"))
-    p.add_argument("--resize-mode", choices=["crop", "pad"])
-    p.add_argument("--classes", nargs="+", help="declared class names (manifests)")
-    p.add_argument("--workers", type=int)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--gzip", action="store_const", const="GZIP", dest="compression", help="GZIP-compress the shards")
+    overrides = {"source_format": {"choices": KINDS}, "resize": {"metavar": ("HEIGHT", "WIDTH")}}
+    # --splits takes JSON and --gzip sets compression, as the README shows them; source is positional.
+    exclude, rename = ("source", "splits", "compression"), {"source_format": "--format"}
+    add_config_flags(p, ConvertConfig, exclude=exclude, rename=rename, overrides=overrides)
     p.add_argument("--verify", action="store_true", help="read everything back with tf.data")
     args = p.parse_args(argv)
     try:
         config = ConvertConfig.from_yaml(args.config) if args.config else ConvertConfig()
-        flags = {k: v for k, v in vars(args).items() if k not in ("config", "output", "verify") and v is not None}
+        given = {**flags_to_fields(args), "source": args.source, "splits": args.splits, "compression": args.compression}
+        flags = {k: v for k, v in given.items() if v is not None}
         config = config.replace(**flags)
         from components.convert.convert import convert
 

@@ -19,7 +19,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from components.cli import EXIT_FAILED, EXIT_OK, check_folder, fail, load_section, parse_pairs, write_files
+from components.cli import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_config_flags,
+    check_folder,
+    fail,
+    flags_to_fields,
+    load_section,
+    write_files,
+)
 from trainer.config import ConfigError, EvaluateConfig
 from trainer.runtime import configure_tensorflow_env
 
@@ -35,23 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="the dataset folder or gs:// URI (dataset.json inside)")
     p.add_argument("--output-dir", required=True, help="where metrics.json, report.md, ... are written")
     p.add_argument("--config", help="YAML: EvaluateConfig fields, or a whole-run Config with an evaluate: section")
-    p.add_argument("--split", help="EvaluateConfig.split: the split to score (default test)")
-    p.add_argument("--batch-size", type=int, help="EvaluateConfig.batch_size: examples per inference call")
-    p.add_argument("--top-k", type=int, help="EvaluateConfig.top_k: k of the top-k accuracy")
-    p.add_argument(
-        "--value-threshold",
-        action="append",
-        default=[],
-        metavar="METRIC=BOUND",
-        help="a lower bound (upper for loss); repeatable; replaces the config file's value_thresholds",
-    )
-    p.add_argument(
-        "--change-threshold",
-        action="append",
-        default=[],
-        metavar="METRIC=DELTA",
-        help="the minimum improvement over prod's model; repeatable; replaces the file's change_thresholds",
-    )
+    rename = {"value_thresholds": "--value-threshold", "change_thresholds": "--change-threshold"}
+    metavars = {"value_thresholds": "METRIC=BOUND", "change_thresholds": "METRIC=DELTA"}
+    # Repeatable; a threshold flag replaces the config file's whole mapping.
+    add_config_flags(p, EvaluateConfig, rename=rename, overrides={k: {"metavar": v} for k, v in metavars.items()})
     p.add_argument("--stages-root", help="the promotion records (folder or gs://); prod's metrics are the baseline")
     p.add_argument(
         "--served-model-name",
@@ -78,12 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.limit is not None and args.limit < 1:
             raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-        flags = {"split": args.split, "batch_size": args.batch_size, "top_k": args.top_k}
-        if args.value_threshold:
-            flags["value_thresholds"] = parse_pairs(args.value_threshold, "--value-threshold")
-        if args.change_threshold:
-            flags["change_thresholds"] = parse_pairs(args.change_threshold, "--change-threshold")
-        config = load_section(EvaluateConfig, args.config, flags)
+        config = load_section(EvaluateConfig, args.config, flags_to_fields(args))
         check_folder(args.model_dir, "model folder", "give the folder the train step wrote (saved_model/ inside)")
         check_folder(args.dataset, "dataset folder", "give the folder the convert step wrote (dataset.json inside)")
         from components.evaluate.run import run_evaluation, write_outputs

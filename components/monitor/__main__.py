@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from components.cli import EXIT_OK, fail, load_section
+from components.cli import EXIT_OK, add_config_flags, fail, flags_to_fields, load_section
 from components.serving.targets import target_names
 from trainer.config import STAGES, ConfigError, MonitorConfig
 from trainer.runtime import configure_tensorflow_env
@@ -34,12 +34,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 every stage healthy, 1 a stage is broken, 2 bad input or Prometheus unreachable.",
     )
     p.add_argument("--config", help="YAML: MonitorConfig fields, or a whole-run Config with a monitor: section")
-    p.add_argument("--prometheus-url", help="the Prometheus query API's base URL")
-    p.add_argument("--stages-root", help="the stage registry (folder or gs://)")
-    p.add_argument("--stages", nargs="+", choices=STAGES, help="the stages to watch (default all)")
-    p.add_argument("--window", help="the objectives' PromQL range, e.g. 30m or 1h")
-    p.add_argument("--target", choices=target_names(), help="where the stages serve")
-    p.add_argument("--model-name", help="the served model name")
+    choices = {"stages": list(STAGES), "target": target_names()}
+    add_config_flags(p, MonitorConfig, overrides={k: {"choices": v} for k, v in choices.items()})
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of Markdown")
     return p
 
@@ -48,10 +44,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the monitor once; see the module docstring."""
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    flags = {k: getattr(args, k) for k in ("prometheus_url", "stages_root", "window", "target", "model_name")}
-    flags["stages"] = tuple(args.stages) if args.stages else None
     try:
-        config = load_section(MonitorConfig, args.config, flags)
+        config = load_section(MonitorConfig, args.config, flags_to_fields(args))
         from components.monitor.run import PrometheusError, monitor, summary_of
 
         try:

@@ -17,77 +17,30 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
-import re
 import sys
-import types
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
+from components.cli import add_config_flags, flags_to_fields
 from components.serving.targets import target_names
-from trainer.config import STAGES, ConfigBase, ConfigError, PromoteConfig
+from trainer.config import STAGES, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
 from trainer.tasks import task_names
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def _field_help() -> dict[str, str]:
-    """The ``Attributes:`` lines of PromoteConfig's docstring, by field: one source for the help."""
-    text = PromoteConfig.__doc__ or ""
-    helps: dict[str, str] = {}
-    name = None
-    for line in text.split("Attributes:", 1)[-1].splitlines():
-        match = re.match(r"^\s{8}(\w+): (.*)$", line)
-        if match:
-            name, helps[match[1]] = match[1], match[2]
-        elif name and line.strip():
-            helps[name] += " " + line.strip()
-    return {k: v.replace("``", "") for k, v in helps.items()}
-
-
-def _yaml_mapping(text: str) -> dict[str, Any]:
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise argparse.ArgumentTypeError(f"expected a YAML mapping such as '{{clients: 2}}', got {text!r}")
-    return data
-
-
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per PromoteConfig field (``--stages-root`` for ``stages_root``), default: the config's."""
-    hints = typing.get_type_hints(PromoteConfig)
-    helps = _field_help()
+    """``--config`` and one flag per PromoteConfig field (``--stages-root`` for ``stages_root``)."""
     group = parser.add_argument_group("PromoteConfig (flags override --config)")
     group.add_argument("--config", help="YAML: PromoteConfig fields, or a whole-run Config with a promote: section")
-    for f in dataclasses.fields(PromoteConfig):
-        hint = hints[f.name]
-        default = "none" if f.default is None else f.default
-        help_text = f"{helps.get(f.name, '')} (default {default})"
-        kwargs: dict[str, Any] = {"dest": f.name, "default": None, "help": help_text}
-        args = typing.get_args(hint)
-        if f.name == "task":
-            kwargs["choices"] = task_names()
-        elif f.name == "stage":
-            kwargs["choices"] = list(STAGES)
-        elif f.name == "target":
-            kwargs["choices"] = target_names()
-        elif typing.get_origin(hint) is typing.Literal:
-            kwargs["choices"] = list(args)
-        elif typing.get_origin(hint) in (typing.Union, types.UnionType):
-            kwargs["type"] = next(a for a in args if a is not type(None))
-            if isinstance(kwargs["type"], type) and issubclass(kwargs["type"], ConfigBase):
-                # A nested section (load_test): a YAML or JSON mapping, e.g. '{clients: 2, max_p99_ms: 500}'.
-                kwargs["type"] = _yaml_mapping
-                kwargs["metavar"] = "YAML"
-        else:
-            kwargs["type"] = hint
-        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+    choices = {"task": task_names(), "stage": list(STAGES), "target": target_names()}
+    add_config_flags(group, PromoteConfig, overrides={k: {"choices": v} for k, v in choices.items()})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -166,10 +119,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from components.promote.run import PromotionError, promote, promote_version, render_report, rollback
     from trainer.tasks import TaskError
 
-    names = {f.name for f in dataclasses.fields(PromoteConfig)}
     run_id = args.run_id or "cli-" + datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
-        config = load_config(args.config, {k: v for k, v in vars(args).items() if k in names})
+        config = load_config(args.config, flags_to_fields(args))
         if args.command == "promote":
             result = promote(args.model_dir, args.dataset, config, run_id, metrics=_metrics(args.metrics))
         elif args.command == "rollback":

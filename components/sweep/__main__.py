@@ -26,10 +26,11 @@ from pathlib import Path
 
 import yaml
 
-from components.cli import EXIT_OK, check_folder, fail, write_files
-from trainer.config import ConfigError
+from components.cli import EXIT_OK, add_config_flags, check_folder, fail, flags_to_fields, write_files
+from trainer.config import ConfigError, TrainConfig
 from trainer.runtime import configure_tensorflow_env
 
+GRID_SETTINGS = ("model", "epochs", "steps_per_epoch", "batch_size_per_replica", "learning_rate")
 DATASET_HINT = "give the folder the convert step wrote (dataset.json inside)"
 
 
@@ -39,11 +40,8 @@ def _grid_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--dataset", required=True, help="the dataset folder every cell trains on and is scored on")
     g.add_argument("--output-dir", required=True, help="where report.md, chart.html, best.json and models/ go")
     g.add_argument("--rows-root", help="where the cells' rows go (default <output-dir>/rows)")
-    g.add_argument("--model", default="mnist_cnn", help="the model builder of cells that name none")
-    g.add_argument("--epochs", type=int, default=3, help="for cells that give none")
-    g.add_argument("--steps-per-epoch", type=int, default=0, help="for cells that give none; 0 for one pass")
-    g.add_argument("--batch-size-per-replica", type=int, default=128, help="for cells that give none")
-    g.add_argument("--learning-rate", type=float, default=1e-3, help="for a global batch of 128")
+    # TrainConfig's flags, for the cells that give none of these settings.
+    add_config_flags(g, TrainConfig, include=GRID_SETTINGS)
     g.add_argument("--price-table", help="a YAML price table over the defaults")
 
 
@@ -53,10 +51,9 @@ def _notebook_parser(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--output-dir", required=True, help="where sweep.json, report.md and chart.html are written")
     sw.add_argument("--name", default="cpu", help="the name this machine is reported under (tpu-v2-8, gpu-1, cpu)")
     sw.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 512, 1024], help="global batch sizes")
-    sw.add_argument("--epochs", type=int, default=3, help="epochs per batch size, >= 2 (the first is excluded)")
-    sw.add_argument("--steps-per-epoch", type=int, help="steps per epoch; default one pass over the split")
     sw.add_argument("--strategy", default="auto", choices=["auto", "tpu", "gpu", "cpu"], help="what to run on")
-    sw.add_argument("--model", default="mnist_cnn", help="the model builder (mnist_cnn: the notebook's CNN)")
+    # epochs per batch size must be >= 2 (the first is excluded from the timings).
+    add_config_flags(sw, TrainConfig, include=("model", "epochs", "steps_per_epoch"))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,13 +85,11 @@ def _grid(args: argparse.Namespace) -> int:
     check_folder(args.dataset, "dataset folder", DATASET_HINT)
     from components.sweep.run import join_grid, plan_cells, run_one_cell
 
+    train = _train_settings(args)
     settings = {
-        "model": args.model,
+        **{k: train[k] for k in GRID_SETTINGS},
+        "steps_per_epoch": train["steps_per_epoch"] or 0,  # the grid's stand-in for one pass
         "model_options": {},
-        "epochs": args.epochs,
-        "steps_per_epoch": args.steps_per_epoch,
-        "batch_size_per_replica": args.batch_size_per_replica,
-        "learning_rate": args.learning_rate,
         "source": os.path.abspath(args.dataset),
         "limit_per_split": 0,
     }
@@ -113,6 +108,11 @@ def _grid(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _train_settings(args: argparse.Namespace) -> dict:
+    """TrainConfig's fields, the flags given over the defaults (checked as the train step checks them)."""
+    return TrainConfig.from_dict({k: v for k, v in flags_to_fields(args).items() if v is not None}).to_dict()
+
+
 def _notebook(args: argparse.Namespace) -> int:
     check_folder(args.dataset, "dataset folder", DATASET_HINT)
     from components.sweep.notebook import render_sweep_html, render_sweep_markdown
@@ -120,10 +120,12 @@ def _notebook(args: argparse.Namespace) -> int:
     from trainer.distribute import AcceleratorNotFoundError
     from trainer.tasks.classification.model import ModelError  # imports keras: only here, where TensorFlow runs anyway
 
+    train = _train_settings(args)
     try:
         run = run_notebook_sweep(
-            args.dataset, args.name, args.batch_sizes, args.epochs, args.steps_per_epoch, args.strategy, args.model
-        )
+            args.dataset, args.name, args.batch_sizes, train["epochs"], train["steps_per_epoch"], args.strategy,
+            train["model"],
+        )  # fmt: skip
     except (ModelError, AcceleratorNotFoundError) as err:
         return fail(err)
     files = {

@@ -94,6 +94,8 @@ class RunDefaults:
         model: the model builder trained.
         pipeline: the module of the pipeline a run of the task compiles.
         headline: the metrics a run's summary prints (the headline first).
+        form: the defaults of the task's pipeline run form (``pipeline``) that are neither the
+            config sections' defaults nor the fields above, by run-form parameter name.
     """
 
     data: str
@@ -103,6 +105,7 @@ class RunDefaults:
     model: str
     pipeline: str = "pipelines.end_to_end"
     headline: tuple[str, ...] = ()
+    form: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class EvaluationResultBase(abc.ABC):

@@ -42,6 +42,7 @@ class Classification(Task):
         served_model_name="classifier",
         model="mnist_cnn",
         headline=("accuracy",),
+        form={"epochs": 5, "change_thresholds": {"accuracy": -0.01}},
     )
     options: ClassifierOptions
 
