@@ -19,8 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from components import charts
-from components.sweep import markdown
+from components import charts, markdown
 from components.sweep.grid import AcceleratorEntry, GridCell, GridError, as_int, plan_grid
 from trainer.benchmark import BenchmarkError
 

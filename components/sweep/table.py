@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
+from components import markdown
 from components.pricing import AcceleratorPrice, PriceTableError, hourly_cost
 from components.sweep.cell import CellResult, quality_label, quality_metrics
 from components.sweep.grid import GridError, as_int
@@ -302,10 +303,8 @@ def _headers(metrics: Sequence[str]) -> list[str]:
     return [*_HEAD, *labels, "cost ($)", per_dollar, ""]
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
+# The cost view's columns (Markdown and HTML).
+_COST_HEAD = ("accelerator", "cell", "billed time", "cost ($)")
 NO_COST_VIEW = "No setting (image size, epochs) ran on more than one accelerator."
 
 
@@ -342,11 +341,8 @@ def render_grid_markdown(rows: Sequence[GridRow], title: str = "Training grid") 
         "host's where the table names one). Every cell is scored on the same test split. Epoch time "
         "and examples/s leave the first (compiling) epoch out when a cell trains two or more epochs.",
         "",
-        "| " + " | ".join(heads) + " |",
-        "|---|---|" + "---:|" * (len(heads) - 3) + "---|",
+        *markdown.table(heads, [_cells(r, metrics) for r in rows], "ll" + "r" * (len(heads) - 3) + "l"),
     ]
-    for r in rows:
-        lines.append("| " + " | ".join(_md_escape(c) for c in _cells(r, metrics)) + " |")
     estimates = sorted({f"{r.accelerator} ({r.price_note})" for r in rows if not r.price_note.startswith("case")})
     if estimates:
         lines += ["", "Prices: " + "; ".join(estimates) + "."]
@@ -355,12 +351,8 @@ def render_grid_markdown(rows: Sequence[GridRow], title: str = "Training grid") 
     if not views:
         lines += [NO_COST_VIEW, ""]
     for heading, group in views:
-        lines += [f"### {heading}", "", "| accelerator | cell | billed time | cost ($) |", "|---|---|---:|---:|"]
-        lines += [
-            f"| {r.accelerator} | {_md_escape(r.name)} | {duration(r.billed_s)} | {_num(r.cost, ',.4f')} |"
-            for r in group
-        ]
-        lines.append("")
+        body = [[r.accelerator, r.name, duration(r.billed_s), _num(r.cost, ",.4f")] for r in group]
+        lines += [f"### {heading}", "", *markdown.table(_COST_HEAD, body, "llrr"), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -402,7 +394,7 @@ def render_grid_html(rows: Sequence[GridRow], title: str = "Training grid") -> s
         parts.append(f"<h3>{html.escape(heading)}</h3>")
         parts.append(
             _html_table(
-                ("accelerator", "cell", "billed time", "cost ($)"),
+                _COST_HEAD,
                 [("", (r.accelerator, r.name, duration(r.billed_s), _num(r.cost, ",.4f"))) for r in group],
             )
         )

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from components import markdown
 from components.pricing import hourly_cost, load_price_table, parse_price_table
-from components.sweep import markdown
 from components.sweep.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
 from components.sweep.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
 from components.sweep.table import (
