@@ -8,12 +8,12 @@ JavaScript, nothing fetched from a CDN, so the Kubeflow UI shows it offline).
 from __future__ import annotations
 
 import dataclasses
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from components import charts, markdown
+from components import charts, markdown, pages
 from components.benchmark.rows import BenchmarkRow, as_row
+from components.pages import Markup
 
 
 def _num(value: Optional[float], fmt: str = ",.2f") -> str:
@@ -132,39 +132,21 @@ def render_markdown(rows: Rows, title: str = "Inference benchmark") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;margin:16px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child"
-        "{text-align:left}tr.best{font-weight:bold}</style></head><body>\n"
-        f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
-    )
-
-
 def render_html(rows: Rows, title: str = "Inference benchmark") -> str:
     """The inference table and two bar charts (images/s, images/$) as one self-contained page."""
     ranked = mark_best(rows)
-    head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in _HEAD) + "</tr>"
-    body_rows = []
-    for x in ranked:
-        r = x.row
-        cls = ' class="best"' if x.fastest or x.cheapest else ""
-        body_rows.append(
-            f"<tr{cls}><td>{html.escape(r.label)}</td><td>{r.cores}</td><td>{_num(r.timing.time_s)}</td>"
-            f"<td>{_num(r.timing.images_per_sec)}</td><td>{_num(r.price_per_hour)}</td>"
-            f"<td>{_num(r.images_per_dollar, ',.0f')}</td><td>{html.escape(x.notes)}</td></tr>"
-        )
+    body = [
+        [x.row.label, x.row.cores, _num(x.row.timing.time_s), _num(x.row.timing.images_per_sec),
+         _num(x.row.price_per_hour), _num(x.row.images_per_dollar, ",.0f"), x.notes]
+        for x in ranked
+    ]  # fmt: skip
+    classes = ["best" if x.fastest or x.cheapest else "" for x in ranked]
     labels = [x.row.label for x in ranked]
-    body = (
-        f"<table>{head}{''.join(body_rows)}</table>\n"
-        + charts.bar_chart(
-            "Throughput (higher is faster)", labels, [x.row.timing.images_per_sec for x in ranked], "images/s"
-        )
-        + "\n<br/>\n"
-        + charts.bar_chart(
-            "Images per dollar (higher is cheaper)", labels, [x.row.images_per_dollar for x in ranked], "images/$"
-        )
+    speed = charts.bar_chart(
+        "Throughput (higher is faster)", labels, [x.row.timing.images_per_sec for x in ranked], "images/s"
     )
-    return _page(title, body)
+    value = charts.bar_chart(
+        "Images per dollar (higher is cheaper)", labels, [x.row.images_per_dollar for x in ranked], "images/$"
+    )
+    blocks = [pages.table(_HEAD, body, classes=classes), Markup(speed), Markup("<br/>"), Markup(value)]
+    return pages.page(title, blocks, pages.GRID_CSS)
