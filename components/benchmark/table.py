@@ -8,12 +8,12 @@ JavaScript, nothing fetched from a CDN, so the Kubeflow UI shows it offline).
 from __future__ import annotations
 
 import dataclasses
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from components import charts
+from components import charts, markdown, pages
 from components.benchmark.rows import BenchmarkRow, as_row
+from components.pages import Markup
 
 
 def _num(value: Optional[float], fmt: str = ",.2f") -> str:
@@ -79,6 +79,28 @@ def best_of(rows: Rows) -> dict[str, Optional[str]]:
     return {"fastest": fastest, "cheapest": cheapest}
 
 
+# The inference table's columns (Markdown and HTML); the last one says fastest / cheapest.
+_HEAD = ("accelerator", "cores", "time (s)", "images/s", "$/hour", "images/$", "")
+
+
+def _markdown_cells(x: RankedRow) -> list[Any]:
+    r = x.row
+    name = f"**{r.label}**" if x.fastest or x.cheapest else r.label
+    return [name, r.cores, _num(r.timing.time_s), _num(r.timing.images_per_sec), _num(r.price_per_hour),
+            _num(r.images_per_dollar, ",.0f"), x.notes]  # fmt: skip
+
+
+def _served_table(served: Sequence[BenchmarkRow]) -> list[str]:
+    """The served path's (REST) throughput and latency percentiles, one row per accelerator."""
+    heads = ["accelerator", "images/s", "p50 (ms)", "p95 (ms)", "p99 (ms)", "HTTP / in-process time"]
+    body = [
+        [r.label, _num(r.http.images_per_sec), _num(r.http.latency_p50_ms), _num(r.http.latency_p95_ms),
+         _num(r.http.latency_p99_ms), f"{_num(r.http_overhead)}x"]
+        for r in served
+    ]  # fmt: skip
+    return markdown.table(heads, body, "lrrrrr")
+
+
 def render_markdown(rows: Rows, title: str = "Inference benchmark") -> str:
     """The case study's table as Markdown, best rows marked.
 
@@ -99,77 +121,32 @@ def render_markdown(rows: Rows, title: str = "Inference benchmark") -> str:
         f"{first.num_images:,} images in batches of {first.batch_size} per accelerator, "
         "through the exported SavedModel, warm-up excluded.",
         "",
-        "| accelerator | cores | time (s) | images/s | $/hour | images/$ | |",
-        "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for ranked_row in ranked:
-        r = ranked_row.row
-        name = f"**{r.label}**" if ranked_row.fastest or ranked_row.cheapest else r.label
-        lines.append(
-            f"| {name} | {r.cores} | {_num(r.timing.time_s)} | {_num(r.timing.images_per_sec)} | "
-            f"{_num(r.price_per_hour)} | {_num(r.images_per_dollar, ',.0f')} | {ranked_row.notes} |"
-        )
+    lines += markdown.table(_HEAD, [_markdown_cells(x) for x in ranked], "lrrrrrl")
     estimates = sorted({x.row.label for x in ranked if x.row.price_source.startswith("estimate")})
     if estimates:
         lines += ["", f"Prices marked as estimates (not from the case study): {', '.join(estimates)}."]
-    served = [(x.row, x.row.http) for x in ranked if x.row.http is not None]
+    served = [x.row for x in ranked if x.row.http is not None]
     if served:
-        lines += [
-            "",
-            "Served path (REST):",
-            "",
-            "| accelerator | images/s | p50 (ms) | p95 (ms) | p99 (ms) | HTTP / in-process time |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        for r, h in served:
-            lines.append(
-                f"| {r.label} | {_num(h.images_per_sec)} | {_num(h.latency_p50_ms)} | "
-                f"{_num(h.latency_p95_ms)} | {_num(h.latency_p99_ms)} | "
-                f"{_num(r.http_overhead)}x |"
-            )
+        lines += ["", "Served path (REST):", "", *_served_table(served)]
     return "\n".join(lines) + "\n"
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;margin:16px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child"
-        "{text-align:left}tr.best{font-weight:bold}</style></head><body>\n"
-        f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
-    )
 
 
 def render_html(rows: Rows, title: str = "Inference benchmark") -> str:
     """The inference table and two bar charts (images/s, images/$) as one self-contained page."""
     ranked = mark_best(rows)
-    head = (
-        "<tr>"
-        + "".join(
-            f"<th>{html.escape(h)}</th>"
-            for h in ("accelerator", "cores", "time (s)", "images/s", "$/hour", "images/$", "")
-        )
-        + "</tr>"
-    )
-    body_rows = []
-    for x in ranked:
-        r = x.row
-        cls = ' class="best"' if x.fastest or x.cheapest else ""
-        body_rows.append(
-            f"<tr{cls}><td>{html.escape(r.label)}</td><td>{r.cores}</td><td>{_num(r.timing.time_s)}</td>"
-            f"<td>{_num(r.timing.images_per_sec)}</td><td>{_num(r.price_per_hour)}</td>"
-            f"<td>{_num(r.images_per_dollar, ',.0f')}</td><td>{html.escape(x.notes)}</td></tr>"
-        )
+    body = [
+        [x.row.label, x.row.cores, _num(x.row.timing.time_s), _num(x.row.timing.images_per_sec),
+         _num(x.row.price_per_hour), _num(x.row.images_per_dollar, ",.0f"), x.notes]
+        for x in ranked
+    ]  # fmt: skip
+    classes = ["best" if x.fastest or x.cheapest else "" for x in ranked]
     labels = [x.row.label for x in ranked]
-    body = (
-        f"<table>{head}{''.join(body_rows)}</table>\n"
-        + charts.bar_chart(
-            "Throughput (higher is faster)", labels, [x.row.timing.images_per_sec for x in ranked], "images/s"
-        )
-        + "\n<br/>\n"
-        + charts.bar_chart(
-            "Images per dollar (higher is cheaper)", labels, [x.row.images_per_dollar for x in ranked], "images/$"
-        )
+    speed = charts.bar_chart(
+        "Throughput (higher is faster)", labels, [x.row.timing.images_per_sec for x in ranked], "images/s"
     )
-    return _page(title, body)
+    value = charts.bar_chart(
+        "Images per dollar (higher is cheaper)", labels, [x.row.images_per_dollar for x in ranked], "images/$"
+    )
+    blocks = [pages.table(_HEAD, body, classes=classes), Markup(speed), Markup("<br/>"), Markup(value)]
+    return pages.page(title, blocks, pages.GRID_CSS)

@@ -9,12 +9,12 @@ and predicted (red, with scores) boxes drawn. No scripts, nothing fetched: chart
 from __future__ import annotations
 
 import base64
-import html
 import io
 from typing import Any
 
-from components import charts
+from components import charts, pages
 from components.evaluate.gate import Decision
+from components.pages import Markup
 
 DRAWN_SCORE = 0.5
 _CSS = (
@@ -24,21 +24,17 @@ _CSS = (
 )
 
 
-def _page(title: str, decision: Decision, body: list[str]) -> str:
+_VERDICT = "<h2>{{ verdict }}</h2><ul>{% for r in reasons %}<li>{{ r }}</li>{% endfor %}</ul>"
+_FIGURE = (
+    '<figure><img src="{{ uri }}" alt="test image"><figcaption>{{ truth }} true (green), '
+    "{{ shown }} predicted with score >= {{ score }} (red)</figcaption></figure>"
+)
+
+
+def _page(title: str, decision: Decision, body: list[Markup]) -> str:
     verdict = "BLESSED" if decision.blessed else "NOT BLESSED"
-    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in decision.reasons)
-    return (
-        f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1><h2>{verdict}</h2><ul>{reasons}</ul>"
-        + "".join(body)
-        + "</body></html>"
-    )
-
-
-def _table(heads: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
-    cells = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{cells}</table>"
+    head = pages.fragment(_VERDICT, verdict=verdict, reasons=decision.reasons)
+    return pages.page(title, [head, *body], _CSS)
 
 
 def classification_page(result: Any, decision: Decision, split: str) -> str:
@@ -46,8 +42,8 @@ def classification_page(result: Any, decision: Decision, split: str) -> str:
     rows = [[c["name"], f"{c['precision']:.4f}", f"{c['recall']:.4f}", f"{c['f1']:.4f}", c["support"]]
             for c in result.per_class]  # fmt: skip
     body = [
-        charts.heatmap("Confusion matrix", result.confusion, result.class_names, "predicted", "true"),
-        _table(["class", "precision", "recall", "F1", "support"], rows),
+        Markup(charts.heatmap("Confusion matrix", result.confusion, result.class_names, "predicted", "true")),
+        pages.table(["class", "precision", "recall", "F1", "support"], rows),
     ]
     return _page(f"Evaluation on the {split} split", decision, body)
 
@@ -86,27 +82,23 @@ def detection_page(result: Any, decision: Decision, split: str) -> str:
     }
     body = []
     if curves:
-        body.append(
-            charts.line_chart(
-                "Precision-recall at IoU 0.5", curves, "recall", "precision", markers=False, limits=(0, 1)
-            )
+        chart = charts.line_chart(
+            "Precision-recall at IoU 0.5", curves, "recall", "precision", markers=False, limits=(0, 1)
         )
+        body.append(Markup(chart))
     m = result.metrics
-    body.append(_table(["AP@[.50:.95]", "AP@0.50", "AP@0.75", "AR@100", "images"],
+    body.append(pages.table(["AP@[.50:.95]", "AP@0.50", "AP@0.75", "AR@100", "images"],
                        [[f"{m['ap']:.4f}", f"{m['ap50']:.4f}", f"{m['ap75']:.4f}", f"{m['ar100']:.4f}",
                          int(m["num_examples"])]]))  # fmt: skip
     per_class = [[c["name"], f"{c['ap']:.4f}", f"{c['ap50']:.4f}", c["instances"]] for c in result.per_class]
-    body.append(_table(["class", "AP@[.50:.95]", "AP@0.50", "instances"], per_class))
+    body.append(pages.table(["class", "AP@[.50:.95]", "AP@0.50", "instances"], per_class))
     figures = []
     for ex in result.examples:
         # Only confident detections are drawn: per-class NMS keeps a weak second class on the
         # same object, which clutters a picture (the metrics use them all).
         shown = [d for d in ex["predicted"] if d[2] >= DRAWN_SCORE]
         uri = draw_boxes(base64.b64decode(ex["image"]), ex["truth"], shown, result.class_names)
-        figures.append(
-            f'<figure><img src="{uri}" alt="test image"><figcaption>{len(ex["truth"])} true (green), '
-            f"{len(shown)} predicted with score >= {DRAWN_SCORE} (red)</figcaption></figure>"
-        )
+        figures.append(pages.fragment(_FIGURE, uri=uri, truth=len(ex["truth"]), shown=len(shown), score=DRAWN_SCORE))
     if figures:
-        body.append('<h2>Test images</h2><div class="grid">' + "".join(figures) + "</div>")
+        body.append(pages.fragment('<h2>Test images</h2><div class="grid">{{ figures | join }}</div>', figures=figures))
     return _page(f"Detection evaluation on the {split} split", decision, body)

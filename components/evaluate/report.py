@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from components import markdown
 from components.evaluate.gate import Decision
 from trainer.tasks.classification.evaluation import ClassificationEvaluation, most_confused_pairs
 
@@ -51,22 +52,28 @@ def render_report(
     """
     m = result.metrics
     lines = _decision_lines(f"Evaluation on the {split} split", decision, model_uri, baseline_entry)
-    lines += ["", "## Metrics", "", "| metric | value | prod |", "|---|---:|---:|"]
     base = decision.baseline or {}
-    for name in ("accuracy", "top_k_accuracy", "loss", "macro_precision", "macro_recall", "macro_f1"):
-        label = f"top-{result.top_k} accuracy" if name == "top_k_accuracy" else name
-        lines.append(f"| {label} | {_fmt(m.get(name))} | {_fmt(base.get(name))} |")
-    lines.append(f"| examples | {int(m.get('num_examples', 0))} | |")
-    lines += ["", "## Per class", "", "| class | precision | recall | F1 | support |", "|---|---:|---:|---:|---:|"]
-    for row in result.per_class:
-        lines.append(
-            f"| {row['name']} | {row['precision']:.4f} | {row['recall']:.4f} | {row['f1']:.4f} | {row['support']} |"
-        )
+    names = ("accuracy", "top_k_accuracy", "loss", "macro_precision", "macro_recall", "macro_f1")
+    metric_rows = [
+        [f"top-{result.top_k} accuracy" if n == "top_k_accuracy" else n, _fmt(m.get(n)), _fmt(base.get(n))]
+        for n in names
+    ]
+    metric_rows.append(["examples", int(m.get("num_examples", 0)), ""])
+    lines += ["", "## Metrics", "", *markdown.table(["metric", "value", "prod"], metric_rows, "lrr")]
+    per_class = [
+        [c["name"], f"{c['precision']:.4f}", f"{c['recall']:.4f}", f"{c['f1']:.4f}", c["support"]]
+        for c in result.per_class
+    ]
+    lines += [
+        "",
+        "## Per class",
+        "",
+        *markdown.table(["class", "precision", "recall", "F1", "support"], per_class, "lrrrr"),
+    ]
     pairs = most_confused_pairs(result.confusion, result.class_names, confused_pairs)
     lines += ["", "## Most confused pairs", ""]
     if pairs:
-        lines += ["| true class | predicted as | count |", "|---|---|---:|"]
-        lines += [f"| {t} | {p} | {n} |" for t, p, n in pairs]
+        lines += markdown.table(["true class", "predicted as", "count"], pairs, "llr")
     else:
         lines.append("None: every example was classified correctly.")
     return "\n".join(lines) + "\n"
@@ -111,17 +118,17 @@ def render_detection_report(
     lines = _decision_lines(f"Detection evaluation on the {split} split", decision, model_uri, baseline_entry)
     base = decision.baseline or {}
     labels = {"ap": "AP@[.50:.95]", "ap50": "AP@0.50", "ap75": "AP@0.75", "ar100": "AR@100"}
+    metric_rows = [[label, _fmt(m.get(name)), _fmt(base.get(name))] for name, label in labels.items()]
+    metric_rows.append(["images", int(m.get("num_examples", 0)), ""])
+    lines += ["", "## COCO metrics (pycocotools, through the exported model)", ""]
+    lines += markdown.table(["metric", "value", "prod"], metric_rows, "lrr")
+    per_class = [[c["name"], f"{c['ap']:.4f}", f"{c['ap50']:.4f}", c["instances"]] for c in result.per_class]
     lines += [
         "",
-        "## COCO metrics (pycocotools, through the exported model)",
+        "## Per class",
         "",
-        "| metric | value | prod |",
-        "|---|---:|---:|",
+        *markdown.table(["class", "AP@[.50:.95]", "AP@0.50", "instances"], per_class, "lrrr"),
     ]
-    lines += [f"| {label} | {_fmt(m.get(name))} | {_fmt(base.get(name))} |" for name, label in labels.items()]
-    lines.append(f"| images | {int(m.get('num_examples', 0))} | |")
-    lines += ["", "## Per class", "", "| class | AP@[.50:.95] | AP@0.50 | instances |", "|---|---:|---:|---:|"]
-    lines += [f"| {c['name']} | {c['ap']:.4f} | {c['ap50']:.4f} | {c['instances']} |" for c in result.per_class]
     weakest = sorted(result.per_class, key=lambda c: c["ap"])[:worst]
     lines += ["", "## Weakest classes", ""]
     lines += [f"- {c['name']}: AP {c['ap']:.4f} over {c['instances']} instances" for c in weakest]

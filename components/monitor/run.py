@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from components import markdown
 from components.monitor import rules
 from components.serving import stages
 from components.serving.checks import CheckResult, ServingChecksError, run_checks
@@ -113,6 +114,17 @@ class StageStatus:
         return all(o.met for o in self.objectives) and all(c.passed for c in self.checks)
 
 
+def _stage_rows(status: StageStatus) -> list[list[str]]:
+    """A stage's table rows: each objective with its value and bound, then each check."""
+    rows = [
+        [o.name, "yes" if o.met else "NO", "no data" if o.value is None else f"{o.value:.4g}",
+         f"{o.op} {o.threshold:g}: {o.detail}"]
+        for o in status.objectives
+    ]  # fmt: skip
+    rows += [[f"check {c.name}", "yes" if c.passed else "NO", "", c.detail] for c in status.checks]
+    return rows
+
+
 @dataclasses.dataclass(frozen=True)
 class MonitorReport:
     """Every watched stage's status."""
@@ -148,15 +160,7 @@ class MonitorReport:
             lines += ["", f"## {s.stage}: " + (f"version {s.version}" if s.version is not None else "serves nothing")]
             if s.version is None:
                 continue
-            lines += ["", "| what | ok | value | objective / detail |", "|---|---|---|---|"]
-            for o in s.objectives:
-                value = "no data" if o.value is None else f"{o.value:.4g}"
-                lines.append(
-                    f"| {o.name} | {'yes' if o.met else 'NO'} | {value} | {o.op} {o.threshold:g}: {o.detail} |"
-                )
-            for c in s.checks:
-                detail = c.detail.replace("|", "\\|")
-                lines.append(f"| check {c.name} | {'yes' if c.passed else 'NO'} | | {detail} |")
+            lines += ["", *markdown.table(["what", "ok", "value", "objective / detail"], _stage_rows(s), "llll")]
         return "\n".join(lines) + "\n"
 
 

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
+from components import markdown
 from components.serving import stages
 from components.serving.checks import (
     CheckResult,
@@ -592,8 +593,6 @@ def render_report(result: PromotionResult) -> str:
             f"- load test: {lt.requests} requests from {lt.clients} clients, {lt.requests_per_s:.0f} req/s, "
             f"{pcts}, {lt.errors} errors; objectives {goals}: {'met' if lt.passed else 'MISSED'}"
         )
-    lines += ["", "| check | passed | detail |", "|---|---|---|"]
-    for check in result.checks:
-        detail = check.detail.replace("|", "\\|")
-        lines.append(f"| {check.name} | {'yes' if check.passed else 'NO'} | {detail} |")
+    checks = [[c.name, "yes" if c.passed else "NO", c.detail] for c in result.checks]
+    lines += ["", *markdown.table(["check", "passed", "detail"], checks, "lll")]
     return "\n".join(lines) + "\n"

@@ -21,7 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from components import charts
+from components import charts, pages
+from components.pages import Markup
 from trainer import model_folder
 
 # Rejections listed one by one (the rest are counted by reason).
@@ -225,12 +226,7 @@ def _num(value: Any, spec: str = ",.4f") -> str:
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
     """An HTML table; the first ``left`` columns are left-aligned text, cells are escaped."""
-
-    def cells(tag: str, values: Sequence[Any]) -> str:
-        return "".join(f"<{tag}{' class=l' if i < left else ''}>{_e(v)}</{tag}>" for i, v in enumerate(values))
-
-    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
-    return f"<table><tr>{cells('th', head)}</tr>{body}</table>"
+    return pages.table(head, rows, left=left)
 
 
 def _card(value: str, label: str) -> str:
@@ -616,6 +612,22 @@ def glance(inputs: ReportInputs) -> str:
     return f'<div class="cards" id="glance">{"".join(cards)}</div>'
 
 
+# The sections in the page's order, as the header's links name them.
+_NAV = (
+    ("steps", "Steps"),
+    ("dataset", "Dataset"),
+    ("training", "Training"),
+    ("evaluation", "Evaluation"),
+    ("gate", "Gate"),
+    ("benchmark", "Benchmark"),
+    ("stages", "Stages"),
+)
+_HEADER = (
+    "<header><h1>{{ title }}</h1><p class=muted>Run <code>{{ run }}</code>: {{ status }}.</p>"
+    '<nav>{% for anchor, text in links %}<a href="#{{ anchor }}">{{ text }}</a>{% endfor %}</nav></header>'
+)
+
+
 def render(inputs: ReportInputs) -> str:
     """The whole page.
 
@@ -636,25 +648,9 @@ def render(inputs: ReportInputs) -> str:
         stages_section(inputs.stages_root),
     ]
     status = "failed" if inputs.failure is not None else "finished"
-    nav = "".join(
-        f'<a href="#{a}">{t}</a>'
-        for a, t in (
-            ("steps", "Steps"),
-            ("dataset", "Dataset"),
-            ("training", "Training"),
-            ("evaluation", "Evaluation"),
-            ("gate", "Gate"),
-            ("benchmark", "Benchmark"),
-            ("stages", "Stages"),
-        )
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(inputs.title)}</title><style>{_CSS}</style></head><body>\n"
-        f"<header><h1>{_e(inputs.title)}</h1><p class=muted>Run <code>{_e(inputs.run or '?')}</code>: {status}.</p>"
-        f"<nav>{nav}</nav></header>\n" + glance(inputs) + "\n".join(sections) + "\n</body></html>\n"
-    )
+    header = pages.fragment(_HEADER, title=inputs.title, run=inputs.run or "?", status=status, links=_NAV)
+    blocks = [header, Markup(glance(inputs)), *(Markup(s) for s in sections)]
+    return pages.page(inputs.title, blocks, _CSS, heading=False, lang="en", viewport=True)
 
 
 def write_report(inputs: ReportInputs, path: str) -> int:

@@ -12,15 +12,14 @@ floats). TensorFlow is imported only inside :func:`run_notebook_cell`.
 from __future__ import annotations
 
 import dataclasses
-import html
 import os
 import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from components import charts
-from components.sweep import markdown
+from components import charts, markdown, pages
+from components.pages import Markup
 from components.sweep.grid import AcceleratorEntry, GridCell, GridError, as_int, plan_grid
 from trainer.benchmark import BenchmarkError
 
@@ -98,17 +97,6 @@ class SweepResult:
             steps_per_epoch=_int("steps_per_epoch", values["steps_per_epoch"]),
             accelerator=str(values["accelerator"]),
         )
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;margin:16px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child"
-        "{text-align:left}tr.best{font-weight:bold}</style></head><body>\n"
-        f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +197,10 @@ def render_sweep_html(sweeps: Sweeps, title: str = "GPU vs TPU training sweep") 
     ):
         series = {n: [_figure(by_acc[n].get(s), key) for s in sizes] for n in names}
         charts_.append(charts.grouped_bars(heading, groups, series, unit))
-    return _page(title, "<p>The first (compiling) epoch is excluded.</p>\n" + "\n<br/>\n".join(charts_))
+    epoch, step = (Markup(c) for c in charts_)
+    return pages.page(
+        title, [Markup("<p>The first (compiling) epoch is excluded.</p>"), epoch, Markup("<br/>"), step], pages.GRID_CSS
+    )
 
 
 # --------------------------------------------------------------------------- the sweep on the grid

@@ -12,11 +12,12 @@ self-contained HTML page (with the quality-against-time chart). Plain Python, no
 from __future__ import annotations
 
 import dataclasses
-import html
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
+from components import markdown, pages
+from components.pages import Markup
 from components.pricing import AcceleratorPrice, PriceTableError, hourly_cost
 from components.sweep.cell import CellResult, quality_label, quality_metrics
 from components.sweep.grid import GridError, as_int
@@ -302,10 +303,8 @@ def _headers(metrics: Sequence[str]) -> list[str]:
     return [*_HEAD, *labels, "cost ($)", per_dollar, ""]
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
+# The cost view's columns (Markdown and HTML).
+_COST_HEAD = ("accelerator", "cell", "billed time", "cost ($)")
 NO_COST_VIEW = "No setting (image size, epochs) ran on more than one accelerator."
 
 
@@ -342,11 +341,8 @@ def render_grid_markdown(rows: Sequence[GridRow], title: str = "Training grid") 
         "host's where the table names one). Every cell is scored on the same test split. Epoch time "
         "and examples/s leave the first (compiling) epoch out when a cell trains two or more epochs.",
         "",
-        "| " + " | ".join(heads) + " |",
-        "|---|---|" + "---:|" * (len(heads) - 3) + "---|",
+        *markdown.table(heads, [_cells(r, metrics) for r in rows], "ll" + "r" * (len(heads) - 3) + "l"),
     ]
-    for r in rows:
-        lines.append("| " + " | ".join(_md_escape(c) for c in _cells(r, metrics)) + " |")
     estimates = sorted({f"{r.accelerator} ({r.price_note})" for r in rows if not r.price_note.startswith("case")})
     if estimates:
         lines += ["", "Prices: " + "; ".join(estimates) + "."]
@@ -355,65 +351,46 @@ def render_grid_markdown(rows: Sequence[GridRow], title: str = "Training grid") 
     if not views:
         lines += [NO_COST_VIEW, ""]
     for heading, group in views:
-        lines += [f"### {heading}", "", "| accelerator | cell | billed time | cost ($) |", "|---|---|---:|---:|"]
-        lines += [
-            f"| {r.accelerator} | {_md_escape(r.name)} | {duration(r.billed_s)} | {_num(r.cost, ',.4f')} |"
-            for r in group
-        ]
-        lines.append("")
+        body = [[r.accelerator, r.name, duration(r.billed_s), _num(r.cost, ",.4f")] for r in group]
+        lines += [f"### {heading}", "", *markdown.table(_COST_HEAD, body, "llrr"), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _html_table(heads: Sequence[str], body: Sequence[tuple[str, Sequence[str]]]) -> str:
-    head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr>"
-    rows = "".join(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for cls, cells in body)
-    return f"<table>{head}{rows}</table>"
+def _quality_chart(rows: Sequence[GridRow], metric: str) -> Optional[str]:
+    """The finished cells' quality against billed time, marker area the cost; None: nothing to plot."""
+    from components import charts
+
+    plotted = [r for r in rows if r.quality and r.billed_s is not None]
+    if not plotted:
+        return None
+    return charts.bubble_chart(
+        [r.name for r in plotted],
+        [r.billed_s / 60.0 for r in plotted],
+        [r.quality[metric].mean for r in plotted],
+        [r.cost for r in plotted],
+        title="Quality against training time (marker area: cost)",
+        x_label="billed time (min)",
+        y_label=quality_label(metric),
+    )
 
 
 def render_grid_html(rows: Sequence[GridRow], title: str = "Training grid") -> str:
     """The grid's table, the quality-against-time chart and the cost view as one page."""
-    from components import charts
-
     metrics = _quality_names(rows)
-    body = [
-        (' class="failed"' if r.status == "failed" else (' class="best"' if r.notes else ""), _cells(r, metrics))
-        for r in rows
-    ]
-    parts = [_html_table(_headers(metrics), body)]
-    plotted = [r for r in rows if r.quality and r.billed_s is not None]
-    if plotted:
-        first = metrics[0]
-        parts.append(
-            charts.bubble_chart(
-                [r.name for r in plotted],
-                [r.billed_s / 60.0 for r in plotted],
-                [r.quality[first].mean for r in plotted],
-                [r.cost for r in plotted],
-                title="Quality against training time (marker area: cost)",
-                x_label="billed time (min)",
-                y_label=quality_label(first),
-            )
-        )
-    parts.append("<h2>Cost per accelerator</h2>")
+    classes = ["failed" if r.status == "failed" else ("best" if r.notes else "") for r in rows]
+    blocks: list[Markup] = [pages.table(_headers(metrics), [_cells(r, metrics) for r in rows], classes=classes)]
+    chart = _quality_chart(rows, metrics[0]) if metrics else None
+    if chart is not None:
+        blocks.append(Markup(chart))
+    blocks.append(Markup("<h2>Cost per accelerator</h2>"))
     views = cost_views(rows)
     if not views:
-        parts.append(f"<p>{html.escape(NO_COST_VIEW)}</p>")
+        blocks.append(pages.fragment("<p>{{ text }}</p>", text=NO_COST_VIEW))
     for heading, group in views:
-        parts.append(f"<h3>{html.escape(heading)}</h3>")
-        parts.append(
-            _html_table(
-                ("accelerator", "cell", "billed time", "cost ($)"),
-                [("", (r.accelerator, r.name, duration(r.billed_s), _num(r.cost, ",.4f"))) for r in group],
-            )
-        )
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;margin:16px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child"
-        "{text-align:left}tr.best{font-weight:bold}tr.failed{color:#b3261e}</style></head><body>\n"
-        f"<h1>{html.escape(title)}</h1>\n" + "\n".join(parts) + "\n</body></html>\n"
-    )
+        blocks.append(pages.fragment("<h3>{{ heading }}</h3>", heading=heading))
+        body = [(r.accelerator, r.name, duration(r.billed_s), _num(r.cost, ",.4f")) for r in group]
+        blocks.append(pages.table(_COST_HEAD, body))
+    return pages.page(title, blocks, pages.GRID_CSS)
 
 
 def best_cells(rows: Sequence[GridRow]) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def test_scores_the_saved_model_and_blesses_on_value_thresholds(tmp_path):
     assert all(i["true"].startswith("class_") and i["predicted"].startswith("class_") for i in sample["images"])
     assert {i["mime"] for i in sample["images"]} <= {"image/png", "image/jpeg"}
     page = Path(outs["page"].path).read_text()
-    assert page.startswith("<!doctype html>") and "Confusion matrix" in page and "<svg" in page
+    assert page.startswith("<!DOCTYPE html>") and "Confusion matrix" in page and "<svg" in page
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
     wrong = [i["true"] != i["predicted"] for i in sample["images"]]
     assert wrong == sorted(wrong, reverse=True)
