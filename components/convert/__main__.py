@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from components.convert.sources import EXPECTED, KINDS, ConvertError
+from components.convert.sources import ConvertError, expected, kind_names
 from trainer.config import ConfigError, ConvertConfig
 from trainer.runtime import configure_tensorflow_env
 from trainer.tfrecords import DatasetInfo
@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     """Parses the arguments, converts, optionally verifies; prints a one-line error on bad input."""
     configure_tensorflow_env()  # --verify reads the shards back with TensorFlow
     p = argparse.ArgumentParser(prog="python -m components.convert", description=__doc__.split("\n")[0])
-    p.add_argument("source", help=f"{EXPECTED}; paths local or gs://")
+    p.add_argument("source", help=f"{expected()}; paths local or gs://")
     p.add_argument("output", help="the dataset folder to write (local or gs://)")
     p.add_argument("--config", help="a YAML file with a ConvertConfig section; flags override it")
-    p.add_argument("--format", dest="source_format", choices=KINDS)
+    p.add_argument("--format", dest="source_format", choices=kind_names())
     p.add_argument("--splits", type=json.loads, help='JSON, e.g. \'{"train": 0.9, "test": 0.1}\'')
     p.add_argument("--limit-per-split", type=int)
     p.add_argument("--stratify", action="store_true", default=None)
