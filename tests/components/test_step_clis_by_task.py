@@ -70,7 +70,7 @@ def test_train_runs_two_steps_of_the_dataset_s_task(task, tmp_path, capsys):
     model_dir = tmp_path / "model"
     argv = ["--dataset", _assets(task)["dataset"], "--model-dir", str(model_dir), "--model", model]
     argv += ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size-per-replica", str(batch)]
-    assert train_main([*argv, "--set", "validation_steps=1"]) == 0
+    assert train_main([*argv, "--set", "validation_split=null"]) == 0
     stdout = capsys.readouterr().out
     summary = json.loads(stdout[stdout.index("{") :])  # the training summary, printed last
     assert summary["task"] == task and summary["steps"] == 2, summary
