@@ -26,13 +26,13 @@ def extension_modules() -> list[str]:
     return [m.strip() for m in os.environ.get(EXTENSIONS_ENV, "").split(",") if m.strip()]
 
 
-def load_modules(modules: tuple[str, ...] | list[str]) -> None:
-    """Imports each module once (a module imported before is not imported again).
+def load_extensions() -> None:
+    """Imports the modules ``LTP_EXTENSIONS`` names, once each (a registry calls it on every look-up).
 
     Raises:
         ExtensionError: a module cannot be imported; the message names it and the variable.
     """
-    for module in modules:
+    for module in extension_modules():
         if module in _loaded:
             continue
         try:
@@ -40,12 +40,3 @@ def load_modules(modules: tuple[str, ...] | list[str]) -> None:
         except ImportError as err:
             raise ExtensionError(f"{EXTENSIONS_ENV}: cannot import extension module {module!r}: {err}") from err
         _loaded.add(module)
-
-
-def load_extensions() -> None:
-    """Imports the modules ``LTP_EXTENSIONS`` names (once each).
-
-    Raises:
-        ExtensionError: a module cannot be imported.
-    """
-    load_modules(extension_modules())
