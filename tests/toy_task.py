@@ -1,12 +1,17 @@
 """A third task, defined outside trainer/: regress an image's mean brightness (proves the task seam).
 
-Registered through ``LTP_TASK_MODULES=tests.toy_task``: the task registry imports this module
-when it is first looked up, in the test process and in every subprocess a step runs in. It reads
-classification-format records (``image/encoded``; the label is ignored) of a dataset whose
-``dataset.json`` says ``task: brightness``; ``serving_default`` returns ``brightness`` in [0, 1]
-and ``darkness`` (1 - brightness: a model server answers a one-output signature with bare
-values, and the serving checks want named outputs).
-Its renderers (the evaluate step's report and page) are registered here too.
+Registered through ``LTP_EXTENSIONS=tests.toy_task`` (:mod:`trainer.extensions`): the task
+registry and the convert step's source registry import this module when first looked up, in the
+test process and in every subprocess a step runs in. It registers three things:
+
+- the task ``brightness``: it reads classification-format records (``image/encoded``; the
+  label, dark or bright, is ignored: the target is computed from the pixels) of a dataset whose
+  ``dataset.json`` says ``task: brightness``; ``serving_default`` returns ``brightness`` in
+  [0, 1] and ``darkness`` (1 - brightness: a model server answers a one-output signature with
+  bare values, and the serving checks want named outputs);
+- the built-in source ``brightness:<count>`` (``count`` generated 16x16 RGB images of random
+  gray levels), whose datasets the converter writes with ``task: brightness``;
+- its renderers (the evaluate step's report and page).
 """
 
 from __future__ import annotations
@@ -16,6 +21,11 @@ import html
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import numpy as np
+
+from components.convert.sources.arrays import array_source
+from components.convert.sources.base import Source, SourceError, SourceKind, fingerprint
+from components.convert.sources.registry import register_kind
 from components.evaluate.renderers import Renderers
 from components.evaluate.renderers import register as register_renderers
 from trainer.configbase import ConfigBase
@@ -75,7 +85,7 @@ class Brightness(Task):
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"mae": 0.5}
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
-        data="digits", limit=100, epochs=1, served_model_name="brightness", model="tiny", headline=("mae",)
+        data="brightness:200", limit=100, epochs=1, served_model_name="brightness", model="tiny", headline=("mae",)
     )
 
     def check_prediction(self, prediction: Mapping[str, Any], num_outputs: int | None = None) -> None:
@@ -227,3 +237,48 @@ def _page(result: BrightnessEvaluation, decision: Any, split: str) -> str:
 
 
 register_renderers(NAME, Renderers(report=_report, page=_page))
+
+
+_SIZE = 16  # pixels a side: the model pools over them, any size would do
+_GENERATOR_VERSION = 1  # bump when the images change: a dataset converted before is then out of date
+
+
+def _count(uri: str) -> int:
+    text = uri.split(":", 1)[1] if ":" in uri else ""
+    if not text.isdigit() or int(text) < 1:
+        raise SourceError(f"bad built-in source {uri!r}: expected 'brightness:<count>' (e.g. brightness:64)")
+    return int(text)
+
+
+def brightness_images(count: int) -> np.ndarray:
+    """``count`` RGB images, ``[count, 16, 16, 3]`` uint8: a random gray level each, plus noise (seeded)."""
+    rng = np.random.default_rng(_GENERATOR_VERSION)
+    levels = rng.integers(16, 240, size=(count, 1, 1, 1))
+    noise = rng.integers(-16, 17, size=(count, _SIZE, _SIZE, 3))
+    return np.clip(levels + noise, 0, 255).astype(np.uint8)
+
+
+class BrightnessKind(SourceKind):
+    """The built-in name ``brightness:<count>``: generated images, classes dark and bright, task brightness."""
+
+    name = NAME
+    description = "brightness:<count> (the toy task's generated images)"
+    builtin = True
+
+    def matches(self, uri: str) -> bool:
+        return uri.startswith(f"{self.name}:")
+
+    def open(self, uri: str, classes: list[str] | None) -> Source:
+        count = _count(uri)
+        images = brightness_images(count)
+        labels = (images.mean(axis=(1, 2, 3)) >= 128).astype(np.int64)
+        fp = fingerprint([NAME, _GENERATOR_VERSION, count])
+        source = array_source(self.name, uri, {"all": labels}, {"all": images}, ["dark", "bright"], fp, False, {})
+        source.task = NAME
+        return source
+
+    def arrays(self, spec: dict[str, Any]) -> dict[str, np.ndarray]:
+        return {"all": brightness_images(_count(spec["uri"]))}
+
+
+BRIGHTNESS_SOURCE = register_kind(BrightnessKind())

@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> 
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
     from trainer.train import TrainingError, train
 
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> 
         return 2
     try:
         summary = train(args.dataset, args.model_dir, config)
-    except DatasetError as err:
+    except (DatasetError, TaskError) as err:  # TaskError: model options the dataset's task does not take
         print(f"error: {err}", file=sys.stderr)
         return 2
     except TrainingError as err:

@@ -15,7 +15,7 @@ import json
 import sys
 
 from components.cli import add_config_flags, flags_to_fields
-from components.convert.sources import EXPECTED, KINDS, ConvertError
+from components.convert.sources import ConvertError, expected, kind_names
 from trainer.config import ConfigError, ConvertConfig
 from trainer.runtime import configure_tensorflow_env
 from trainer.tfrecords import DatasetInfo
@@ -25,12 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     """Parses the arguments, converts, optionally verifies; prints a one-line error on bad input."""
     configure_tensorflow_env()  # --verify reads the shards back with TensorFlow
     p = argparse.ArgumentParser(prog="python -m components.convert", description=__doc__.split("\n")[0])
-    p.add_argument("source", help=f"{EXPECTED}; paths local or gs://")
+    p.add_argument("source", help=f"{expected()}; paths local or gs://")
     p.add_argument("output", help="the dataset folder to write (local or gs://)")
     p.add_argument("--config", help="a YAML file with a ConvertConfig section; flags override it")
     p.add_argument("--splits", type=json.loads, help='JSON, e.g. \'{"train": 0.9, "test": 0.1}\'')
     p.add_argument("--gzip", action="store_const", const="GZIP", dest="compression", help="GZIP-compress the shards")
-    overrides = {"source_format": {"choices": KINDS}, "resize": {"metavar": ("HEIGHT", "WIDTH")}}
+    overrides = {"source_format": {"choices": kind_names()}, "resize": {"metavar": ("HEIGHT", "WIDTH")}}
     # --splits takes JSON and --gzip sets compression, as the README shows them; source is positional.
     exclude, rename = ("source", "splits", "compression"), {"source_format": "--format"}
     add_config_flags(p, ConvertConfig, exclude=exclude, rename=rename, overrides=overrides)

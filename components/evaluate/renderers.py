@@ -1,6 +1,6 @@
 """What renders each task's evaluation result: its Markdown report, its HTML page, its sample of images.
 
-One registry for every task, built-in and extra (``LTP_TASK_MODULES``: such a module registers
+One registry for every task, built-in and extra (``LTP_EXTENSIONS``: such a module registers
 its task and, here, its renderers). A task without renderers fails plainly when it is evaluated.
 """
 

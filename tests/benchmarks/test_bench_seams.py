@@ -32,14 +32,14 @@ STEPS = ("convert", "train", "evaluate", "benchmark", "sweep", "promote", "monit
 LOOKUP = (
     "from trainer.tasks import task_types; from components.serving.targets import target_names; "
     "from components.convert.sources import registry; "
-    "assert 'brightness' in task_types() and target_names() and registry.KINDS; "
+    "assert 'brightness' in task_types() and target_names() and 'brightness' in registry.kind_names(); "
     "import sys; assert 'tensorflow' not in sys.modules"
 )
 IMPORT_ONLY = "import trainer.tasks, components.serving.targets, components.convert.sources.registry"
 
 
 def _seconds(argv: list[str]) -> float:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LTP_TASK_MODULES": "tests.toy_task"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LTP_EXTENSIONS": "tests.toy_task"}
     start = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
     return time.perf_counter() - start

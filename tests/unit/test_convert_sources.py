@@ -238,11 +238,12 @@ def test_the_registry_names_every_kind_once_and_the_cli_offers_them(tmp_path, ca
     from components.convert import sources
     from components.convert.__main__ import main
 
-    assert sources.KINDS == tuple(k.name for k in sources.REGISTRY) and len(set(sources.KINDS)) == len(sources.KINDS)
-    assert all(k.description in sources.EXPECTED for k in sources.REGISTRY)
+    names = sources.kind_names()
+    assert names == tuple(k.name for k in sources.kinds()) and len(set(names)) == len(names)
+    assert all(k.description in sources.expected() for k in sources.kinds())
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "{" + ",".join(sources.KINDS) + "}" in capsys.readouterr().out.replace("\n", "").replace(" ", "")
+    assert "{" + ",".join(names) + "}" in capsys.readouterr().out.replace("\n", "").replace(" ", "")
     (tmp_path / "cls" / "a").mkdir(parents=True)
     (tmp_path / "table.CSV").write_text("path,label\n")
     (tmp_path / "coco.json").write_text("{}")

@@ -10,7 +10,8 @@ import pytest
 
 import trainer.tasks
 from components.evaluate.renderers import renderers_of
-from trainer.tasks import TASK_MODULES_ENV, RunDefaults, Task, TaskError, get_task, task_names, task_types
+from trainer.extensions import EXTENSIONS_ENV
+from trainer.tasks import RunDefaults, Task, TaskError, get_task, task_names, task_types
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,8 +68,8 @@ def test_a_task_must_implement_every_abstract_method():
 
 
 def test_a_bad_task_module_is_named(monkeypatch):
-    monkeypatch.setenv(trainer.tasks.TASK_MODULES_ENV, "tests.no_such_task_module")
-    with pytest.raises(TaskError, match="LTP_TASK_MODULES: cannot import task module 'tests.no_such_task_module'"):
+    monkeypatch.setenv(EXTENSIONS_ENV, "tests.no_such_task_module")
+    with pytest.raises(TaskError, match="LTP_EXTENSIONS: cannot import extension module 'tests.no_such_task_module'"):
         task_types()
 
 
@@ -93,7 +94,7 @@ def test_a_subprocess_sees_an_extra_task_only_when_the_registry_is_looked_up():
         "from trainer.tasks import get_task, task_names\n"
         "print(task_names(), get_task('brightness', {'exact_start': False}).options.exact_start)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), TASK_MODULES_ENV: "tests.toy_task"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), EXTENSIONS_ENV: "tests.toy_task"}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['brightness',", "'classification',", "'detection']", "False"]

@@ -30,3 +30,14 @@ def test_exit_status_2_for_a_bad_config_or_dataset(tmp_path, capsys):
     assert "bogus: unknown key in TrainConfig" in capsys.readouterr().err
     assert main(["--dataset", str(tmp_path), "--model-dir", str(tmp_path / "m")]) == 2
     assert "has no dataset.json" in capsys.readouterr().err
+
+
+def test_exit_status_2_for_an_option_the_dataset_s_task_does_not_take(tmp_path, capsys):
+    from tests.datasets import write_test_dataset
+
+    dataset = write_test_dataset(tmp_path / "dataset", {"train": 4})
+    argv = ["--dataset", str(dataset), "--model-dir", str(tmp_path / "m"), "--set", "model_options={bogus: 1}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: model_options.bogus: unknown key in ClassifierOptions") and err.count("\n") == 1
+    assert not (tmp_path / "m").exists()

@@ -6,9 +6,10 @@ evaluation (its metrics and the direction in which each is better), the gate (th
 table) and the serving checks (the response schema and what a known example must answer).
 
 The registry holds task *types*; :func:`get_task` returns a configured instance. Besides the
-built-in tasks, the modules named in the ``LTP_TASK_MODULES`` environment variable
-(comma-separated, e.g. ``tests.toy_task``) are imported when the registry is first looked up,
-and each calls :func:`register`: subprocesses (a kfp.local step) see the same tasks.
+built-in tasks, the modules named in the ``LTP_EXTENSIONS`` environment variable
+(comma-separated, e.g. ``tests.toy_task``; :mod:`trainer.extensions`) are imported when the
+registry is first looked up, and each calls :func:`register`: subprocesses (a kfp.local step) see
+the same tasks.
 
 Importing this package, :func:`get_task` and a task's metric table and serving schema costs no
 TensorFlow: the gate, the serving checks and the pipelines use them freely. TensorFlow (and
@@ -19,19 +20,17 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from trainer import model_folder
+from trainer.extensions import ExtensionError, load_extensions
 from trainer.tasks.base import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError
 
 DEFAULT_TASK = "classification"
-TASK_MODULES_ENV = "LTP_TASK_MODULES"
 _BUILTIN_MODULES = ("trainer.tasks.classification", "trainer.tasks.detection")
 
 _TYPES: dict[str, type[Task]] = {}
-_loaded: set[str] = set()
 
 
 def register(task_type: type[Task]) -> type[Task]:
@@ -48,20 +47,21 @@ def register(task_type: type[Task]) -> type[Task]:
 
 
 def _load_modules() -> None:
-    """Imports the built-in task modules and those ``LTP_TASK_MODULES`` names (once each)."""
-    extra = [m.strip() for m in os.environ.get(TASK_MODULES_ENV, "").split(",") if m.strip()]
-    for module in (*_BUILTIN_MODULES, *extra):
-        if module in _loaded:
-            continue
-        try:
-            importlib.import_module(module)
-        except ImportError as err:
-            raise TaskError(f"{TASK_MODULES_ENV}: cannot import task module {module!r}: {err}") from err
-        _loaded.add(module)
+    """Imports the built-in task modules and the extension modules ``LTP_EXTENSIONS`` names.
+
+    Raises:
+        TaskError: an extension module cannot be imported.
+    """
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)  # cached by Python after the first time
+    try:
+        load_extensions()
+    except ExtensionError as err:
+        raise TaskError(str(err)) from err
 
 
 def task_types() -> dict[str, type[Task]]:
-    """Task name -> task type, every registered task (built-in and ``LTP_TASK_MODULES``)."""
+    """Task name -> task type, every registered task (built-in and ``LTP_EXTENSIONS``)."""
     _load_modules()
     return dict(_TYPES)
 
@@ -112,7 +112,6 @@ def task_of_model(model_dir: str) -> Task:
 
 __all__ = [
     "DEFAULT_TASK",
-    "TASK_MODULES_ENV",
     "EvaluationResultBase",
     "Metric",
     "RunDefaults",

@@ -8,7 +8,8 @@ items they were given, so memory stays bounded whatever the size of the source.
 One module per kind, listed in :mod:`components.convert.sources.registry`: ``folder`` (one subfolder
 per class), ``csv``/``jsonl`` manifests, ``npz``, ``idx`` (MNIST-style, optionally gzipped), ``coco``
 (detection JSON), and the built-in ``fashion-mnist``, ``digits`` and ``shapes`` (detection,
-generated: :mod:`components.convert.shapes`). Local paths and gs:// URIs.
+generated: :mod:`components.convert.shapes`). Local paths and gs:// URIs. An extension module
+(``LTP_EXTENSIONS``) adds its own kinds with :func:`register_kind`.
 """
 
 from components.convert.sources.base import (
@@ -24,26 +25,22 @@ from components.convert.sources.base import (
 from components.convert.sources.fashion_mnist import FASHION_MNIST_DIR
 from components.convert.sources.idx import IdxImages, read_idx
 from components.convert.sources.registry import (
-    BUILTINS,
-    EXPECTED,
-    KINDS,
-    REGISTRY,
-    TASKS,
+    BUILTIN_KINDS,
     Loader,
     detect,
+    expected,
     is_builtin,
     kind,
+    kind_names,
+    kinds,
     loader,
     open_source,
+    register_kind,
 )
 
 __all__ = [
-    "BUILTINS",
-    "EXPECTED",
+    "BUILTIN_KINDS",
     "FASHION_MNIST_DIR",
-    "KINDS",
-    "REGISTRY",
-    "TASKS",
     "Box",
     "ConvertError",
     "IdxImages",
@@ -54,10 +51,14 @@ __all__ = [
     "SourceError",
     "SourceKind",
     "detect",
+    "expected",
     "fingerprint",
     "is_builtin",
     "kind",
+    "kind_names",
+    "kinds",
     "loader",
     "open_source",
     "read_idx",
+    "register_kind",
 ]

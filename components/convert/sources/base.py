@@ -79,7 +79,7 @@ class Source:
     ignored: dict[str, int] = field(default_factory=dict)
     empty_classes: list[str] = field(default_factory=list)  # class folders without images (folder sources)
     options: dict[str, Any] = field(default_factory=dict)  # what a worker's loader needs
-    task: str = "classification"  # what the dataset is for: one of TASKS, recorded in dataset.json
+    task: str = "classification"  # what the dataset is for: a registered task's name, recorded in dataset.json
     # What was rejected while scanning (COCO annotations of images that do not exist), as rejected.jsonl rows.
     rejected: list[dict[str, Any]] = field(default_factory=list)
 

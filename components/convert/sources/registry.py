@@ -1,7 +1,9 @@
 """The source kinds, in one list: detection, opening, and the workers' loaders go through it.
 
-Adding a kind: a module with a :class:`~components.convert.sources.base.SourceKind` subclass and
-one line in :data:`REGISTRY`.
+Adding a built-in kind: a module with a :class:`~components.convert.sources.base.SourceKind`
+subclass and one line in :data:`BUILTIN_KINDS`. A kind defined outside the package (an extension
+module named in ``LTP_EXTENSIONS``, :mod:`trainer.extensions`) calls :func:`register_kind` when
+imported; the registry imports those modules when it is first looked up, in every process.
 """
 
 from __future__ import annotations
@@ -23,22 +25,57 @@ from components.convert.sources.idx import IDX
 from components.convert.sources.manifest import CSV, JSONL
 from components.convert.sources.npz import NPZ
 from components.convert.sources.shapes import SHAPES
+from trainer.extensions import ExtensionError, load_extensions
 from trainer.storage import is_gcs, read_bytes  # read_bytes: the workers' local fast path (os.read)
 
-REGISTRY: tuple[SourceKind, ...] = (FOLDER, CSV, JSONL, NPZ, IDX, COCO, FASHION_MNIST, DIGITS, SHAPES)
-KINDS = tuple(k.name for k in REGISTRY)
-BUILTINS = tuple(k.name for k in REGISTRY if k.builtin)
-TASKS = ("classification", "detection")
-_BY_NAME = {k.name: k for k in REGISTRY}
+BUILTIN_KINDS: tuple[SourceKind, ...] = (FOLDER, CSV, JSONL, NPZ, IDX, COCO, FASHION_MNIST, DIGITS, SHAPES)
+_EXTRA: list[SourceKind] = []  # the extension modules' kinds, in the order they registered
 
 
-def _expected() -> str:
-    paths = list(dict.fromkeys(k.description for k in REGISTRY if not k.builtin))
-    builtins = [k.description for k in REGISTRY if k.builtin]
+def register_kind(source_kind: SourceKind) -> SourceKind:
+    """Adds a source kind defined outside this package (an extension module's); the name must be new.
+
+    Returns:
+        The kind, so that a module can write ``BRIGHTNESS = register_kind(BrightnessKind())``.
+
+    Raises:
+        SourceError: another kind is registered under the same name.
+    """
+    for known in (*BUILTIN_KINDS, *_EXTRA):
+        if known.name == source_kind.name and known is not source_kind:
+            raise SourceError(
+                f"source kind {source_kind.name!r} is registered twice: {type(known).__module__} and "
+                f"{type(source_kind).__module__}; expected a new name"
+            )
+    if source_kind not in _EXTRA and source_kind not in BUILTIN_KINDS:
+        _EXTRA.append(source_kind)
+    return source_kind
+
+
+def kinds() -> tuple[SourceKind, ...]:
+    """Every registered kind: the built-in ones, then the extension modules' (imported first).
+
+    Raises:
+        SourceError: a module named in ``LTP_EXTENSIONS`` cannot be imported.
+    """
+    try:
+        load_extensions()
+    except ExtensionError as err:
+        raise SourceError(str(err)) from err
+    return (*BUILTIN_KINDS, *_EXTRA)
+
+
+def kind_names() -> tuple[str, ...]:
+    """The registered kinds' names (``--format``, ``source_format``), in registry order."""
+    return tuple(k.name for k in kinds())
+
+
+def expected() -> str:
+    """What a source may be, for error messages and the command line's help."""
+    registered = kinds()
+    paths = list(dict.fromkeys(k.description for k in registered if not k.builtin))
+    builtins = [k.description for k in registered if k.builtin]
     return f"{', '.join(paths)}, or a built-in name: {', '.join(builtins)}"
-
-
-EXPECTED = _expected()  # what a source may be, for error messages
 
 
 def kind(name: str) -> SourceKind:
@@ -47,29 +84,30 @@ def kind(name: str) -> SourceKind:
     Raises:
         SourceError: no kind has that name.
     """
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise SourceError(f"unknown source format {name!r}; expected one of {', '.join(KINDS)}") from None
+    for k in kinds():
+        if k.name == name:
+            return k
+    raise SourceError(f"unknown source format {name!r}; expected one of {', '.join(kind_names())}")
 
 
 def is_builtin(uri: str) -> bool:
-    """A built-in name: ``fashion-mnist``, ``digits``, ``shapes`` or ``shapes:<count>``."""
-    return any(k.builtin and k.matches(uri) for k in REGISTRY)
+    """A built-in name (``fashion-mnist``, ``digits``, ``shapes``, ``shapes:<count>``, an extension's)."""
+    return any(k.builtin and k.matches(uri) for k in kinds())
 
 
 def detect(uri: str) -> str:
     """The kind of a source from its name and, for folders, what is inside."""
-    for k in REGISTRY:
+    registered = kinds()
+    for k in registered:
         if k.builtin and k.matches(uri):
             return k.name
     if not exists(uri):
-        raise SourceError(f"source not found: {uri}; expected {EXPECTED}")
-    candidates = [k for k in REGISTRY if not k.builtin and not k.fallback] + [k for k in REGISTRY if k.fallback]
+        raise SourceError(f"source not found: {uri}; expected {expected()}")
+    candidates = [k for k in registered if not k.builtin and not k.fallback] + [k for k in registered if k.fallback]
     for k in candidates:
         if k.matches(uri):
             return k.name
-    raise SourceError(f"unknown source format: {uri}; expected {EXPECTED}")
+    raise SourceError(f"unknown source format: {uri}; expected {expected()}")
 
 
 def open_source(uri: str, kind_name: str | None = None, classes: list[str] | None = None) -> Source:
@@ -77,7 +115,7 @@ def open_source(uri: str, kind_name: str | None = None, classes: list[str] | Non
 
     Args:
         uri: a path, gs:// URI or built-in name.
-        kind_name: one of ``KINDS``; None detects it.
+        kind_name: one of :func:`kind_names`; None detects it.
         classes: the declared class names (manifests); labels outside them are an error.
 
     Raises:
@@ -86,10 +124,10 @@ def open_source(uri: str, kind_name: str | None = None, classes: list[str] | Non
     uri = str(uri)
     source_kind = kind(kind_name or detect(uri))
     if not source_kind.builtin and not exists(uri):
-        raise SourceError(f"source not found: {uri}; expected {EXPECTED}")
+        raise SourceError(f"source not found: {uri}; expected {expected()}")
     source = source_kind.open(uri, classes)
     if not source.items:
-        raise SourceError(f"no images in {uri}: the {source_kind.name} source lists none; expected {EXPECTED}")
+        raise SourceError(f"no images in {uri}: the {source_kind.name} source lists none; expected {expected()}")
     return source
 
 
