@@ -98,7 +98,7 @@ def _verify_split(
     """Checks one split's shards; returns its ``shards``, ``records``, ``decoded`` and ``bytes``."""
     totals = {"shards": 0, "records": 0, "decoded": 0, "bytes": 0}
     check = _SplitCheck("", info.classes, problems, decode)
-    for shard, path in zip(info.splits[split].shards, info.shard_paths(dataset_dir, split), strict=True):
+    for shard, path in zip(info.splits[split].shards, info.shard_paths(split), strict=True):
         try:
             data = read_bytes(path)
         except (OSError, ValueError) as err:
