@@ -45,7 +45,7 @@ def image_shape_of(info: DatasetInfo) -> tuple[int, int, int]:
         return int(image.height), int(image.width), int(image.channels)
     except (TypeError, ValueError) as err:
         raise DatasetError(
-            f"{info.where}: dataset.json 'image' must be {{height, width, channels}} integers, got {image!r}"
+            f"{info.where}: dataset.json 'image' must be {{height, width, channels}}, got {image!r}"
         ) from err
 
 
