@@ -140,7 +140,8 @@ def make_dataset(
         seed: shuffle/augmentation seed; ``None`` for a fresh order each run.
         cache: decode the split once and keep its images (uint8) in host memory; for splits read
             many times that fit in memory (``cached_size_mb`` tells the size).
-        info: the already-loaded manifest (saves a read); loaded from ``dataset_dir`` if ``None``.
+        info: ``dataset_dir``'s already-loaded manifest (saves a read; the shards are found through
+            it); loaded from ``dataset_dir`` if ``None``.
         options_threads: size of tf.data's private thread pool; ``None`` lets tf.data decide.
         task: the configured task (``trainer.tasks.get_task``): it reads the record features,
             decodes the images to the model's input shape and makes the targets.
