@@ -6,9 +6,12 @@ learnable in a few steps, so a test can see the loss fall.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -61,6 +64,42 @@ def _write_shard(path: Path, indices: range, images, labels, keys, classes) -> t
 Arrays = tuple[np.ndarray, np.ndarray, list[str]]  # images [N, H, W, C] uint8, labels, source keys
 
 
+_SHAPE = tfrecords.ImageShape(28, 28, 1)
+
+
+def dataset_info(
+    splits: dict[str, tfrecords.SplitInfo],
+    classes: Sequence[str] = ("class_0", "class_1"),
+    image: tfrecords.ImageShape | None = _SHAPE,
+    **changes: Any,
+) -> tfrecords.DatasetInfo:
+    """A classification dataset's manifest, in memory: the given splits, classes and image size.
+
+    Args:
+        splits: split name -> its counts and shards.
+        classes: the class names.
+        image: every image's size; None when they differ.
+        **changes: other :class:`~trainer.tfrecords.DatasetInfo` fields (``rejected``, ``source``...).
+    """
+    info = tfrecords.DatasetInfo(
+        schema_version=tfrecords.SCHEMA_VERSION,
+        task="classification",
+        source=tfrecords.SourceInfo("synthetic", "test", "synthetic"),
+        classes=tuple(classes),
+        image=image,
+        compression=None,
+        splits=dict(splits),
+        rejected=0,
+        rejected_reasons={},
+        converted={},
+        ignored={},
+        empty_classes=(),
+        plan_key="synthetic",
+        config={},
+    )
+    return dataclasses.replace(info, **changes)
+
+
 def write_test_dataset(
     folder: Path,
     splits: dict[str, int] | None = None,
@@ -108,21 +147,12 @@ def write_test_dataset(
         counts = {c: int((np.asarray(labels) == k).sum()) for k, c in enumerate(classes)}
         infos[split] = tfrecords.SplitInfo(count=count, class_counts=counts, shards=files)
     shapes = {tuple(images.shape[1:]) for images, _, _ in arrays.values() if len(images)}
-    info = tfrecords.DatasetInfo(
-        schema_version=tfrecords.SCHEMA_VERSION,
-        task="classification",
-        source=tfrecords.SourceInfo("synthetic", "test", f"synthetic-{seed}-{len(classes)}"),
-        classes=tuple(classes),
+    info = dataset_info(
+        infos,
+        classes,
         image=tfrecords.ImageShape(*shapes.pop()) if len(shapes) == 1 else None,
-        compression=None,
-        splits=infos,
-        rejected=0,
-        rejected_reasons={},
-        converted={},
-        ignored={},
-        empty_classes=(),
+        source=tfrecords.SourceInfo("synthetic", "test", f"synthetic-{seed}-{len(classes)}"),
         plan_key=f"synthetic-{seed}",
-        config={},
     )
     tfrecords.write_dataset_info(folder, info)
     return folder

@@ -30,6 +30,7 @@ from components.evaluate.renderers import Renderers
 from components.evaluate.renderers import register as register_renderers
 from trainer.configbase import ConfigBase
 from trainer.tasks import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError, register
+from trainer.tfrecords import DatasetInfo
 
 NAME = "brightness"
 _ENCODED = "image/encoded"
@@ -108,11 +109,11 @@ class Brightness(Task):
         """The image only."""
         return (_ENCODED,)
 
-    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+    def input_shape(self, info: DatasetInfo) -> tuple[int, int, int]:
         """The dataset's shape."""
         from trainer import data
 
-        return data.image_shape_of(manifest)
+        return data.image_shape_of(info)
 
     def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
         """The images and their mean brightness."""
@@ -137,13 +138,13 @@ class Brightness(Task):
 
         return keras.optimizers.Adam(learning_rate=learning_rate)
 
-    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+    def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """Global average pooling, one linear unit, clipped to [0, 1]."""
         import keras
 
         if model_name != "tiny":
             raise TaskError(f"train.model: the {NAME} task trains 'tiny', got {model_name!r}")
-        shape = self.input_shape(manifest)
+        shape = self.input_shape(info)
         inputs = keras.Input(shape, name="images")
         x = keras.layers.GlobalAveragePooling2D()(inputs)
         start = 1.0 / shape[2] if self.options.exact_start else 0.5
@@ -155,11 +156,11 @@ class Brightness(Task):
         """Mean squared error."""
         model.compile(optimizer=optimizer, loss="mse", steps_per_execution=steps_per_execution, jit_compile=False)
 
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+    def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """``serving_default`` (bytes) and ``serving_tensors`` returning ``brightness``."""
         import tensorflow as tf
 
-        shape = self.input_shape(manifest)
+        shape = self.input_shape(info)
         module = tf.Module()
         module.model = model
 
@@ -182,7 +183,7 @@ class Brightness(Task):
         tf.saved_model.save(module, export_dir, signatures=signatures)
         return export_dir
 
-    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+    def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """``serving_default``, checked to return ``brightness``."""
         import tensorflow as tf
 
@@ -192,14 +193,14 @@ class Brightness(Task):
             raise TaskError(f"{saved_model_dir}: serving_default returns {sorted(fn.structured_outputs)}")
         return loaded, fn
 
-    def _truth(self, dataset_dir: str, split: str, limit: int | None) -> tuple[list[bytes], list[float], dict]:
+    def _truth(self, dataset_dir: str, split: str, limit: int | None) -> tuple[list[bytes], list[float], DatasetInfo]:
         import tensorflow as tf
 
         from trainer.evaluate import read_encoded_split
 
-        images, _labels, manifest = read_encoded_split(dataset_dir, split, limit)
+        images, _labels, info = read_encoded_split(dataset_dir, split, limit)
         decoded = [tf.io.decode_image(d, expand_animations=False)[None] for d in images]
-        return images, [float(_brightness(d)[0]) for d in decoded], manifest
+        return images, [float(_brightness(d)[0]) for d in decoded], info
 
     def evaluate(
         self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
@@ -208,8 +209,8 @@ class Brightness(Task):
         import numpy as np
         import tensorflow as tf
 
-        images, truth, manifest = self._truth(dataset_dir, config.split, limit)
-        _loaded, fn = self.serving_function(saved_model_dir, manifest)
+        images, truth, info = self._truth(dataset_dir, config.split, limit)
+        _loaded, fn = self.serving_function(saved_model_dir, info)
         served = np.concatenate(
             [
                 fn(image_bytes=tf.constant(images[i : i + config.batch_size]))["brightness"].numpy()

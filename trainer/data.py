@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainer import tfrecords
-from trainer.tfrecords import DatasetError, split_count
+from trainer.tfrecords import DatasetError, DatasetInfo
 
 if TYPE_CHECKING:  # the tasks import this module; a task is handed in, never imported here
     from trainer.tasks import Task
@@ -30,46 +29,45 @@ log = logging.getLogger(__name__)
 _DECODE_BATCH = 256
 
 
-def image_shape_of(manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+def image_shape_of(info: DatasetInfo) -> tuple[int, int, int]:
     """The ``(height, width, channels)`` of a dataset's images, from its manifest.
 
     Raises:
         DatasetError: the images differ in size (``image`` is null), so a model cannot take them as is.
     """
-    image = manifest.get("image")
-    if not image:
+    image = info.image
+    if image is None:
         raise DatasetError(
-            f"{manifest.get('dir', 'the dataset')}: dataset.json has no single image size (the images differ "
+            f"{info.where}: dataset.json has no single image size (the images differ "
             "in size); convert it again with resize: [height, width] so every image has the same shape"
         )
     try:
-        return int(image["height"]), int(image["width"]), int(image["channels"])
-    except (KeyError, TypeError, ValueError) as err:
+        return int(image.height), int(image.width), int(image.channels)
+    except (TypeError, ValueError) as err:
         raise DatasetError(
-            f"{manifest.get('dir', 'the dataset')}: dataset.json 'image' must be "
-            f"{{height, width, channels}}, got {image!r}"
+            f"{info.where}: dataset.json 'image' must be {{height, width, channels}}, got {image!r}"
         ) from err
 
 
-def cached_size_mb(manifest: Mapping[str, Any], split: str, shape: tuple[int, int, int] | None = None) -> float:
+def cached_size_mb(info: DatasetInfo, split: str, shape: tuple[int, int, int] | None = None) -> float:
     """The memory a split's decoded images take (uint8), in MB: what ``make_dataset(cache=True)`` holds.
 
     Args:
-        manifest: the dataset's manifest.
+        info: the dataset's manifest.
         split: the split.
         shape: the decoded (model input) shape; ``None`` for the dataset's own image shape.
     """
-    height, width, channels = shape or image_shape_of(manifest)
-    return split_count(manifest, split) * height * width * channels / 1e6
+    height, width, channels = shape or image_shape_of(info)
+    return info.split_count(split) * height * width * channels / 1e6
 
 
-def steps_per_epoch(manifest: Mapping[str, Any], split: str, batch_size: int, drop_remainder: bool) -> int:
+def steps_per_epoch(info: DatasetInfo, split: str, batch_size: int, drop_remainder: bool) -> int:
     """Batches in one pass over a split.
 
     Raises:
         DatasetError: the split is smaller than one batch while ``drop_remainder`` is on.
     """
-    count = split_count(manifest, split)
+    count = info.split_count(split)
     steps = count // batch_size if drop_remainder else math.ceil(count / batch_size)
     if steps < 1:
         raise DatasetError(
@@ -123,7 +121,7 @@ def make_dataset(
     augment: bool = False,
     seed: int | None = None,
     cache: bool = False,
-    manifest: Mapping[str, Any] | None = None,
+    info: DatasetInfo | None = None,
     options_threads: int | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``(images, targets)`` batches from a split of a TFRecord dataset.
@@ -142,7 +140,8 @@ def make_dataset(
         seed: shuffle/augmentation seed; ``None`` for a fresh order each run.
         cache: decode the split once and keep its images (uint8) in host memory; for splits read
             many times that fit in memory (``cached_size_mb`` tells the size).
-        manifest: the already-loaded manifest (saves a read); loaded from ``dataset_dir`` if ``None``.
+        info: ``dataset_dir``'s already-loaded manifest (saves a read; the shards are found through
+            it); loaded from ``dataset_dir`` if ``None``.
         options_threads: size of tf.data's private thread pool; ``None`` lets tf.data decide.
         task: the configured task (``trainer.tasks.get_task``): it reads the record features,
             decodes the images to the model's input shape and makes the targets.
@@ -159,11 +158,11 @@ def make_dataset(
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    manifest = manifest if manifest is not None else tfrecords.load_manifest(dataset_dir)
-    shape = task.input_shape(manifest)
-    split_count(manifest, split)
-    files = tfrecords.shard_paths(dataset_dir, split, manifest)
-    compression = manifest.get("compression") or ""
+    info = info if info is not None else tfrecords.load_dataset_info(dataset_dir)
+    shape = task.input_shape(info)
+    info.split_count(split)
+    files = info.shard_paths(split)
+    compression = info.compression or ""
     repeat = training if repeat is None else repeat
     autotune = tf.data.AUTOTUNE
 

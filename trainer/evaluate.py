@@ -5,9 +5,12 @@ The task-specific scoring lives with each task (``trainer/tasks/<task>/evaluatio
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from trainer.tfrecords import DatasetInfo
 
 # The feature keys read (docs/CONTRACTS.md, TFRecord schema).
 _ENCODED_KEY = "image/encoded"
@@ -20,7 +23,7 @@ class EvaluationError(ValueError):
 
 def read_encoded_split(
     dataset_dir: str, split: str, limit: Optional[int] = None
-) -> tuple[list[bytes], np.ndarray, dict[str, Any]]:
+) -> tuple[list[bytes], np.ndarray, DatasetInfo]:
     """Reads a split's encoded images and labels into memory.
 
     Args:
@@ -29,20 +32,20 @@ def read_encoded_split(
         limit: read at most this many examples.
 
     Returns:
-        (encoded images, int64 labels, manifest).
+        (encoded images, int64 labels, the dataset's manifest).
     """
     import tensorflow as tf
 
     from trainer import tfrecords
 
-    manifest = tfrecords.load_manifest(dataset_dir)
-    tfrecords.split_count(manifest, split)
-    files = tfrecords.shard_paths(dataset_dir, split, manifest)
+    info = tfrecords.load_dataset_info(dataset_dir)
+    info.split_count(split)
+    files = info.shard_paths(split)
     spec = {
         _ENCODED_KEY: tf.io.FixedLenFeature([], tf.string),
         _LABEL_KEY: tf.io.FixedLenFeature([], tf.int64),
     }
-    records = tf.data.TFRecordDataset(files, compression_type=manifest.get("compression") or "")
+    records = tf.data.TFRecordDataset(files, compression_type=info.compression or "")
     if limit is not None:
         records = records.take(limit)
     images: list[bytes] = []
@@ -50,4 +53,4 @@ def read_encoded_split(
     for batch in records.batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
         images.extend(batch[_ENCODED_KEY].numpy().tolist())
         labels.extend(batch[_LABEL_KEY].numpy().tolist())
-    return images, np.asarray(labels, dtype=np.int64), manifest
+    return images, np.asarray(labels, dtype=np.int64), info

@@ -7,8 +7,8 @@ processes never import TensorFlow (about 6 s per process); the reading half (:da
 the functions, so importing this module stays cheap.
 
 A dataset folder holds ``<split>-<i:05d>-of-<n:05d>.tfrecord[.gz]`` shards and a ``dataset.json``
-manifest written last, typed as :class:`DatasetInfo`: :func:`load_dataset_info` reads and checks it
-(:func:`load_manifest`: the same as a dict), :func:`shard_paths` lists a split.
+manifest written last, typed as :class:`DatasetInfo`: :func:`load_dataset_info` reads and checks it,
+:meth:`DatasetInfo.shard_paths` lists a split's shards and :meth:`DatasetInfo.split_count` its examples.
 """
 
 from __future__ import annotations
@@ -483,11 +483,20 @@ def decode_image(encoded: Any, channels: int = 0) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+# Metadata of a dataclass field that is not a key of dataset.json (set by the loader instead).
+_NOT_JSON = "not_json"
+
+
+def _json_fields(cls_or_obj: Any) -> list[dataclasses.Field]:
+    """The fields of a dataclass that are keys of its JSON object."""
+    return [f for f in dataclasses.fields(cls_or_obj) if not f.metadata.get(_NOT_JSON)]
+
+
 def _from_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
     """The keyword arguments of dataclass ``cls`` from a JSON object: unknown or missing keys are errors."""
     if not isinstance(data, dict):
         raise DatasetError(f"{where} must be a JSON object, got {type(data).__name__}: {json.dumps(data)[:80]}")
-    fields = dataclasses.fields(cls)
+    fields = _json_fields(cls)
     names = {f.name for f in fields}
     required = [f.name for f in fields if f.default is dataclasses.MISSING]
     unknown = sorted(set(data) - names)
@@ -606,6 +615,9 @@ class DatasetInfo:
         config: the ConvertConfig the dataset was made with, as a dict.
         boxes: box statistics of detection datasets, else None.
         shards_dir: where the shards are when not next to dataset.json (a fan-out's pointer copy).
+        location: the folder (local or gs://) the info was read from; set by
+            :func:`load_dataset_info`, not a key of ``dataset.json`` and not compared. None for an
+            info made in memory (the converter's, before it is written).
     """
 
     schema_version: int
@@ -624,10 +636,11 @@ class DatasetInfo:
     config: dict[str, Any]
     boxes: BoxStats | None = None
     shards_dir: str | None = None
+    location: str | None = dataclasses.field(default=None, compare=False, metadata={_NOT_JSON: True})
 
     @classmethod
     def from_json(cls, data: Any, where: str = MANIFEST_NAME) -> DatasetInfo:
-        """The info of a parsed ``dataset.json``.
+        """The info of a parsed ``dataset.json`` (its ``location`` is None: the loader sets it).
 
         Raises:
             DatasetError: another schema version, unknown or missing keys, or a malformed part.
@@ -650,7 +663,7 @@ class DatasetInfo:
     def to_json(self) -> dict[str, Any]:
         """The ``dataset.json`` object (:meth:`from_json` reads it back to an equal info)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
+        for f in _json_fields(self):
             value = getattr(self, f.name)
             if f.name in _NESTED:
                 value = None if value is None else dataclasses.asdict(value)
@@ -667,13 +680,65 @@ class DatasetInfo:
         """``dataset.json``'s text."""
         return json.dumps(self.to_json(), indent=1)
 
-    def shard_paths(self, dataset_dir: str, split: str) -> list[str]:
-        """The shard files of one split, in order (see :func:`shard_paths`)."""
-        return shard_paths(dataset_dir, split, {**self.to_json(), "dir": str(dataset_dir)})
+    @property
+    def where(self) -> str:
+        """How error messages name the dataset: its folder, or "the dataset" for an info made in memory."""
+        return self.location or "the dataset"
+
+    def split_count(self, split: str) -> int:
+        """The number of examples in a split; errors if the split is missing or empty.
+
+        Raises:
+            DatasetError: no such split, or a split with no examples or no shards.
+        """
+        if split not in self.splits:
+            raise DatasetError(
+                f"split {split!r} is not in {self.where}; it has {sorted(self.splits)}. "
+                "Pick one of those, or convert with that split"
+            )
+        info = self.splits[split]
+        if info.count < 1 or not info.shards:
+            raise DatasetError(
+                f"split {split!r} of {self.where} is empty ({info.count} examples, {len(info.shards)} "
+                "shards); convert with a larger limit_per_split or other split shares"
+            )
+        return info.count
+
+    def shard_paths(self, split: str) -> list[str]:
+        """The shard files of one split, in order, as paths/URIs.
+
+        They sit next to ``dataset.json`` (``location``), or under ``shards_dir`` when the manifest
+        has one (a pipeline step whose output artifact only points at a dataset written elsewhere).
+        This is the one place that turns a manifest into shard paths: training, evaluation, the
+        benchmark, the serving checks' known examples and verify all read shards through it.
+
+        Raises:
+            DatasetError: the split is missing (an empty split has no shards: :meth:`split_count`
+                refuses it).
+            ValueError: the info has neither ``shards_dir`` nor ``location`` (it was not read from a
+                folder: read it with :func:`load_dataset_info`).
+        """
+        if split not in self.splits:
+            self.split_count(split)  # raises the one "split is not in" error
+        base = self.shards_dir or self.location
+        if base is None:
+            raise ValueError(
+                "this DatasetInfo has no location and no shards_dir, so its shards cannot be found; "
+                "expected an info read by load_dataset_info(folder)"
+            )
+        return [storage.join(base, s.file) for s in self.splits[split].shards]
 
 
 def load_dataset_info(dataset_dir: str) -> DatasetInfo:
     """Reads and checks ``<dataset_dir>/dataset.json`` (a local folder or a gs:// URI).
+
+    This is the one reader of ``dataset.json``: every step and the trainer read a dataset through it.
+
+    Args:
+        dataset_dir: the dataset folder (a ``Dataset`` artifact's path or URI).
+
+    Returns:
+        The info, with ``location`` set to ``dataset_dir``.
 
     Raises:
         DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
@@ -688,64 +753,9 @@ def load_dataset_info(dataset_dir: str) -> DatasetInfo:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path} is not valid JSON ({err}); re-run the convert step") from None
-    return DatasetInfo.from_json(data, path)
+    return dataclasses.replace(DatasetInfo.from_json(data, path), location=dataset_dir)
 
 
 def write_dataset_info(dataset_dir: str, info: DatasetInfo) -> None:
     """Writes ``info`` as ``<dataset_dir>/dataset.json`` (local or gs://)."""
     storage.write_text(storage.join(str(dataset_dir), MANIFEST_NAME), info.to_text())
-
-
-def load_manifest(dataset_dir: str) -> dict[str, Any]:
-    """``dataset.json`` as a dict: :func:`load_dataset_info`'s checks, its :meth:`DatasetInfo.to_json`.
-
-    Args:
-        dataset_dir: the dataset folder (a ``Dataset`` artifact's path or URI).
-
-    Returns:
-        The manifest as a dict (see docs/CONTRACTS.md), with ``dir`` added: the folder it was read from.
-
-    Raises:
-        DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
-    """
-    return {**load_dataset_info(dataset_dir).to_json(), "dir": str(dataset_dir)}
-
-
-def shard_paths(dataset_dir: str, split: str, manifest: Mapping[str, Any] | None = None) -> list[str]:
-    """The shard files of one split, in order, as paths/URIs.
-
-    They sit next to ``dataset.json``, or under the manifest's ``shards_dir`` when it has one (a
-    pipeline step whose output artifact only points at a dataset written elsewhere). This is the
-    one place that turns a manifest into shard paths: training, evaluation, the benchmark, the
-    serving checks' known examples and verify all read shards through it.
-
-    Raises:
-        DatasetError: the split is missing (an empty split has no shards: ``split_count`` refuses it).
-    """
-    manifest = manifest or load_manifest(dataset_dir)
-    splits = manifest["splits"]
-    if split not in splits:
-        split_count(manifest, split)  # raises the one "split is not in" error
-    base = manifest.get("shards_dir") or str(dataset_dir)
-    return [storage.join(base, s["file"]) for s in splits[split]["shards"]]
-
-
-def split_count(manifest: Mapping[str, Any], split: str) -> int:
-    """The number of examples in a split; errors if the split is missing or empty.
-
-    Raises:
-        DatasetError: no such split, or a split with no examples or no shards.
-    """
-    splits = manifest["splits"]
-    where = manifest.get("dir", "the dataset")
-    if split not in splits:
-        raise DatasetError(
-            f"split {split!r} is not in {where}; it has {sorted(splits)}. Pick one of those, or convert with that split"
-        )
-    count = int(splits[split].get("count", 0))
-    if count < 1 or not splits[split].get("shards"):
-        raise DatasetError(
-            f"split {split!r} of {where} is empty ({count} examples, {len(splits[split].get('shards') or [])} "
-            "shards); convert with a larger limit_per_split or other split shares"
-        )
-    return count

@@ -28,6 +28,7 @@ from trainer import data, distribute, model_folder, storage, tfrecords
 from trainer.config import TrainConfig
 from trainer.errors import TrainingError
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
+from trainer.tfrecords import DatasetInfo
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def scaled_learning_rate(config: TrainConfig, global_batch: int) -> float:
 
 
 def _align_steps(
-    config: TrainConfig, spe: int, manifest: Mapping[str, Any], global_batch: int, drop_remainder: bool
+    config: TrainConfig, spe: int, info: DatasetInfo, global_batch: int, drop_remainder: bool
 ) -> tuple[int, int]:
     """Steps per epoch and steps per execution that fit each other.
 
@@ -116,7 +117,7 @@ def _align_steps(
     an explicit ``steps_per_epoch`` keeps its count with fewer steps per execution.
     """
     if config.steps_per_epoch is None:
-        steps = data.steps_per_epoch(manifest, config.train_split, global_batch, drop_remainder)
+        steps = data.steps_per_epoch(info, config.train_split, global_batch, drop_remainder)
         if steps < spe:
             return steps, steps
         return steps - steps % spe, spe
@@ -132,17 +133,13 @@ def _effective_config(config: TrainConfig, **resolved: Any) -> TrainConfig:
     return config.replace(**{k: v for k, v in resolved.items() if getattr(config, k) in (None, "auto")})
 
 
-def _dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
-    source = manifest.get("source") or {}
-    fp = source.get("fingerprint") if isinstance(source, Mapping) else None
-    if fp:
-        return str(fp)
+def _dataset_fingerprint(info: DatasetInfo) -> str:
+    """The source's fingerprint, or (a source without one) a hash of the shards' checksums."""
+    if info.source.fingerprint:
+        return str(info.source.fingerprint)
     import hashlib
 
-    shards = {
-        s: [sh.get("crc32c") or sh.get("sha256") or sh.get("file") for sh in v["shards"]]
-        for s, v in manifest["splits"].items()
-    }
+    shards = {s: [sh.crc32c or sh.sha256 or sh.file for sh in v.shards] for s, v in info.splits.items()}
     return hashlib.sha256(json.dumps(shards, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -230,7 +227,7 @@ class TrainingSummary:
 class _Prepared:
     """What is known before TensorFlow starts: the dataset, the task, the folders, the fingerprints."""
 
-    manifest: dict[str, Any]
+    info: DatasetInfo
     task: Task
     val_split: Optional[str]
     ckpt_dir: str
@@ -361,7 +358,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
     from trainer import callbacks
 
     strategy = distribute.get_strategy(config.accelerator)
-    settings = _settings(config, prepared.manifest, strategy)
+    settings = _settings(config, prepared.info, strategy)
     model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
     manager = tf.train.CheckpointManager(checkpoint, prepared.ckpt_dir, max_to_keep=3)
     resumed_from = _restore(checkpoint, manager, optimizer, settings.total_steps(config))
@@ -405,28 +402,28 @@ def _prepare(
 
     Returns the finished training's summary when ``model_dir`` already holds this very training.
     """
-    manifest = tfrecords.load_manifest(dataset_dir)
+    info = tfrecords.load_dataset_info(dataset_dir)
     try:
-        task_type = type(task_of_manifest(manifest))
+        task_type = type(task_of_manifest(info))
     except TaskError as err:
         raise TrainingError(f"{dataset_dir}: {err}") from err
     task = task_type(config.model_options)  # a bad option is the task's error, naming the option
-    task.check_dataset(manifest)
-    data.split_count(manifest, config.train_split)
+    task.check_dataset(info)
+    info.split_count(config.train_split)
     val_split = config.validation_split
-    if val_split is not None and val_split not in manifest["splits"]:
+    if val_split is not None and val_split not in info.splits:
         log.warning(
             "validation split %r is not in the dataset (%s); training without validation",
             val_split,
-            sorted(manifest["splits"]),
+            sorted(info.splits),
         )
         val_split = None
     if val_split is not None:
-        data.split_count(manifest, val_split)
+        info.split_count(val_split)
     check_writable(model_dir)
 
     fingerprint = config.fingerprint()
-    dataset_fp = _dataset_fingerprint(manifest)
+    dataset_fp = _dataset_fingerprint(info)
     finished = storage.read_json(model_folder.summary_path(model_dir))
     if finished is not None:
         if finished.get("config_fingerprint") == fingerprint and finished.get("dataset_fingerprint") == dataset_fp:
@@ -452,7 +449,7 @@ def _prepare(
             "would mix two trainings. Train into a new folder (or delete the checkpoints)"
         )
     return _Prepared(
-        manifest=manifest,
+        info=info,
         task=task,
         val_split=val_split,
         ckpt_dir=ckpt_dir,
@@ -470,7 +467,7 @@ def _precision(config: TrainConfig, kind: str) -> str:
     return choice.policy
 
 
-def _settings(config: TrainConfig, manifest: Mapping[str, Any], strategy: Any) -> _Settings:
+def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Settings:
     """Batch, precision, steps per execution, XLA and steps per epoch for the strategy."""
     import tensorflow as tf
 
@@ -484,8 +481,8 @@ def _settings(config: TrainConfig, manifest: Mapping[str, Any], strategy: Any) -
         # value for placeholder tensor", keras-team/keras#19246, reproduced here with 2 replicas).
         log.warning("steps_per_execution %d is not supported by Keras under MirroredStrategy; using 1", spe)
         spe = 1
-    steps_per_epoch, spe = _align_steps(config, spe, manifest, global_batch, defaults.drop_remainder)
-    train_count = data.split_count(manifest, config.train_split)
+    steps_per_epoch, spe = _align_steps(config, spe, info, global_batch, defaults.drop_remainder)
+    train_count = info.split_count(config.train_split)
     if global_batch > train_count:
         log.warning(
             "the global batch (%d) is larger than the %r split (%d examples)",
@@ -533,7 +530,7 @@ def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strate
     try:
         with strategy.scope():
             try:
-                model = prepared.task.build_model(config.model, prepared.manifest)
+                model = prepared.task.build_model(config.model, prepared.info)
             except TaskError as err:
                 raise TrainingError(str(err)) from err
             prepared.task.compile(
@@ -556,9 +553,9 @@ def _inputs(
     dataset_dir: str, config: TrainConfig, prepared: _Prepared, settings: _Settings
 ) -> tuple[Any, Any, Optional[int], bool]:
     """The training input, the validation input (or None) with its step count, and whether it caches."""
-    manifest, task = prepared.manifest, prepared.task
-    shape = task.input_shape(manifest)
-    cache = 0 < data.cached_size_mb(manifest, config.train_split, shape) <= config.cache_max_mb
+    info, task = prepared.info, prepared.task
+    shape = task.input_shape(info)
+    cache = 0 < data.cached_size_mb(info, config.train_split, shape) <= config.cache_max_mb
     train_ds = data.make_dataset(
         dataset_dir,
         config.train_split,
@@ -569,7 +566,7 @@ def _inputs(
         augment=config.augment,
         seed=config.seed,
         cache=cache,
-        manifest=manifest,
+        info=info,
         task=task,
     )
     if prepared.val_split is None:
@@ -580,10 +577,10 @@ def _inputs(
         settings.global_batch,
         training=False,
         drop_remainder=settings.drop_remainder,
-        manifest=manifest,
+        info=info,
         task=task,
     )
-    val_count = data.split_count(manifest, prepared.val_split)
+    val_count = info.split_count(prepared.val_split)
     batch = settings.global_batch
     full = val_count // batch if settings.drop_remainder else math.ceil(val_count / batch)
     # A bounded count: Keras then neither warns about running out of data nor reads past the end.
@@ -637,8 +634,8 @@ def _summary(
         train_loss=last.get("loss"),
         val_loss=last.get("val_loss"),
         **{"train_accuracy": None, "val_accuracy": None, **prepared.task.summary_metrics(history)},
-        class_names=list(prepared.manifest["classes"]),
-        image_shape=list(prepared.task.input_shape(prepared.manifest)),
+        class_names=list(prepared.info.classes),
+        image_shape=list(prepared.task.input_shape(prepared.info)),
         dataset=dataset_dir,
         dataset_fingerprint=prepared.dataset_fp,
         config_fingerprint=prepared.fingerprint,
@@ -653,10 +650,10 @@ def _export(model: Any, model_dir: str, effective: TrainConfig, summary: Trainin
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
-    prepared.task.export(model, saved, prepared.manifest)
+    prepared.task.export(model, saved, prepared.info)
     model.save(_join(model_dir, model_folder.KERAS_MODEL))
     storage.write_text(_join(model_dir, model_folder.CONFIG), effective.to_yaml())
-    storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.manifest, prepared.task))
+    storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
 
 
@@ -664,18 +661,16 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def model_card(summary: TrainingSummary, manifest: Mapping[str, Any], task: Task) -> str:
+def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
     """A short Markdown model card: dataset, accelerator, steps, the task's final metrics, serving."""
-    source = manifest.get("source") or {}
-    counts = {s: v.get("count") for s, v in manifest["splits"].items()}
+    counts = {s: v.count for s, v in info.splits.items()}
     classes = summary.class_names
     outputs = " and ".join(f"`{name}`" for name in task.serving.outputs)
     lines = [
         f"# Model card: {summary.model}",
         "",
         "## Dataset",
-        f"- location: `{summary.dataset}` (source `{source.get('uri', 'n/a')}`, fingerprint "
-        f"`{summary.dataset_fingerprint}`)",
+        f"- location: `{summary.dataset}` (source `{info.source.uri}`, fingerprint `{summary.dataset_fingerprint}`)",
         f"- examples per split: {', '.join(f'{k} {v}' for k, v in counts.items())}",
         f"- images: {'x'.join(str(v) for v in summary.image_shape)}; {len(classes)} classes: "
         f"{', '.join(classes[:20])}{' ...' if len(classes) > 20 else ''}",

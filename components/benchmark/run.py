@@ -45,14 +45,14 @@ def run_benchmark(
     from trainer.benchmark import benchmark_http, benchmark_signature, plan_batches
     from trainer.evaluate import read_encoded_split
     from trainer.tasks import task_of_model
-    from trainer.tfrecords import load_manifest, split_count
+    from trainer.tfrecords import load_dataset_info
 
     task = task_of_model(model_dir)
     price = lookup(load_price_table(config.price_table), config.accelerator)
-    manifest = load_manifest(dataset_dir)
-    count = split_count(manifest, split)
+    info = load_dataset_info(dataset_dir)
+    count = info.split_count(split)
     saved_model = model_folder.saved_model_dir(model_dir)
-    _loaded, fn = task.serving_function(saved_model, manifest)
+    _loaded, fn = task.serving_function(saved_model, info)
     # Distinct images beyond num_images add nothing: the benchmark cycles over what it reads.
     images, _, _ = read_encoded_split(dataset_dir, split, min(count, config.num_images))
     per_path = len(plan_batches(len(images), config.num_images, config.batch_size)) * config.rounds

@@ -93,12 +93,12 @@ def _read_records(path: str, compression: str, check: _SplitCheck, batch_size: i
 
 
 def _verify_split(
-    dataset_dir: str, info: DatasetInfo, split: str, tmpdir: str, decode: int, batch_size: int, problems: list[str]
+    info: DatasetInfo, split: str, tmpdir: str, decode: int, batch_size: int, problems: list[str]
 ) -> dict[str, int]:
     """Checks one split's shards; returns its ``shards``, ``records``, ``decoded`` and ``bytes``."""
     totals = {"shards": 0, "records": 0, "decoded": 0, "bytes": 0}
     check = _SplitCheck("", info.classes, problems, decode)
-    for shard, path in zip(info.splits[split].shards, info.shard_paths(dataset_dir, split), strict=True):
+    for shard, path in zip(info.splits[split].shards, info.shard_paths(split), strict=True):
         try:
             data = read_bytes(path)
         except (OSError, ValueError) as err:
@@ -143,7 +143,7 @@ def verify(dataset_dir: str, decode_per_split: int = 32, batch_size: int = 256) 
     totals = collections.Counter({"shards": 0, "records": 0, "decoded": 0, "bytes": 0})
     with tempfile.TemporaryDirectory(prefix="verify-") as tmpdir:
         for split in info.splits:
-            totals.update(_verify_split(dataset_dir, info, split, tmpdir, decode_per_split, batch_size, problems))
+            totals.update(_verify_split(info, split, tmpdir, decode_per_split, batch_size, problems))
     if problems:
         shown = "; ".join(problems[:10])
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""

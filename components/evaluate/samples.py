@@ -86,10 +86,10 @@ def classification_sample(task: Any, model_dir: str, dataset_dir: str, split: st
     from trainer.evaluate import read_encoded_split
     from trainer.tasks.classification.evaluation import predict_bytes
 
-    images, labels, manifest = read_encoded_split(dataset_dir, split, SCANNED)
-    _loaded, fn = task.serving_function(model_folder.saved_model_dir(model_dir), manifest)
+    images, labels, info = read_encoded_split(dataset_dir, split, SCANNED)
+    _loaded, fn = task.serving_function(model_folder.saved_model_dir(model_dir), info)
     probabilities = predict_bytes(fn, images, 128)
-    return sample_record(images, labels.tolist(), probabilities, manifest["classes"], split)
+    return sample_record(images, labels.tolist(), probabilities, list(info.classes), split)
 
 
 def write_sample(model_dir: str, dataset_dir: str, path: str, split: str = "test") -> dict[str, Any]:

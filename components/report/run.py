@@ -1,9 +1,10 @@
 """The run report: one self-contained HTML page of everything a run produced.
 
 Built from the steps' own records, read as plain files and dicts (no TensorFlow, no import of
-another step): the dataset's ``dataset.json`` and ``rejected.jsonl``, training's ``training.json``,
-the evaluation's metrics, confusion matrix, blessing and image sample, the benchmark's row, and
-the stages' ``current.json`` and ``history.jsonl``. Every chart is drawn by :mod:`components.charts`
+another step): the dataset's ``dataset.json`` (read by ``trainer.tfrecords.load_dataset_info``)
+and ``rejected.jsonl``, training's ``training.json``, the evaluation's metrics, confusion matrix,
+blessing and image sample, the benchmark's row, and the stages' ``current.json`` and
+``history.jsonl``. Every chart is drawn by :mod:`components.charts`
 (matplotlib, inline SVG) and every image is a ``data:`` URI: the page loads nothing, runs no
 script, and opens the same from a laptop's disk or in the Kubeflow UI's sandboxed frame.
 
@@ -19,11 +20,14 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from components import charts, pages
 from components.pages import Markup
 from trainer import model_folder
+
+if TYPE_CHECKING:
+    from trainer.tfrecords import DatasetInfo
 
 # Rejections listed one by one (the rest are counted by reason).
 REJECTIONS_LISTED = 20
@@ -278,41 +282,56 @@ def steps_section(steps: Optional[Sequence[StepRecord]], failure: Optional[Failu
     return _section("steps", "Steps", "\n".join(parts))
 
 
+def _dataset_info(dataset_dir: Optional[str]) -> Optional[DatasetInfo]:
+    """The dataset's manifest, or None when there is no dataset folder or no ``dataset.json`` in it.
+
+    Raises:
+        ReportError: ``dataset.json`` is there but is not a valid manifest.
+    """
+    from trainer import storage, tfrecords
+
+    if not dataset_dir or not storage.exists(_join(dataset_dir, tfrecords.MANIFEST_NAME)):
+        return None
+    try:
+        return tfrecords.load_dataset_info(dataset_dir)
+    except tfrecords.DatasetError as err:
+        raise ReportError(str(err)) from None
+
+
 def dataset_section(dataset_dir: Optional[str]) -> str:
     """Counts per split and class, a chart of them, and the rejections with their reasons."""
-    manifest = read_json(_join(dataset_dir, "dataset.json")) if dataset_dir else None
-    if manifest is None:
+    info = _dataset_info(dataset_dir)
+    if info is None:
         return _section("dataset", "Dataset", _missing("No dataset: the conversion did not finish."))
-    splits = manifest.get("splits", {})
-    classes = [str(c) for c in manifest.get("classes", [])]
+    splits = info.splits
+    classes = [str(c) for c in info.classes]
     names = list(splits)
-    total = sum(int(s.get("count", 0)) for s in splits.values())
-    source = manifest.get("source", {}) or {}
-    image = manifest.get("image", {}) or {}
+    total = sum(s.count for s in splits.values())
+    image = info.image
+    size = "?×?×?" if image is None else f"{image.height}×{image.width}×{image.channels}"
     cards = "".join(
         [
             _card(f"{total:,}", "images"),
-            *(_card(f"{int(splits[n].get('count', 0)):,}", f"{n}") for n in names),
+            *(_card(f"{splits[n].count:,}", f"{n}") for n in names),
             _card(f"{len(classes)}", "classes"),
-            _card(f"{int(manifest.get('rejected', 0)):,}", "rejected"),
+            _card(f"{info.rejected:,}", "rejected"),
         ]
     )
     parts = [
-        f"<p>Source <code>{_e(source.get('uri', '?'))}</code> ({_e(source.get('format', '?'))}); images "
-        f"{_e(image.get('height', '?'))}×{_e(image.get('width', '?'))}×{_e(image.get('channels', '?'))}.</p>",
+        f"<p>Source <code>{_e(info.source.uri)}</code> ({_e(info.source.format)}); images {_e(size)}.</p>",
         f'<div class="cards">{cards}</div>',
     ]
-    counts = {n: splits[n].get("class_counts", {}) or {} for n in names}
+    counts = {n: splits[n].class_counts for n in names}
     rows = [[c, *(counts[n].get(c, 0) for n in names)] for c in classes]
-    rows.append(["all", *(int(splits[n].get("count", 0)) for n in names)])
+    rows.append(["all", *(splits[n].count for n in names)])
     side = [_table(["class", *names], rows)]
     if classes and names:
         series = {n: [float(counts[n].get(c, 0)) for c in classes] for n in names}
         side.append(charts.grouped_bars("Images per class and split", classes, series, "images", width_in=7.0))
     parts.append(f'<div class="charts">{"".join(side)}</div>')
     parts.append("<h3>Rejected images</h3>")
-    reasons = manifest.get("rejected_reasons", {}) or {}
-    if not int(manifest.get("rejected", 0)):
+    reasons = info.rejected_reasons
+    if not info.rejected:
         parts.append("<p>None: every image of the source was usable.</p>")
     else:
         parts.append(_table(["reason", "images"], sorted(reasons.items(), key=lambda kv: -kv[1])))

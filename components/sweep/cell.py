@@ -194,7 +194,7 @@ def run_cell(
     from trainer.tasks import task_of_manifest
     from trainer.train import train
 
-    task = task_of_manifest(tfrecords.load_manifest(dataset_dir))
+    task = task_of_manifest(tfrecords.load_dataset_info(dataset_dir))
     if cell.image_size is not None and not task.accepts_image_size():
         raise GridError(
             f"cell {cell.name}: image_size {cell.image_size} applies to tasks that resize their input (detection "

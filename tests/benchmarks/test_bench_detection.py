@@ -55,7 +55,7 @@ def _straightforward_input(dataset_dir: str, size: int, max_boxes: int):
 
     from trainer import tfrecords
 
-    files = tfrecords.shard_paths(dataset_dir, "train")
+    files = tfrecords.load_dataset_info(dataset_dir).shard_paths("train")
     spec = {k: tfrecords.FEATURE_SPEC[k] for k in ("image/encoded", "image/object/class/label")}
     spec.update(
         {

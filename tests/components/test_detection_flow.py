@@ -66,9 +66,11 @@ def test_boxes_are_normalised_to_the_original_image_whatever_its_size(det):
 
     from trainer.tasks.detection.export import predict_in_process
     from trainer.tasks.detection.input import read_detection_split
+    from trainer.tfrecords import load_dataset_info
 
-    _loaded, fn = TASK.serving_function(os.path.join(det["model"], "saved_model"), {})
-    record = next(r for r in read_detection_split(det["dataset"], "test", 50) if r["boxes"])
+    info = load_dataset_info(det["dataset"])
+    _loaded, fn = TASK.serving_function(os.path.join(det["model"], "saved_model"), info)
+    record = next(r for r in read_detection_split(info, "test", 50) if r["boxes"])
     pixels = np.asarray(Image.open(io.BytesIO(record["encoded"])).convert("RGB"))[:64, :64]
 
     def png(array):
@@ -117,8 +119,9 @@ def test_served_map_from_rest_answers_equals_the_evaluation(det, served):
     from trainer.config import EvaluateConfig
     from trainer.tasks.detection.evaluation import coco_evaluate
     from trainer.tasks.detection.input import read_detection_split
+    from trainer.tfrecords import load_dataset_info
 
-    records = read_detection_split(det["dataset"], "test")
+    records = read_detection_split(load_dataset_info(det["dataset"]), "test")
     url = f"{served.url}/v1/models/detector:predict"
     rest = [
         p

@@ -11,7 +11,7 @@ from components.convert import convert, verify
 from tests.gcs_emulator import running_emulator
 from trainer import storage
 from trainer.config import ConvertConfig
-from trainer.tfrecords import load_manifest
+from trainer.tfrecords import load_dataset_info
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,8 @@ def test_builtin_source_to_gcs_output_verifies_and_reruns_as_noop(emulator):
     files = [s["file"] for v in manifest["splits"].values() for s in v["shards"]]
     assert len(files) > 3  # several shards, uploaded together through transfer_manager
     assert sorted(f"datasets/digits/{f}" for f in files + ["dataset.json", "rejected.jsonl"]) == names
-    loaded = load_manifest("gs://data/datasets/digits")
-    assert loaded["plan_key"] == manifest["plan_key"]
+    loaded = load_dataset_info("gs://data/datasets/digits")
+    assert loaded.plan_key == manifest["plan_key"]
     for info in manifest["splits"].values():  # the manifest's checksums are the ones GCS computed on upload
         for shard in info["shards"]:
             blob = _bucket().get_blob(f"datasets/digits/{shard['file']}")
@@ -85,7 +85,7 @@ def test_empty_class_folders_on_gcs_are_reported(photos):
     config = ConvertConfig(source="gs://data/classes", splits={"train": 1.0}, workers=1)
     manifest = convert(config, "gs://data/classes-out")
     assert manifest["classes"] == ["a"] and manifest["empty_classes"] == ["docs", "empty"]
-    assert load_manifest("gs://data/classes-out")["empty_classes"] == ["docs", "empty"]
+    assert load_dataset_info("gs://data/classes-out").empty_classes == ("docs", "empty")
 
 
 def test_coco_on_gcs_is_read_strictly(emulator):

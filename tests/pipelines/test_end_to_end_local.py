@@ -73,13 +73,13 @@ def test_shards_exist_and_read_back_with_tf_data(local_run):
 
     run_dir, _, _ = local_run
     dataset_dir = next(run_dir.glob("convert-to-tfrecords*/dataset"))
-    manifest = tfrecords.load_manifest(str(dataset_dir))
-    assert set(manifest["splits"]) >= {"train", "test"}
-    for split, info in manifest["splits"].items():
-        paths = [str(dataset_dir / s["file"]) for s in info["shards"]]
+    info = tfrecords.load_dataset_info(str(dataset_dir))
+    assert set(info.splits) >= {"train", "test"}
+    for split, split_info in info.splits.items():
+        paths = [str(dataset_dir / s.file) for s in split_info.shards]
         assert all(os.path.getsize(p) > 0 for p in paths)
-        count = sum(1 for _ in tf.data.TFRecordDataset(paths, compression_type=manifest.get("compression") or ""))
-        assert count == info["count"] <= 400, split
+        count = sum(1 for _ in tf.data.TFRecordDataset(paths, compression_type=info.compression or ""))
+        assert count == split_info.count <= 400, split
 
 
 def test_training_and_evaluation_metrics_are_in_range(local_run):

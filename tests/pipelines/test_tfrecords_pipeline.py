@@ -98,12 +98,12 @@ def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, f
 def test_a_pointer_manifest_leads_to_the_shards(tmp_path):
     from components.convert.run import finalize_step, plan_step, shards_step
     from trainer.config import ConvertConfig
-    from trainer.tfrecords import load_manifest, shard_paths
+    from trainer.tfrecords import load_dataset_info
 
     staged, pointer = str(tmp_path / "staged"), str(tmp_path / "pointer")
     ranges = plan_step(ConvertConfig(source="digits", limit_per_split=10, workers=1), staged, parts=2)
     for r in ranges:
         shards_step(staged, r["start"], r["stop"])
     finalize_step(staged, verify=False, pointer=pointer)
-    paths = shard_paths(pointer, "train", load_manifest(pointer))
+    paths = load_dataset_info(pointer).shard_paths("train")
     assert paths == [f"{staged}/train-00000-of-00001.tfrecord"] and os.path.exists(paths[0])

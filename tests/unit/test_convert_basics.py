@@ -7,14 +7,13 @@ import pytest
 
 from components.convert import ConvertError, convert
 from trainer.config import ConvertConfig
-from trainer.tfrecords import iter_records, load_manifest
+from trainer.tfrecords import iter_records, load_dataset_info
 
 
 def _records(folder, split):
-    manifest = load_manifest(str(folder))
     out = []
-    for shard in manifest["splits"][split]["shards"]:
-        out.extend(iter_records(open(os.path.join(folder, shard["file"]), "rb").read()))
+    for path in load_dataset_info(str(folder)).shard_paths(split):
+        out.extend(iter_records(open(path, "rb").read()))
     return out
 
 

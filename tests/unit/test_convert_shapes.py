@@ -75,11 +75,12 @@ def test_shapes_converts_through_the_coco_reader_and_reads_back_with_tf_data(tmp
         truth[ann["image_id"]].append(([y / 64, x / 64, (y + h) / 64, (x + w) / 64], ann["category_id"] - 1))
 
     tf = pytest.importorskip("tensorflow")
-    from trainer.tfrecords import parse_batch, shard_paths
+    from trainer.tfrecords import load_dataset_info, parse_batch
 
     seen = 0
-    for split in manifest["splits"]:
-        for batch in tf.data.TFRecordDataset(shard_paths(str(out), split, manifest)).batch(4):
+    info = load_dataset_info(str(out))
+    for split in info.splits:
+        for batch in tf.data.TFRecordDataset(info.shard_paths(split)).batch(4):
             parsed = parse_batch(batch)
             keys = parsed["image/source_key"].numpy()
             cols = [parsed[f"image/object/bbox/{k}"].to_list() for k in ("ymin", "xmin", "ymax", "xmax")]

@@ -1,15 +1,15 @@
 """tf.data input from a TFRecord dataset folder: shapes, values, order, and bad folders."""
 
+import dataclasses
 import gzip
-import json
 
 import numpy as np
 import pytest
 
-from tests.datasets import make_images, write_test_dataset
+from tests.datasets import dataset_info, make_images, write_test_dataset
 from trainer import data
 from trainer.tasks import get_task
-from trainer.tfrecords import DatasetError, load_manifest
+from trainer.tfrecords import DatasetError, ShardInfo, SplitInfo, load_dataset_info, write_dataset_info
 
 CLASSIFIER = get_task("classification")
 
@@ -51,7 +51,7 @@ def test_cached_pass_gives_the_same_examples(dataset):
     for part in (slice(0, 40), slice(40, 80)):
         np.testing.assert_array_equal(images[part], streamed[0])
         np.testing.assert_array_equal(labels[part], streamed[1])
-    assert data.cached_size_mb(load_manifest(str(dataset)), "train") == 40 * 28 * 28 / 1e6
+    assert data.cached_size_mb(load_dataset_info(str(dataset)), "train") == 40 * 28 * 28 / 1e6
 
 
 def test_training_stream_repeats_with_fixed_batches(dataset):
@@ -71,24 +71,24 @@ def test_augment_keeps_shape_and_range(dataset):
 
 def test_gzip_shards(tmp_path):
     folder = write_test_dataset(tmp_path / "ds", {"train": 6}, shards=1)
-    manifest = json.loads((folder / "dataset.json").read_text())
-    shard = manifest["splits"]["train"]["shards"][0]
-    raw = (folder / shard["file"]).read_bytes()
-    (folder / shard["file"]).unlink()
-    shard["file"] += ".gz"
-    (folder / shard["file"]).write_bytes(gzip.compress(raw))
-    manifest["compression"] = "GZIP"
-    (folder / "dataset.json").write_text(json.dumps(manifest))
+    info = load_dataset_info(str(folder))
+    (shard,) = info.splits["train"].shards
+    raw = (folder / shard.file).read_bytes()
+    (folder / shard.file).unlink()
+    gz = dataclasses.replace(shard, file=shard.file + ".gz")
+    (folder / gz.file).write_bytes(gzip.compress(raw))
+    split = dataclasses.replace(info.splits["train"], shards=(gz,))
+    write_dataset_info(str(folder), dataclasses.replace(info, compression="GZIP", splits={"train": split}))
     images, _ = _all(data.make_dataset(str(folder), "train", batch_size=4, training=False, task=CLASSIFIER))
     assert images.shape == (6, 28, 28, 1)
 
 
 def test_steps_per_epoch():
-    manifest = {"splits": {"train": {"count": 100, "shards": [{"file": "x"}]}}}
-    assert data.steps_per_epoch(manifest, "train", 32, drop_remainder=False) == 4
-    assert data.steps_per_epoch(manifest, "train", 32, drop_remainder=True) == 3
+    info = dataset_info({"train": SplitInfo(100, {}, (ShardInfo("x", 100, 1),))})
+    assert data.steps_per_epoch(info, "train", 32, drop_remainder=False) == 4
+    assert data.steps_per_epoch(info, "train", 32, drop_remainder=True) == 3
     with pytest.raises(DatasetError, match="fewer than one global batch of 128"):
-        data.steps_per_epoch(manifest, "train", 128, drop_remainder=True)
+        data.steps_per_epoch(info, "train", 128, drop_remainder=True)
 
 
 def test_folder_without_manifest(tmp_path):
@@ -106,9 +106,7 @@ def test_missing_and_empty_splits(tmp_path):
 
 def test_images_of_mixed_sizes_need_a_resize(tmp_path):
     folder = write_test_dataset(tmp_path / "ds", {"train": 4})
-    manifest = json.loads((folder / "dataset.json").read_text())
-    manifest["image"] = None
-    (folder / "dataset.json").write_text(json.dumps(manifest))
+    write_dataset_info(str(folder), dataclasses.replace(load_dataset_info(str(folder)), image=None))
     with pytest.raises(DatasetError, match="convert it again with resize"):
         data.make_dataset(str(folder), "train", 2, training=True, task=CLASSIFIER)
 

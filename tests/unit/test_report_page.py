@@ -14,6 +14,8 @@ from components.report import run as report_run
 from components.report.run import Failure, ReportInputs, StepRecord
 from components.serving import stages
 from components.serving.checks import CheckResult
+from tests.datasets import dataset_info
+from trainer.tfrecords import ImageShape, SourceInfo, SplitInfo, write_dataset_info
 
 CLASSES = ["cat", "dog", "bird"]
 
@@ -29,21 +31,18 @@ def records(tmp_path):
     dataset = tmp_path / "dataset"
     dataset.mkdir()
     splits = {
-        "train": {"count": 90, "class_counts": {"cat": 31, "dog": 29, "bird": 30}, "shards": []},
-        "test": {"count": 30, "class_counts": {"cat": 11, "dog": 9, "bird": 10}, "shards": []},
+        "train": SplitInfo(90, {"cat": 31, "dog": 29, "bird": 30}, ()),
+        "test": SplitInfo(30, {"cat": 11, "dog": 9, "bird": 10}, ()),
     }
-    (dataset / "dataset.json").write_text(
-        json.dumps(
-            {
-                "source": {"uri": "/data/pets", "format": "folder"},
-                "classes": CLASSES,
-                "image": {"height": 8, "width": 8, "channels": 1},
-                "splits": splits,
-                "rejected": 2,
-                "rejected_reasons": {"undecodable": 2},
-            }
-        )
+    info = dataset_info(
+        splits,
+        CLASSES,
+        ImageShape(8, 8, 1),
+        source=SourceInfo("/data/pets", "folder", "pets"),
+        rejected=2,
+        rejected_reasons={"undecodable": 2},
     )
+    write_dataset_info(str(dataset), info)
     (dataset / "rejected.jsonl").write_text(
         json.dumps({"path": "/data/pets/cat/broken.png", "reason": "undecodable: truncated"})
         + "\n"

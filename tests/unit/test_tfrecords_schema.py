@@ -1,5 +1,6 @@
 """The record schema: hand-made protobuf and framing against TensorFlow's own."""
 
+import dataclasses
 import json
 
 import pytest
@@ -98,17 +99,34 @@ def test_iter_records_detects_corruption():
         list(tfrecords.iter_records(bytes(data)))
 
 
-def test_load_manifest_errors_say_what_to_do(tmp_path):
+def test_load_dataset_info_errors_say_what_to_do(tmp_path):
     with pytest.raises(tfrecords.DatasetError, match="has no dataset.json; run the convert step first"):
-        tfrecords.load_manifest(str(tmp_path))
+        tfrecords.load_dataset_info(str(tmp_path))
     (tmp_path / "dataset.json").write_text(json.dumps({"schema_version": 99, "classes": [], "splits": {}}))
     with pytest.raises(tfrecords.DatasetError, match="schema_version 99"):
-        tfrecords.load_manifest(str(tmp_path))
-    write_test_dataset(tmp_path, {"train": 3}, num_classes=1, shards=1)
-    assert tfrecords.load_manifest(str(tmp_path))["classes"] == ["class_0"]
-    assert tfrecords.shard_paths(str(tmp_path), "train") == [f"{tmp_path}/train-00000-of-00001.tfrecord"]
-    with pytest.raises(tfrecords.DatasetError, match="split 'test' is not in"):
-        tfrecords.shard_paths(str(tmp_path), "test")
+        tfrecords.load_dataset_info(str(tmp_path))
+    write_test_dataset(tmp_path, {"train": 3, "validation": 0}, num_classes=1, shards=1)
+    info = tfrecords.load_dataset_info(str(tmp_path))
+    assert info.classes == ("class_0",) and info.location == str(tmp_path)
+    assert info.shard_paths("train") == [f"{tmp_path}/train-00000-of-00001.tfrecord"]
+    assert info.split_count("train") == 3
+    with pytest.raises(tfrecords.DatasetError, match=f"split 'test' is not in {tmp_path}; it has"):
+        info.shard_paths("test")
+    assert info.shard_paths("validation") == []  # an empty split has no shards; split_count refuses it
+    with pytest.raises(tfrecords.DatasetError, match=f"split 'validation' of {tmp_path} is empty"):
+        info.split_count("validation")
+
+
+def test_shards_dir_and_location(tmp_path):
+    info = tfrecords.load_dataset_info(str(write_test_dataset(tmp_path, {"train": 2}, shards=1)))
+    elsewhere = dataclasses.replace(info, shards_dir="gs://bucket/data")
+    assert elsewhere.shard_paths("train") == ["gs://bucket/data/train-00000-of-00001.tfrecord"]
+    made = tfrecords.DatasetInfo.from_json(info.to_json())  # not read from a folder: no location
+    assert made.location is None and made == info
+    with pytest.raises(ValueError, match="no location and no shards_dir"):
+        made.shard_paths("train")
+    with pytest.raises(tfrecords.DatasetError, match="split 'test' is not in the dataset"):
+        made.split_count("test")
 
 
 def test_crc32c_combine_gives_the_checksum_of_the_concatenation():
@@ -133,11 +151,12 @@ def test_dataset_info_round_trips_and_refuses_unknown_or_missing_keys(tmp_path):
     info = tfrecords.load_dataset_info(str(tmp_path))
     assert tfrecords.DatasetInfo.from_json(info.to_json()) == info
     assert info.splits["train"].count == 4 and info.image == tfrecords.ImageShape(28, 28, 1)
-    manifest = tfrecords.load_manifest(str(tmp_path))
-    assert manifest == {**info.to_json(), "dir": str(tmp_path)}
+    assert "location" not in info.to_json()  # the folder is the loader's, not a key of the file
     data = info.to_json()
     with pytest.raises(tfrecords.DatasetError, match=r"unknown keys \['colour'\]"):
         tfrecords.DatasetInfo.from_json({**data, "colour": "red"})
+    with pytest.raises(tfrecords.DatasetError, match=r"unknown keys \['location'\]"):
+        tfrecords.DatasetInfo.from_json({**data, "location": "/elsewhere"})
     del data["plan_key"]
     with pytest.raises(tfrecords.DatasetError, match=r"missing keys \['plan_key'\]"):
         tfrecords.DatasetInfo.from_json(data)

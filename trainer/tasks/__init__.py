@@ -26,6 +26,7 @@ from typing import Any, Optional
 from trainer import model_folder
 from trainer.extensions import ExtensionError, load_extensions
 from trainer.tasks.base import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tfrecords import DatasetInfo
 
 DEFAULT_TASK = "classification"
 _BUILTIN_MODULES = ("trainer.tasks.classification", "trainer.tasks.detection")
@@ -88,9 +89,9 @@ def get_task(name: str | None, options: Mapping[str, Any] | None = None) -> Task
     return types[name](options)
 
 
-def task_of_manifest(manifest: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> Task:
-    """The task a dataset was converted for (``dataset.json``'s ``task``, else classification)."""
-    return get_task(manifest.get("task"), options)
+def task_of_manifest(info: DatasetInfo, options: Mapping[str, Any] | None = None) -> Task:
+    """The task a dataset was converted for (``dataset.json``'s ``task``)."""
+    return get_task(info.task, options)
 
 
 def task_of_model(model_dir: str) -> Task:

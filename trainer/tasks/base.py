@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.configbase import ConfigBase, ConfigError
+from trainer.tfrecords import DatasetInfo
 
 
 class TaskError(ValueError):
@@ -223,7 +224,7 @@ class Task(abc.ABC):
         """The inverse of :meth:`expected_to_json`."""
         return data
 
-    def check_dataset(self, manifest: Mapping[str, Any]) -> None:
+    def check_dataset(self, info: DatasetInfo) -> None:
         """Raises a ``DatasetError`` when a dataset cannot train this task (before TensorFlow starts)."""
         return None
 
@@ -238,7 +239,7 @@ class Task(abc.ABC):
         """The record features training reads (parsing fewer keys is cheaper)."""
 
     @abc.abstractmethod
-    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+    def input_shape(self, info: DatasetInfo) -> tuple[int, int, int]:
         """The model's ``(height, width, channels)`` for a dataset."""
 
     @abc.abstractmethod
@@ -254,7 +255,7 @@ class Task(abc.ABC):
         """The Keras optimizer for ``total_steps`` steps at ``learning_rate`` (already batch-scaled)."""
 
     @abc.abstractmethod
-    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+    def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The Keras model ``model_name`` (``TrainConfig.model``) for the dataset, checked against it."""
 
     @abc.abstractmethod
@@ -262,7 +263,7 @@ class Task(abc.ABC):
         """Compiles ``model`` with the task's loss and training metrics."""
 
     @abc.abstractmethod
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+    def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """Writes the SavedModel with the task's signatures; returns ``export_dir``."""
 
     @abc.abstractmethod
@@ -272,7 +273,7 @@ class Task(abc.ABC):
         """Scores an exported model on a split through ``serving_default`` (``config``: EvaluateConfig)."""
 
     @abc.abstractmethod
-    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+    def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """Loads a SavedModel and checks that ``serving_default`` fits the dataset.
 
         Returns:

@@ -18,6 +18,7 @@ from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskErr
 from trainer.tasks.classification import input as task_input
 from trainer.tasks.classification.evaluation import METRICS, ClassificationEvaluation
 from trainer.tasks.classification.options import ClassifierOptions
+from trainer.tfrecords import DatasetInfo
 
 
 def _fmt(value: Any) -> str:
@@ -83,16 +84,16 @@ class Classification(Task):
         last = history[-1] if history else {}
         return {"train_accuracy": last.get("accuracy"), "val_accuracy": last.get("val_accuracy")}
 
-    def check_dataset(self, manifest: Mapping[str, Any]) -> None:
+    def check_dataset(self, info: DatasetInfo) -> None:
         """A classifier needs a single image shape (checked by ``data.image_shape_of``) and 2+ classes."""
         from trainer import data
         from trainer.tfrecords import DatasetError
 
-        data.image_shape_of(manifest)
-        if len(manifest.get("classes") or []) < 2:
+        data.image_shape_of(info)
+        if len(info.classes) < 2:
             raise DatasetError(
-                f"{manifest.get('dir', 'the dataset')}: a classifier needs at least 2 classes, the dataset has "
-                f"{list(manifest.get('classes') or [])}; convert a source with two or more classes"
+                f"{info.where}: a classifier needs at least 2 classes, the dataset has "
+                f"{list(info.classes)}; convert a source with two or more classes"
             )
 
     def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
@@ -110,11 +111,11 @@ class Classification(Task):
         """The image and its label."""
         return task_input.FEATURE_KEYS
 
-    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+    def input_shape(self, info: DatasetInfo) -> tuple[int, int, int]:
         """The dataset's own image shape (one size for all its images; else resize at conversion)."""
         from trainer import data
 
-        return data.image_shape_of(manifest)
+        return data.image_shape_of(info)
 
     def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
         """The images decoded as stored (checked against ``shape``) and int32 labels."""
@@ -130,14 +131,14 @@ class Classification(Task):
 
         return keras.optimizers.Adam(learning_rate=learning_rate)
 
-    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+    def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The named classifier for the dataset's shape and classes, checked against both."""
         from trainer import data
         from trainer.tasks.classification.model import ModelError, build_classifier
 
         try:
             return build_classifier(
-                model_name, data.image_shape_of(manifest), list(manifest["classes"]), self.options.builder_kwargs()
+                model_name, data.image_shape_of(info), list(info.classes), self.options.builder_kwargs()
             )
         except ModelError as err:
             raise TaskError(f"train.model: {err}") from err
@@ -148,12 +149,12 @@ class Classification(Task):
 
         compile_classifier(model, optimizer, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
 
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+    def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """Bytes-in and tensors-in signatures returning ``probabilities`` and ``classes``."""
         from trainer import data
         from trainer.tasks.classification.export import export_saved_model
 
-        return export_saved_model(model, export_dir, list(manifest["classes"]), data.image_shape_of(manifest))
+        return export_saved_model(model, export_dir, list(info.classes), data.image_shape_of(info))
 
     def evaluate(
         self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
@@ -163,11 +164,11 @@ class Classification(Task):
 
         return evaluate_saved_model(saved_model_dir, dataset_dir, config.split, config.batch_size, config.top_k, limit)
 
-    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+    def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """``serving_default``, checked to return probabilities over the dataset's classes."""
         from trainer.tasks.classification.evaluation import load_serving_signature
 
-        return load_serving_signature(saved_model_dir, len(manifest["classes"]))
+        return load_serving_signature(saved_model_dir, len(info.classes))
 
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """The split's first ``count`` labelled images."""

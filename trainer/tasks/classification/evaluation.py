@@ -257,9 +257,9 @@ def evaluate_saved_model(
     """
     from trainer import tfrecords
 
-    manifest = tfrecords.load_manifest(dataset_dir)
-    tfrecords.split_count(manifest, split)
-    class_names = list(manifest["classes"])
+    info = tfrecords.load_dataset_info(dataset_dir)
+    info.split_count(split)
+    class_names = list(info.classes)
     _loaded, fn = load_serving_signature(saved_model_dir, len(class_names))
     images, labels, _ = read_encoded_split(dataset_dir, split, limit)
     probabilities = predict_bytes(fn, images, batch_size)

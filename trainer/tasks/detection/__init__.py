@@ -17,6 +17,7 @@ from trainer.tasks.detection import input as task_input
 from trainer.tasks.detection.evaluation import MATCH_IOU, MATCH_SCORE, METRICS, DetectionEvaluation, box_iou
 from trainer.tasks.detection.export import OUTPUTS
 from trainer.tasks.detection.options import DetectorOptions
+from trainer.tfrecords import DatasetInfo
 
 
 def _fmt(value: Any) -> str:
@@ -128,17 +129,17 @@ class Detection(Task):
         """The image, its true size, its boxes, their classes and crowd flags."""
         return task_input.FEATURE_KEYS
 
-    def input_shape(self, manifest: Mapping[str, Any]) -> tuple[int, int, int]:
+    def input_shape(self, info: DatasetInfo) -> tuple[int, int, int]:
         """``image_size`` square, RGB: images of any size are letterboxed to it."""
         size = self.options.image_size
         return (size, size, 3)
 
-    def check_dataset(self, manifest: Mapping[str, Any]) -> None:
+    def check_dataset(self, info: DatasetInfo) -> None:
         """A detection dataset has classes and box features (dataset.json ``task: detection``)."""
         from trainer.tfrecords import DatasetError
 
-        if not manifest.get("classes"):
-            raise DatasetError(f"{manifest.get('dir', 'the dataset')}: no classes; convert a COCO file with categories")
+        if not info.classes:
+            raise DatasetError(f"{info.where}: no classes; convert a COCO file with categories")
 
     def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
         """Letterboxed uint8 images and -1-padded absolute yxyx boxes and labels."""
@@ -159,28 +160,28 @@ class Detection(Task):
         )
         return keras.optimizers.Adam(schedule, global_clipnorm=opts.clipnorm)
 
-    def build_model(self, model_name: str, manifest: Mapping[str, Any]) -> Any:
+    def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The RetinaNet detector for the dataset's classes; its anchors checked against the boxes."""
         from trainer.tasks.detection.model import MODEL_NAME, build_detector, report_anchor_coverage
 
         if model_name != MODEL_NAME:
             raise TaskError(f"train.model: the detection task trains {MODEL_NAME!r}, got {model_name!r}")
-        model = build_detector(self.options, len(manifest["classes"]))
-        report_anchor_coverage(model, manifest, self.options)
+        model = build_detector(self.options, len(info.classes))
+        report_anchor_coverage(model, info, self.options)
         return model
 
     def compile(self, model: Any, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
         """keras-hub's losses (Huber boxes, focal classes); no compiled metrics (keras-hub refuses them)."""
         model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
 
-    def export(self, model: Any, export_dir: str, manifest: Mapping[str, Any]) -> str:
+    def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """The TF-OD-API-style signatures (``export.py``)."""
         from trainer.tasks.detection.export import export_detector
 
-        export_detector(model, export_dir, list(manifest["classes"]), self.options)
+        export_detector(model, export_dir, list(info.classes), self.options)
         return export_dir
 
-    def serving_function(self, saved_model_dir: str, manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+    def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """``serving_default``, checked to return the detection outputs."""
         import os
 
@@ -204,19 +205,20 @@ class Detection(Task):
         from trainer.tasks.detection.export import predict_in_process
         from trainer.tasks.detection.input import read_detection_split
 
-        manifest = tfrecords.load_manifest(dataset_dir)
-        tfrecords.split_count(manifest, config.split)
-        _loaded, fn = self.serving_function(saved_model_dir, manifest)
-        records = read_detection_split(dataset_dir, config.split, limit)
+        info = tfrecords.load_dataset_info(dataset_dir)
+        info.split_count(config.split)
+        _loaded, fn = self.serving_function(saved_model_dir, info)
+        records = read_detection_split(info, config.split, limit)
         predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size)
-        result = coco_evaluate(records, predictions, list(manifest["classes"]))
+        result = coco_evaluate(records, predictions, list(info.classes))
         return dataclasses.replace(result, examples=scored_examples(records, predictions))
 
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """The split's first ``count`` images with their true (non-crowd) boxes."""
+        from trainer import tfrecords
         from trainer.tasks.detection.input import read_detection_split
 
-        records = read_detection_split(dataset_dir, split, count)
+        records = read_detection_split(tfrecords.load_dataset_info(dataset_dir), split, count)
         return [
             (
                 r["encoded"],

@@ -10,7 +10,10 @@ to ``max_boxes``: static shapes throughout, as a TPU needs. Crowd boxes are not 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.tfrecords import DatasetInfo
 
 _ENCODED = "image/encoded"
 _HEIGHT, _WIDTH = "image/height", "image/width"
@@ -88,8 +91,13 @@ def targets_of(features: Mapping[str, Any], size: int, max_boxes: int) -> dict[s
     }
 
 
-def read_detection_split(dataset_dir: str, split: str, limit: int | None = None) -> list[dict[str, Any]]:
+def read_detection_split(info: DatasetInfo, split: str, limit: int | None = None) -> list[dict[str, Any]]:
     """A split's records: encoded image, true size, normalised boxes, labels and crowd flags.
+
+    Args:
+        info: the dataset's manifest, as ``tfrecords.load_dataset_info`` reads it.
+        split: the split to read.
+        limit: read at most this many records; None for all.
 
     Raises:
         DatasetError: the split is missing or empty.
@@ -98,11 +106,10 @@ def read_detection_split(dataset_dir: str, split: str, limit: int | None = None)
 
     from trainer import tfrecords
 
-    manifest = tfrecords.load_manifest(dataset_dir)
-    tfrecords.split_count(manifest, split)
-    files = tfrecords.shard_paths(dataset_dir, split, manifest)
+    info.split_count(split)
+    files = info.shard_paths(split)
     spec = {k: tfrecords.FEATURE_SPEC[k] for k in FEATURE_KEYS}
-    ds = tf.data.TFRecordDataset(files, compression_type=manifest.get("compression") or "")
+    ds = tf.data.TFRecordDataset(files, compression_type=info.compression or "")
     if limit is not None:
         ds = ds.take(limit)
     records = []

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from trainer.tasks.detection.input import read_detection_split
 from trainer.tasks.detection.options import DetectorOptions
+from trainer.tfrecords import DatasetInfo
 
 log = logging.getLogger(__name__)
 MODEL_NAME = "retinanet"
@@ -99,19 +99,19 @@ def anchor_coverage(boxes: Any, anchors: Any) -> Any:
     return best
 
 
-def training_boxes(dataset_dir: str, split: str, size: int, limit: int = 5000) -> Any:
+def training_boxes(info: DatasetInfo, split: str, size: int, limit: int = 5000) -> Any:
     """Up to ``limit`` records' non-crowd boxes, letterboxed to ``size`` (absolute yxyx, NumPy)."""
     import numpy as np
 
     rows = []
-    for r in read_detection_split(dataset_dir, split, limit):
+    for r in read_detection_split(info, split, limit):
         scale = size / max(r["height"], r["width"])
         factors = np.array([r["height"], r["width"], r["height"], r["width"]], "float32") * scale
         rows += [np.asarray(b, "float32") * factors for b, c in zip(r["boxes"], r["crowd"], strict=True) if not c]
     return np.stack(rows) if rows else np.zeros((0, 4), "float32")
 
 
-def report_anchor_coverage(model: Any, manifest: Mapping[str, Any], opts: DetectorOptions) -> float:
+def report_anchor_coverage(model: Any, info: DatasetInfo, opts: DetectorOptions) -> float:
     """Logs the share of training boxes with an anchor at IoU >= 0.5; warns and suggests a size when low.
 
     Too small or too large anchors are the usual reason a detector's mAP stays near 0: no anchor
@@ -119,7 +119,7 @@ def report_anchor_coverage(model: Any, manifest: Mapping[str, Any], opts: Detect
     """
     import keras_hub
 
-    boxes = training_boxes(manifest["dir"], "train", opts.image_size)
+    boxes = training_boxes(info, "train", opts.image_size)
     if not len(boxes):
         log.warning("no boxes in the training split: the detector can only learn that there is nothing")
         return 0.0
