@@ -33,7 +33,9 @@ EXIT_BAD_INPUT = 2  # bad flags, config, model or dataset: nothing was computed 
 C = TypeVar("C", bound=ConfigBase)
 
 
-def load_section(cls: type[C], path: Optional[str], flags: Mapping[str, Any]) -> C:
+def load_section(
+    cls: type[C], path: Optional[str], flags: Mapping[str, Any], defaults: Optional[Mapping[str, Any]] = None
+) -> C:
     """A config section from an optional YAML file, with the flags that were given on top.
 
     Args:
@@ -41,6 +43,8 @@ def load_section(cls: type[C], path: Optional[str], flags: Mapping[str, Any]) ->
         path: a YAML file holding the section's fields, or a whole-run ``Config`` file with a
             section named after the step (``evaluate:``, ``benchmark:``); None for the defaults.
         flags: field -> value from the command line; None values (flags not given) are ignored.
+        defaults: field -> value under the file and the flags, for the fields neither sets (the
+            task's defaults, such as the served model name); the class's defaults lie under these.
 
     Returns:
         The validated section.
@@ -49,6 +53,7 @@ def load_section(cls: type[C], path: Optional[str], flags: Mapping[str, Any]) ->
         ConfigError: the file is missing, not a mapping, names an unknown field, or a value is invalid.
     """
     data: dict[str, Any] = {}
+    given: set[str] = set()  # the fields the file itself sets
     if path:
         file = Path(path)
         if not file.is_file():
@@ -59,10 +64,14 @@ def load_section(cls: type[C], path: Optional[str], flags: Mapping[str, Any]) ->
         # A whole-run Config file has one section per step (validated whole, as trainer's CLI does);
         # a section file has the fields directly.
         sections = [f.name for f in dataclasses.fields(Config)]
+        section = cls._section.rstrip(".")
         if set(loaded) & set(sections):
-            data = getattr(Config.from_dict(loaded), cls._section.rstrip(".")).to_dict()
+            data = getattr(Config.from_dict(loaded), section).to_dict()
+            given = set(loaded.get(section) or {})
         else:
             data = dict(loaded)
+            given = set(loaded)
+    data.update({k: v for k, v in (defaults or {}).items() if k not in given})
     data.update({k: v for k, v in flags.items() if v is not None})
     return cls.from_dict(data)
 

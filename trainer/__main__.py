@@ -35,19 +35,27 @@ _FLAGS = {
 }
 
 
-def load_config(path: str | None, overrides: Sequence[str], flags: dict[str, Any]) -> TrainConfig:
+def load_config(
+    path: str | None, overrides: Sequence[str], flags: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> TrainConfig:
     """The TrainConfig from a YAML file (a TrainConfig or a whole Config), ``--set`` and flags.
+
+    ``defaults`` (the dataset's task's, such as its model) lie under all three, for the fields
+    none of them sets.
 
     Raises:
         ConfigError: an unknown key, a malformed ``--set``, or an invalid value.
     """
     data: dict[str, Any] = {}
+    given: set[str] = set()
     if path:
         loaded = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a YAML mapping, got {type(loaded).__name__}")
         # A whole-run Config file has a train: section; a TrainConfig file has the fields directly.
         data = dict(Config.from_dict(loaded).train.to_dict()) if "train" in loaded else loaded
+        given = set(loaded.get("train") or {}) if "train" in loaded else set(loaded)
+    data.update({k: v for k, v in (defaults or {}).items() if k not in given})
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -55,6 +63,21 @@ def load_config(path: str | None, overrides: Sequence[str], flags: dict[str, Any
         data[key.strip()] = yaml.safe_load(value)
     data.update({k: v for k, v in flags.items() if v is not None})
     return TrainConfig.from_dict(data)
+
+
+def _task_defaults(dataset: str) -> dict[str, Any]:
+    """What the dataset's task trains where the config does not say: its model builder.
+
+    Nothing where the folder is not a dataset: training then says so, after the config's checks.
+    """
+    from trainer.tasks import task_of_manifest
+    from trainer.tfrecords import DatasetError, load_dataset_info
+
+    try:
+        info = load_dataset_info(dataset)
+    except DatasetError:
+        return {}
+    return {"model": task_of_manifest(info).run_defaults.model}
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> int:
@@ -84,8 +107,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> 
     from trainer.train import TrainingError, train
 
     try:
-        config = load_config(args.config, args.set, {k: getattr(args, k) for k in _FLAGS})
-    except (ConfigError, OSError) as err:
+        config = load_config(args.config, args.set, {k: getattr(args, k) for k in _FLAGS}, _task_defaults(args.dataset))
+    except (ConfigError, OSError, DatasetError, TaskError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:

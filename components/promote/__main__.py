@@ -24,9 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
-from components.cli import add_config_flags, flags_to_fields
+from components.cli import add_config_flags, flags_to_fields, load_section
 from components.serving.targets import target_names
 from trainer.config import STAGES, ConfigError, PromoteConfig
 from trainer.runtime import configure_tensorflow_env
@@ -77,23 +75,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_config(path: Optional[str], flags: dict[str, Any]) -> PromoteConfig:
-    """PromoteConfig from a YAML file (its fields, or a whole-run Config's ``promote:``) and flags.
+def _task_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """What the model's task says where neither file nor flags do: the served model name."""
+    from trainer.tasks import task_of_model
 
-    Raises:
-        ConfigError: a bad file, key or value.
-    """
-    data: Any = {}
-    if path:
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise ConfigError(f"--config {path}: {err}") from err
-        if not isinstance(data, dict):
-            raise ConfigError(f"--config {path}: expected a mapping, got {type(data).__name__}")
-        if isinstance(data.get("promote"), dict):
-            data = data["promote"]
-    return PromoteConfig.from_dict({**data, **{k: v for k, v in flags.items() if v is not None}})
+    if args.command != "promote":
+        return {}
+    return {"model_name": task_of_model(args.model_dir).run_defaults.served_model_name}
 
 
 def _metrics(path: Optional[str]) -> Optional[dict[str, Any]]:
@@ -121,7 +109,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     run_id = args.run_id or "cli-" + datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
-        config = load_config(args.config, flags_to_fields(args))
+        config = load_section(PromoteConfig, args.config, flags_to_fields(args), _task_defaults(args))
         if args.command == "promote":
             result = promote(args.model_dir, args.dataset, config, run_id, metrics=_metrics(args.metrics))
         elif args.command == "rollback":

@@ -14,11 +14,13 @@ on both tasks.
 import json
 
 import pytest
+import yaml
 
 from components.benchmark.__main__ import main as benchmark_main
 from components.convert.__main__ import main as convert_main
 from components.promote.__main__ import main as promote_main
 from components.train.__main__ import main as train_main
+from trainer.tasks import get_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -68,7 +70,8 @@ def test_convert_writes_a_classification_dataset_from_a_built_in_source(tmp_path
 def test_train_runs_two_steps_of_the_dataset_s_task(task, tmp_path, capsys):
     model, batch = TRAINING[task]
     model_dir = tmp_path / "model"
-    argv = ["--dataset", _assets(task)["dataset"], "--model-dir", str(model_dir), "--model", model]
+    # no --model: the dataset's task says what it trains
+    argv = ["--dataset", _assets(task)["dataset"], "--model-dir", str(model_dir)]
     argv += ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size-per-replica", str(batch)]
     assert train_main([*argv, "--set", "validation_split=null"]) == 0
     stdout = capsys.readouterr().out
@@ -76,6 +79,7 @@ def test_train_runs_two_steps_of_the_dataset_s_task(task, tmp_path, capsys):
     assert summary["task"] == task and summary["steps"] == 2, summary
     training = json.loads((model_dir / "training.json").read_text())
     assert training["task"] == task and (model_dir / "saved_model" / "saved_model.pb").is_file()
+    assert yaml.safe_load((model_dir / "config.yaml").read_text())["model"] == model
 
 
 @pytest.mark.parametrize("task", ["classification", "detection"])
@@ -99,9 +103,11 @@ def test_promote_serves_the_task_s_model_in_demo(task, tmp_path, capsys):
     root = str(tmp_path / "stages")
     # the tiny models are barely trained: the prediction check is asked for plumbing, not accuracy
     argv = ["promote", "--model-dir", assets["model"], "--dataset", assets["dataset"], "--stage", "demo"]
-    argv += ["--stages-root", root, "--model-name", task, "--min-smoke-accuracy", "0", "--smoke-examples", "4"]
+    argv += ["--stages-root", root, "--min-smoke-accuracy", "0", "--smoke-examples", "4"]
     assert promote_main([*argv, "--run-id", f"cli-{task}", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["version"] == 1 and result["action"] == "promote" and result["checks"]["prediction"]["passed"]
-    current = stages.read_current(root, "demo", task)
-    assert current.run == f"cli-{task}" and stages.list_versions(root, "demo", task) == [1]
+    # no --model-name: served under the task's name for its models (classifier, detector)
+    name = get_task(task).run_defaults.served_model_name
+    current = stages.read_current(root, "demo", name)
+    assert current.run == f"cli-{task}" and stages.list_versions(root, "demo", name) == [1]

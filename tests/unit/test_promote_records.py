@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from components.cli import load_section
 from components.promote import __main__ as cli
 from components.promote.run import PromotionResult, render_report
 from components.serving.checks import CheckResult
@@ -72,16 +73,22 @@ def test_config_fields_and_validation():
 def test_cli_flags_are_the_config_fields(tmp_path, capsys):
     path = tmp_path / "run.yaml"
     path.write_text("promote:\n  stage: prod\n  model_name: clf\n  load_test: {clients: 2}\n")
-    config = cli.load_config(str(path), {"model_name": "other", "smoke_examples": None})
+    config = load_section(PromoteConfig, str(path), {"model_name": "other", "smoke_examples": None})
     assert (config.stage, config.model_name, config.load_test.clients, config.smoke_examples) == (
         "prod",
         "other",
         2,
         16,
     )
+    # The task's defaults lie under the file and the flags: a detector is served as "detector"
+    # unless the file or a flag names it.
+    detector = {"model_name": "detector"}
+    assert load_section(PromoteConfig, str(path), {}, detector).model_name == "clf"
+    assert load_section(PromoteConfig, None, {}, detector).model_name == "detector"
+    assert load_section(PromoteConfig, None, {"model_name": "mine"}, detector).model_name == "mine"
     path.write_text("stage: staging\nnot_a_field: 1\n")
     with pytest.raises(ConfigError, match="not_a_field: unknown key"):
-        cli.load_config(str(path), {})
+        load_section(PromoteConfig, str(path), {})
     parser = cli._parser()
     args = parser.parse_args(
         ["rollback", "--stage", "prod", "--load-test", "{max_seconds: 0.5}", "--task", "classification"]
