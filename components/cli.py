@@ -76,6 +76,24 @@ def load_section(
     return cls.from_dict(data)
 
 
+def read_json_file(path: str, expected: str) -> Any:
+    """The JSON data of a file named on the command line.
+
+    Args:
+        path: the file.
+        expected: what it should be, for the message (``"row.json files of 'inference'"``).
+
+    Raises:
+        ConfigError: the file is missing or not JSON.
+    """
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; give {expected}") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path} is not JSON ({err}); give {expected}") from None
+
+
 def parse_pairs(items: Sequence[str], flag: str) -> dict[str, Any]:
     """``["accuracy=0.8", ...]`` as ``{"accuracy": 0.8}`` (values read as YAML scalars).
 

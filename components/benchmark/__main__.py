@@ -18,12 +18,19 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from components.cli import EXIT_OK, add_config_flags, check_folder, fail, flags_to_fields, load_section, write_files
+from components.cli import (
+    EXIT_OK,
+    add_config_flags,
+    check_folder,
+    fail,
+    flags_to_fields,
+    load_section,
+    read_json_file,
+    write_files,
+)
 from trainer.config import BenchmarkConfig, ConfigError
 from trainer.runtime import configure_tensorflow_env
 
@@ -79,19 +86,10 @@ def _inference(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _read_json(path: str) -> object:
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; give row.json files of 'inference'") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not JSON ({err}); give row.json files of 'inference'") from None
-
-
 def _join(args: argparse.Namespace) -> int:
     from components.benchmark.table import best_of, render_html, render_markdown
 
-    data = [_read_json(f) for f in args.files]
+    data = [read_json_file(f, "row.json files of 'inference'") for f in args.files]
     best = best_of(data)
     files = {"report.md": render_markdown(data), "chart.html": render_html(data), "best.json": best}
     paths = write_files(args.output_dir, files)

@@ -18,7 +18,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from components.cli import EXIT_OK, add_config_flags, check_folder, fail, flags_to_fields, write_files
+from components.cli import EXIT_OK, add_config_flags, check_folder, fail, flags_to_fields, read_json_file, write_files
 from trainer.config import ConfigError, TrainConfig
 from trainer.runtime import configure_tensorflow_env
 
@@ -143,19 +142,10 @@ def _notebook(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _read_json(path: str) -> object:
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; give sweep.json files of 'notebook'") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not JSON ({err}); give sweep.json files of 'notebook'") from None
-
-
 def _join(args: argparse.Namespace) -> int:
     from components.sweep.notebook import render_sweep_html, render_sweep_markdown
 
-    data = [_read_json(f) for f in args.files]
+    data = [read_json_file(f, "sweep.json files of 'notebook'") for f in args.files]
     paths = write_files(
         args.output_dir, {"report.md": render_sweep_markdown(data), "chart.html": render_sweep_html(data)}
     )
