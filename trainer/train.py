@@ -177,6 +177,7 @@ class TrainingSummary:
         config_fingerprint: the training config's fingerprint.
         history: one row per epoch: ``epoch``, ``step`` and Keras' logs.
         finished_at: ISO time in UTC.
+        precision_reason: why that policy (``precision: auto`` decides per device).
         epoch_seconds: each epoch's time in this process (start to last training step, validation
             excluded), the first (compiling) one included; a resumed run lists only its own epochs.
     """
@@ -211,6 +212,7 @@ class TrainingSummary:
     finished_at: str
     task: str = DEFAULT_TASK
     epoch_seconds: list[float] = dataclasses.field(default_factory=list)
+    precision_reason: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``)."""
@@ -244,6 +246,7 @@ class _Settings:
     replicas: int
     global_batch: int
     precision: str
+    precision_reason: str
     steps_per_execution: int
     jit_compile: Any
     drop_remainder: bool
@@ -459,12 +462,12 @@ def _prepare(
     )
 
 
-def _precision(config: TrainConfig, kind: str) -> str:
+def _precision(config: TrainConfig, kind: str) -> distribute.PrecisionChoice:
     """The mixed-precision policy: the config's, or the one that suits the device (``auto``)."""
     capability = distribute.gpu_capability() if kind == "gpu" else None
     choice = distribute.choose_precision(config.precision, kind, gpu_capability=capability)
     log.info("precision %s: %s", choice.policy, choice.reason)
-    return choice.policy
+    return choice
 
 
 def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Settings:
@@ -472,6 +475,7 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
     import tensorflow as tf
 
     kind = distribute.accelerator_kind(strategy)
+    precision = _precision(config, kind)
     defaults = distribute.DEFAULTS[kind]
     replicas = strategy.num_replicas_in_sync
     global_batch = resolve_global_batch(config, replicas)
@@ -494,7 +498,8 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         kind=kind,
         replicas=replicas,
         global_batch=global_batch,
-        precision=_precision(config, kind),
+        precision=precision.policy,
+        precision_reason=precision.reason,
         steps_per_execution=spe,
         jit_compile=defaults.jit_compile if config.jit_compile is None else config.jit_compile,
         drop_remainder=defaults.drop_remainder,
@@ -623,6 +628,7 @@ def _summary(
         accelerator=settings.kind,
         strategy=type(strategy).__name__,
         precision=settings.precision,
+        precision_reason=settings.precision_reason,
         steps_per_execution=settings.steps_per_execution,
         jit_compile=bool(settings.jit_compile),
         input_cached=cache,

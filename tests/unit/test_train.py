@@ -54,8 +54,9 @@ def test_model_folder_and_summary(trained):
     assert summary.steps == 16 and summary.epochs == 2 and summary.steps_per_epoch == 8
     assert summary.global_batch_size == 16 and summary.replicas == 1
     # precision auto: what suits this CPU (bfloat16 only where it has native bf16 units).
-    chosen = choose_precision("auto", "cpu").policy
-    assert summary.accelerator == "cpu" and summary.precision == chosen and summary.jit_compile is False
+    chosen = choose_precision("auto", "cpu")
+    assert summary.accelerator == "cpu" and summary.precision == chosen.policy and summary.jit_compile is False
+    assert summary.precision_reason == chosen.reason
     assert summary.class_names == ["class_0", "class_1", "class_2", "class_3"]
     assert summary.image_shape == [28, 28, 1]
     assert summary.images_per_sec > 0
@@ -65,7 +66,7 @@ def test_model_folder_and_summary(trained):
     assert summary.history[-1]["loss"] < summary.history[0]["loss"]
     assert summary.val_accuracy > 0.5
     effective = TrainConfig.from_yaml(os.path.join(model_dir, "config.yaml"))
-    assert effective.precision == chosen and effective.jit_compile is False and effective.steps_per_execution
+    assert effective.precision == chosen.policy and effective.jit_compile is False and effective.steps_per_execution
     card = open(os.path.join(model_dir, "model_card.md")).read()
     assert "16 steps" in card and "validation" in card and "cpu" in card
     events = [f for f in os.listdir(os.path.join(model_dir, "logs", "train")) if f.startswith("events.out.tfevents")]
