@@ -46,7 +46,9 @@ def test_scores_the_saved_model_and_blesses_on_value_thresholds(tmp_path):
     blessed, outs = _run(tmp_path, value_thresholds={"accuracy": 0.5}, change_thresholds={"accuracy": 0.0})
     m = outs["metrics"].values
     assert m["num_examples"] == 60
-    assert m["accuracy"] > 0.5, m  # the fixture's bars are easy: a few epochs learn them
+    # The fixture's bars are easy: over seeds 0-4 and three floating-point paths (oneDNN, oneDNN
+    # capped at SSE4.1, oneDNN off) on an AVX2 EPYC its 8 epochs scored 1.0 every time.
+    assert m["accuracy"] > 0.5, m
     assert blessed is True
     record = json.loads(Path(outs["blessing"].path).read_text())
     assert record["blessed"] is True and any("no baseline" in r for r in record["reasons"])

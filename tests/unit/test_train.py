@@ -62,7 +62,9 @@ def test_model_folder_and_summary(trained):
     assert summary.images_per_sec > 0
     assert len(summary.epoch_seconds) == 2 and min(summary.epoch_seconds) > 0  # every epoch of this process
     assert summary.learning_rate == pytest.approx(0.004 * 16 / 128)
-    # The synthetic classes are easy: the loss falls and validation beats chance.
+    # The synthetic classes are easy: the loss falls and validation beats chance (0.25) by far. Over
+    # seeds 0-4 and three floating-point paths (oneDNN; oneDNN capped at SSE4.1; oneDNN off) on an
+    # AVX2 EPYC, validation accuracy was 1.0 every time and the loss fell from 1.0-1.2 to 0.27-0.50.
     assert summary.history[-1]["loss"] < summary.history[0]["loss"]
     assert summary.val_accuracy > 0.5
     effective = TrainConfig.from_yaml(os.path.join(model_dir, "config.yaml"))
