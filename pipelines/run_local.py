@@ -16,9 +16,12 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO
+
+from pipelines import params
+from pipelines.params import Layer, ParameterError, RunParameters
 
 
 class RunError(Exception):
@@ -229,28 +232,31 @@ def _run_quietly(pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any
 
 def _report(
     console: Any,
-    staging_logs: Path,
     folder: Path,
     stages_root: Path,
     error: Optional[str],
     name: str,
     root: Path,
     summary: Callable[[], str],
+    parameters: Optional[RunParameters] = None,
 ) -> tuple[Any, Path]:
-    """Moves the logs into the run folder, writes the run report, links ``latest``; prints the outcome.
+    """Writes the run report (and the parameters' record) into the run folder, links ``latest``,
+    prints the outcome.
 
     ``summary`` gives the lines printed after a successful run (before the report's path).
 
     Returns:
         (the failure or None, the report's path).
     """
-    from components.report.local import inputs_from_run_dir
+    from components.report.local import PARAMETERS_FILE, inputs_from_run_dir
     from components.report.run import Failure, write_report
 
-    logs = _move_logs(console, staging_logs, folder)
+    logs = console.log_dir
     failure = console.failure(error)
     if failure is None and error is not None:  # failed outside any step (kfp.local itself)
         failure = Failure("(kfp.local)", error, "", str(logs / "pipeline.log"))
+    if parameters is not None:
+        (folder / PARAMETERS_FILE).write_text(json.dumps(parameters.to_dict(), indent=2) + "\n")
     report = folder / "report.html"
     inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), failure,
                                  title=f"{name}: run report")  # fmt: skip
@@ -265,6 +271,80 @@ def _report(
     return failure, report
 
 
+@dataclasses.dataclass
+class ConsoleRun:
+    """A pipeline run under kfp.local behind the quiet console, finished.
+
+    Attributes:
+        console: the console (its steps, records and failure).
+        error: kfp.local's error, when a task failed.
+        folder: the run folder (kfp.local's, or one made for the logs), with ``logs/`` in it.
+    """
+
+    console: Any
+    error: Optional[str]
+    folder: Path
+
+
+def run_in_console(
+    pipeline: Any,
+    name: str,
+    kwargs: dict[str, Any],
+    root: Path,
+    *,
+    out: TextIO,
+    tty: Optional[bool],
+    verbose: bool,
+    first_lines: Sequence[str] = (),
+    epochs: Optional[dict[str, int]] = None,
+    headline: Optional[Callable[[Optional[Path], str], str]] = None,
+) -> ConsoleRun:
+    """Runs ``pipeline(**kwargs)`` once under kfp.local behind the quiet console (``make run``,
+    ``make sweep``); each step's log ends in ``<run folder>/logs/``.
+
+    Args:
+        pipeline: the ``@dsl.pipeline`` function.
+        name: its name (kfp.local's run folder is ``<root>/<name>-<time>``).
+        kwargs: its arguments.
+        root: the pipeline root.
+        out: where the console prints.
+        tty: draw live bars; None asks ``out``.
+        verbose: pass kfp.local's whole output through as well.
+        first_lines: printed before the run starts.
+        epochs: task name prefix -> epochs it trains (the training bar).
+        headline: (run folder or None, task) -> a finished step's figure.
+    """
+    from pipelines.console import QuietConsole, display_names
+
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.time() - 1
+    stamp = time.strftime("%Y-%m-%d-%H-%M-%S")
+    # kfp.local names the run folder when the run starts and says nowhere which it is: the logs
+    # are written here first and moved into the run folder once it can be found.
+    staging_logs = root / ".logs" / stamp
+    found: list[Path] = []
+
+    def run_dir() -> Optional[Path]:
+        if not found:
+            try:
+                found.append(latest_run_dir(root, name, started))
+            except RunError:
+                return None
+        return found[0]
+
+    figure = headline or (lambda folder, task: "")
+    console = QuietConsole(
+        out, staging_logs, display_names(pipeline), headline=lambda task: figure(run_dir(), task),
+        epochs=epochs, tty=tty, verbose=verbose,
+    )  # fmt: skip
+    for line in first_lines:
+        console.say(line)
+    error = _run_quietly(pipeline, kwargs, root, console, verbose)
+    folder = run_dir() or root / f"{name}-{stamp}-failed"
+    _move_logs(console, staging_logs, folder)
+    return ConsoleRun(console, error, folder)
+
+
 def run_pipeline(
     pipeline_kwargs: dict[str, Any],
     root: Path,
@@ -274,6 +354,7 @@ def run_pipeline(
     out: Optional[TextIO] = None,
     tty: Optional[bool] = None,
     task: str = "classification",
+    parameters: Optional[RunParameters] = None,
 ) -> LocalRun:
     """Runs the task's pipeline once under kfp.local behind the quiet console, then the report.
 
@@ -286,106 +367,141 @@ def run_pipeline(
         out: where the console prints; None means ``sys.stdout``.
         tty: draw live bars; None asks ``out``.
         task: ``classification`` (the end_to_end pipeline) or ``detection`` (the detection pipeline).
+        parameters: the run's parameters with their defaults and origins: printed (those that
+            differ from the run form's defaults) and recorded in the report; None for neither.
 
     Returns:
         Whether it succeeded, the run folder, the report's path and the console's line count.
     """
     import importlib
 
-    from pipelines.console import QuietConsole, display_names
     from trainer.tasks import get_task
 
     end_to_end = importlib.import_module(get_task(task).run_defaults.pipeline)
-
-    out = out or sys.stdout
     root = root.resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    started = time.time() - 1
     t0 = time.monotonic()
-    stamp = time.strftime("%Y-%m-%d-%H-%M-%S")
-    # kfp.local names the run folder when the run starts and says nowhere which it is: the logs
-    # are written here first and moved into the run folder once it can be found.
-    staging_logs = root / ".logs" / stamp
-    found: list[Path] = []
-
-    def run_dir() -> Optional[Path]:
-        if not found:
-            try:
-                found.append(latest_run_dir(root, end_to_end.NAME, started))
-            except RunError:
-                return None
-        return found[0]
-
-    epochs = {"train-model": int(pipeline_kwargs.get("epochs", 1))}
-    console = QuietConsole(
-        out,
-        staging_logs,
-        display_names(end_to_end.pipeline),
-        headline=lambda task: headline(run_dir(), task),
-        epochs=epochs,
-        tty=tty,
-        verbose=verbose,
-    )
     pretty = ", ".join(f"{k}={v}" for k, v in pipeline_kwargs.items() if k in ("source", "limit_per_split", "epochs"))
-    console.say(f"lean-tpu-pipelines: the {end_to_end.NAME} pipeline under kfp.local ({pretty})")
-    error = _run_quietly(end_to_end.pipeline, {**pipeline_kwargs, "stages_root": str(stages_root)}, root, console,
-                         verbose)  # fmt: skip
-    folder = run_dir() or root / f"{end_to_end.NAME}-{stamp}-failed"
-    failure, report = _report(
-        console, staging_logs, folder, stages_root, error, end_to_end.NAME, root,
-        lambda: summarize(folder, stages_root, model_name, time.monotonic() - t0, task),
+    lines = [f"lean-tpu-pipelines: the {end_to_end.NAME} pipeline under kfp.local ({pretty})"]
+    if parameters is not None:
+        lines.append(f"parameters:         {parameters.describe()}")
+    done = run_in_console(
+        end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
+        out=out or sys.stdout, tty=tty, verbose=verbose, first_lines=lines,
+        epochs={"train-model": int(pipeline_kwargs.get("epochs", 1))}, headline=headline,
     )  # fmt: skip
-    return LocalRun(failure is None, folder, report, console.printed)
+    folder = done.folder
+    failure, report = _report(
+        done.console, folder, stages_root, done.error, end_to_end.NAME, root,
+        lambda: summarize(folder, stages_root, model_name, time.monotonic() - t0, task), parameters,
+    )  # fmt: skip
+    return LocalRun(failure is None, folder, report, done.console.printed)
+
+
+# make run's shorthands: (argument, run-form parameter, the Makefile variable that sets it).
+SHORTHANDS = (
+    ("data", "source", "DATA"),
+    ("limit", "limit_per_split", "LIMIT"),
+    ("epochs", "epochs", "EPOCHS"),
+    ("steps_per_epoch", "steps_per_epoch", "STEPS"),
+    ("benchmark_images", "benchmark_images", "--benchmark-images"),
+    ("model_name", "served_model_name", "--model-name"),
+    ("to_prod", "promote_to_prod", "PROD"),
+)
+
+
+def local_defaults(task: str) -> Layer:
+    """What ``make run`` sets where the run form has other defaults: the task's quick run."""
+    from trainer.tasks import get_task
+
+    quick = get_task(task).run_defaults
+    values = {
+        "source": quick.data,
+        "limit_per_split": quick.limit,
+        "epochs": quick.epochs,
+        "served_model_name": quick.served_model_name,
+    }
+    return Layer("make run", values)
+
+
+def run_parameters(args: argparse.Namespace) -> RunParameters:
+    """The run's parameters: the form's defaults, make run's, ``CONFIG``, the shorthands, ``SET``.
+
+    Raises:
+        ParameterError: an unknown name, a wrong type, a value a step refuses (one line each).
+    """
+    import importlib
+
+    from trainer.tasks import get_task
+
+    module = importlib.import_module(get_task(args.task).run_defaults.pipeline)
+    layers = [local_defaults(args.task)]
+    if args.config:
+        layers.append(params.read_config(args.config))
+    for attr, name, origin in SHORTHANDS:
+        if getattr(args, attr) is not None:
+            layers.append(Layer(origin, {name: getattr(args, attr)}))
+    layers.append(params.parse_set(" ".join(args.set or []), "SET"))
+    resolved = params.resolve(params.run_form(module.pipeline), layers, module.NAME)
+    params.check_steps(module.pipeline, resolved.values, args.task)
+    return resolved
 
 
 def run(args: argparse.Namespace) -> LocalRun:
-    """Runs the pipeline once with the command line's settings (the task's defaults where unset)."""
-    from trainer.tasks import get_task
+    """Runs the pipeline once with the command line's settings (the task's defaults where unset).
 
-    defaults = get_task(args.task).run_defaults
-    for key, value in (
-        ("data", defaults.data),
-        ("limit", defaults.limit),
-        ("epochs", defaults.epochs),
-        ("model_name", defaults.served_model_name),
-    ):
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    check_source(args.data)
+    Raises:
+        ParameterError: the parameters are wrong (nothing ran).
+        RunError: the source cannot be a dataset (nothing ran).
+    """
+    resolved = run_parameters(args)
+    values = dict(resolved.values)
+    check_source(values["source"])
     root = Path(args.pipeline_root).resolve()
-    kwargs = dict(
-        source=args.data,
-        limit_per_split=args.limit,
-        epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch,
-        benchmark_images=args.benchmark_images,
-        served_model_name=args.model_name,
-        promote_to_prod=args.to_prod,
+    stages_root = Path(values.pop("stages_root") or root / "stages")
+    model_name = values["served_model_name"]
+    return run_pipeline(
+        values, root, stages_root, model_name, verbose=args.verbose, task=args.task, parameters=resolved
     )
-    return run_pipeline(kwargs, root, root / "stages", args.model_name, verbose=args.verbose, task=args.task)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point (``make run``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _parser() -> argparse.ArgumentParser:
     from trainer.tasks import task_names
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=task_names(), default="classification")
+    parser.add_argument(
+        "--config", help="a YAML file of run-form parameters (the Kubeflow UI's names and types; dotted names allowed)"
+    )
+    parser.add_argument(
+        "--set", action="append", metavar="NAME=VALUE ...",
+        help="parameters over --config and the flags below, e.g. 'epochs=20 model_options.image_size=128'",
+    )  # fmt: skip
     parser.add_argument(
         "--data", help="image folder, manifest, COCO JSON, or a built-in: fashion-mnist, digits (classification), "
         "shapes (detection); default: the task's built-in"
     )  # fmt: skip
     parser.add_argument("--limit", type=int, help="images per split, 0 = all; default 20000 (detection: all)")
     parser.add_argument("--epochs", type=int, help="default 3 (detection: 8)")
-    parser.add_argument("--steps-per-epoch", type=int, default=0, help="0 = one pass over the training split")
-    parser.add_argument("--benchmark-images", type=int, default=3200)
+    parser.add_argument("--steps-per-epoch", type=int, help="0 = one pass over the training split (the default)")
+    parser.add_argument("--benchmark-images", type=int, help="images the benchmark times (default 3200)")
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")
     parser.add_argument("--pipeline-root", default="local_outputs")
-    parser.add_argument("--to-prod", action="store_true", help="promote to prod after staging passed")
+    parser.add_argument(
+        "--to-prod", action="store_const", const=True, help="promote to prod after staging passed"
+    )  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="also print kfp.local's whole output as it comes")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (``make run``)."""
+    args = _parser().parse_args(argv)
     try:
         result = run(args)
+    except ParameterError as err:
+        for line in err.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
     except RunError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -20,6 +20,8 @@ CONVERT_TASKS = ("convert-to-tfrecords", "finalize-tfrecords")
 TRAIN_TASKS = ("train-model",)
 EVALUATE_TASKS = ("evaluate-model",)
 BENCHMARK_TASKS = ("benchmark-inference",)
+# The local runner's record of the run's parameters, in the run folder (make run writes it).
+PARAMETERS_FILE = "parameters.json"
 
 
 def executor_outputs(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -50,6 +52,9 @@ def inputs_from_run_dir(
 ) -> ReportInputs:
     """The report's inputs from a kfp.local run folder; what a step did not write stays None.
 
+    The run's parameters come from ``parameters.json`` in the run folder, where the local runner
+    recorded them (``pipelines.params.RunParameters.to_dict``).
+
     Args:
         run_dir: the run folder (``local_outputs/end-to-end-<time>``).
         stages_root: the stage store the run promoted into.
@@ -73,6 +78,7 @@ def inputs_from_run_dir(
 
     convert, train, evaluate, bench = of(CONVERT_TASKS), of(TRAIN_TASKS), of(EVALUATE_TASKS), of(BENCHMARK_TASKS)
     bench_row = ((bench or {}).get("parameterValues") or {}).get("Output")
+    parameters = read_json(str(run_dir / PARAMETERS_FILE))
     return ReportInputs(
         title=title,
         run=run_dir.name,
@@ -86,4 +92,5 @@ def inputs_from_run_dir(
         stages_root=stages_root,
         steps=steps,
         failure=failure,
+        parameters=None if parameters is None else list(parameters.get("changed") or []),
     )

@@ -99,6 +99,10 @@ class ReportInputs:
         stages_root: the stage store (``current.json`` and ``history.jsonl`` per stage).
         steps: the local run's steps with status and times; None on a cluster.
         failure: why the run stopped, when it did.
+        parameters: the run-form parameters that differ from the form's defaults, each a mapping
+            of ``name``, ``value``, ``default`` and ``from`` (where the value came from: ``SET``,
+            ``CONFIG run.yaml``, ``EPOCHS``, ...); None where they were not recorded (a cluster
+            run: the Kubeflow UI shows its parameters).
     """
 
     title: str = "Run report"
@@ -113,6 +117,7 @@ class ReportInputs:
     stages_root: Optional[str] = None
     steps: Optional[Sequence[StepRecord]] = None
     failure: Optional[Failure] = None
+    parameters: Optional[Sequence[Mapping[str, Any]]] = None
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -280,6 +285,33 @@ def steps_section(steps: Optional[Sequence[StepRecord]], failure: Optional[Failu
         where = f" (whole log: <code>{_e(failure.log)}</code>)" if failure.log else ""
         parts.append(f"<h3>Log tail of “{_e(failure.step)}”{where}</h3><pre>{_e(failure.log_tail)}</pre>")
     return _section("steps", "Steps", "\n".join(parts))
+
+
+def _value(value: Any) -> str:
+    """A parameter's value as a person types it (JSON for mappings and lists)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def parameters_section(parameters: Optional[Sequence[Mapping[str, Any]]]) -> str:
+    """The run-form parameters that differ from the form's defaults: value, default, where from."""
+    if parameters is None:
+        body = _missing(
+            "The run's parameters are in the Kubeflow UI's run details (the local report of make run "
+            "lists those that differ from the run form's defaults)."
+        )
+    elif not parameters:
+        body = "<p>Every parameter of the run form at its default.</p>"
+    else:
+        rows = [
+            [p.get("name", "?"), _value(p.get("value")), _value(p.get("default")), p.get("from", "")]
+            for p in parameters
+        ]
+        body = "<p>The parameters that differ from the run form's defaults.</p>" + _table(
+            ["parameter", "value", "default", "from"], rows, left=4
+        )
+    return _section("parameters", "Parameters", body)
 
 
 def _dataset_info(dataset_dir: Optional[str]) -> Optional[DatasetInfo]:
@@ -635,6 +667,7 @@ def glance(inputs: ReportInputs) -> str:
 # The sections in the page's order, as the header's links name them.
 _NAV = (
     ("steps", "Steps"),
+    ("parameters", "Parameters"),
     ("dataset", "Dataset"),
     ("training", "Training"),
     ("evaluation", "Evaluation"),
@@ -660,6 +693,7 @@ def render(inputs: ReportInputs) -> str:
     samples = inputs.samples
     sections = [
         steps_section(inputs.steps, inputs.failure),
+        parameters_section(inputs.parameters),
         dataset_section(inputs.dataset_dir),
         training_section(inputs.model_dir),
         evaluation_section(inputs.evaluation, inputs.confusion, samples),
