@@ -8,15 +8,20 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-# make run knobs: TASK is classification or detection; DATA a folder of class subfolders, a COCO
-# instances.json, or a built-in name (fashion-mnist, digits; shapes for detection). DATA, LIMIT and
-# EPOCHS left empty take the task's defaults (pipelines/run_local.py).
+# make run knobs: TASK is classification or detection (it picks the pipeline: end_to_end or
+# detection); CONFIG a YAML file and SET 'name=value ...' set any parameter of that pipeline's run
+# form, under the Kubeflow UI's names (model_options.image_size=128 sets one key of a mapping).
+# DATA, LIMIT, EPOCHS, STEPS and PROD are shorthands for source, limit_per_split, epochs,
+# steps_per_epoch and promote_to_prod; left empty, they take the task's defaults
+# (pipelines/run_local.py). SET wins over the shorthands, they win over CONFIG (docs/parameters.md).
 TASK ?= classification
+CONFIG ?=
+SET ?=
 DATA ?=
 LIMIT ?=
 EPOCHS ?=
-STEPS ?= 0
-PROD ?= false
+STEPS ?=
+PROD ?=
 OUT ?= local_outputs
 # VERBOSE=1: print every step's whole output as it runs (kfp.local's echo included), as well as the logs.
 VERBOSE ?=
@@ -25,11 +30,15 @@ VERBOSE ?=
 IMAGE ?=
 SWEEP_PARALLELISM ?=
 DIST := dist/pipelines
+# make submit knobs: PIPELINE (a name of make compile's: end_to_end, detection, sweep, ...), KFP_HOST,
+# EXPERIMENT (default: the cluster's Default experiment); CONFIG and SET as for make run
+PIPELINE ?= end_to_end
+EXPERIMENT ?=
 # make images knobs
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
 
-.PHONY: help setup data prometheus browser run serve sweep test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus browser run serve sweep submit test test-fast bench lint format compile upload images clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -75,13 +84,23 @@ prometheus: ## Install Prometheus and promtool (Debian's prometheus package) whe
 serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages) until Ctrl-C
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
-run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true VERBOSE=1
-	@$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) \
-	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
-	  $(if $(filter true,$(PROD)),--to-prod) $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+# SET reaches the command through the environment: its text may hold quotes of its own.
+run sweep submit: export LTP_SET = $(SET)
 
-sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml
-	$(PY) -m pipelines.run_sweep $(if $(GRID),--grid '$(GRID)') --pipeline-root '$(OUT)'
+run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N PROD=true VERBOSE=1
+	@$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
+	  $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
+	  $(if $(STEPS),--steps-per-epoch $(STEPS)) $(if $(PROD),--prod '$(PROD)') --pipeline-root '$(OUT)' \
+	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
+sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml CONFIG=sweep.yaml SET='steps_per_epoch=8'
+	@$(PY) -m pipelines.run_sweep $(if $(GRID),--grid '$(GRID)') $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
+	  --pipeline-root '$(OUT)' $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
+submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml SET='epochs=20' KFP_HOST=... (uploads or reuses the pipeline version)
+	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make submit KFP_HOST=http://localhost:8080"; exit 2; }
+	@$(PY) -m pipelines.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
+	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST)
 
 test: setup browser ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q

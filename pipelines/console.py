@@ -229,7 +229,9 @@ class QuietConsole(io.TextIOBase):
     def _start(self, task: str) -> None:
         if self.current is not None:  # a task that never said it ended (should not happen)
             self._end(self.current, "failed")
-        path = self.log_dir / f"{task}.log"
+        # A task that runs again (a loop's iterations: the sweep's cells) gets a log of its own.
+        runs = sum(1 for s in self.steps if s.task == task)
+        path = self.log_dir / (f"{task}.log" if not runs else f"{task}-{runs + 1}.log")
         path.write_text("", encoding="utf-8")
         step = _Step(task, self.names.get(task, task), time.monotonic(), path)
         self.steps.append(step)

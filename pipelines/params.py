@@ -151,24 +151,32 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+_ITEM = re.compile(r"^[A-Za-z_][\w.-]*=")
+
+
 def parse_set(text: Optional[str], origin: str = "SET") -> Layer:
-    """``SET='epochs=20 model_options.image_size=128'`` as a layer (shell quoting allowed).
+    """``SET='epochs=20 model_options.image_size=128'`` as a layer.
+
+    Items are separated by spaces (shell quoting allowed); a word that does not start with
+    ``name=`` continues the item before it, so a YAML value may hold spaces:
+    ``grid_cells=[{accelerator: cpu, epochs: 1}]``.
 
     Raises:
-        ParameterError: an item without ``=`` or without a name.
+        ParameterError: text before the first ``name=``.
     """
-    values: dict[str, str] = {}
-    bad = []
-    for item in shlex.split(text or ""):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            bad.append(
-                f"{origin} {item!r}: expected name=value, e.g. {origin}='epochs=20 model_options.image_size=128'"
-            )
-            continue
-        values[name.strip()] = value
-    if bad:
-        raise ParameterError(bad)
+    items: list[str] = []
+    for word in shlex.split(text or ""):
+        if _ITEM.match(word):
+            items.append(word)
+        elif items:
+            items[-1] += " " + word
+        else:
+            example = "epochs=20 model_options.image_size=128"
+            raise ParameterError([f"{origin} {word!r}: expected name=value, e.g. {origin}='{example}'"])
+    values = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        values[name] = value
     return Layer(origin, values, text=True)
 
 

@@ -464,6 +464,13 @@ def run(args: argparse.Namespace) -> LocalRun:
     )
 
 
+def _yes_no(text: str) -> bool:
+    """``true`` or ``false`` (``make run PROD=...``)."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
 def _parser() -> argparse.ArgumentParser:
     from trainer.tasks import task_names
 
@@ -486,9 +493,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmark-images", type=int, help="images the benchmark times (default 3200)")
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")
     parser.add_argument("--pipeline-root", default="local_outputs")
+    parser.add_argument("--to-prod", action="store_const", const=True, help="promote to prod after staging passed")
     parser.add_argument(
-        "--to-prod", action="store_const", const=True, help="promote to prod after staging passed"
-    )  # fmt: skip
+        "--prod", dest="to_prod", type=_yes_no, metavar="true|false", help="promote_to_prod, as make run PROD=..."
+    )
     parser.add_argument("--verbose", action="store_true", help="also print kfp.local's whole output as it comes")
     return parser
 
