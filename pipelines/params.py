@@ -234,9 +234,15 @@ def _read(value: Any, text: bool, kind: Optional[str]) -> Any:
     if not text or not isinstance(value, str) or kind == "String":
         return value
     try:
-        return yaml.safe_load(value) if value.strip() else ""
+        read = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
         return value  # not YAML: the type check says what was expected
+    if kind == "Float" and isinstance(read, str):
+        try:
+            return float(read)  # YAML 1.1 reads 1e-3 as text; a person means a number
+        except ValueError:
+            return read
+    return read
 
 
 def _set_key(current: Any, keys: Sequence[str], value: Any) -> dict[str, Any]:
@@ -263,7 +269,7 @@ def _apply(
             continue
         if rest and param.type != "Dict":
             problems.append(
-                f"{name} ({layer.origin}): {head} is not a mapping but a {param.type} parameter; dotted names set "
+                f"{name} ({layer.origin}): {head} is not a mapping ({param.type} parameter); dotted names set "
                 f"keys of the mapping parameters: {', '.join(mappings) or 'none here'}"
             )
             continue
@@ -438,4 +444,5 @@ def check_steps(pipeline: Any, values: Mapping[str, Any], task: Optional[str] = 
         if call.component in STEP_CONFIGS:
             problems += [line for line in _step_problems(call, values, task) if line not in problems]
     if problems:
-        raise ParameterError(problems)
+        order = {name: i for i, name in enumerate(values)}
+        raise ParameterError(sorted(problems, key=lambda line: order.get(re.split(r"[.:]", line)[0], len(order))))

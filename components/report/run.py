@@ -308,8 +308,8 @@ def parameters_section(parameters: Optional[Sequence[Mapping[str, Any]]]) -> str
             [p.get("name", "?"), _value(p.get("value")), _value(p.get("default")), p.get("from", "")]
             for p in parameters
         ]
-        body = "<p>The parameters that differ from the run form's defaults.</p>" + _table(
-            ["parameter", "value", "default", "from"], rows, left=4
+        body = "<p>The parameters that differ from the run form's defaults.</p>" + str(
+            _table(["parameter", "value", "default", "from"], rows, left=4)
         )
     return _section("parameters", "Parameters", body)
 

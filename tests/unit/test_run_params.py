@@ -1,0 +1,179 @@
+"""``make run CONFIG=... SET=...`` (and ``make sweep``): the run form's parameters from a file and
+pairs, checked by type and by the steps' own configs, and what differs recorded in the report.
+
+Library calls only: nothing runs a pipeline.
+"""
+
+import json
+
+import pytest
+
+from components.report.local import PARAMETERS_FILE, inputs_from_run_dir
+from components.report.run import ReportInputs, render
+from pipelines import detection, end_to_end, params, run_local, run_sweep
+from pipelines.params import Layer, ParameterError
+
+
+def _resolve(*layers, pipeline=detection.pipeline):
+    return params.resolve(params.run_form(pipeline), layers, "detection")
+
+
+def _problems(*layers, pipeline=detection.pipeline, task="detection"):
+    with pytest.raises(ParameterError) as caught:
+        resolved = _resolve(*layers, pipeline=pipeline)
+        params.check_steps(pipeline, resolved.values, task)
+    return caught.value.problems
+
+
+def test_the_form_is_the_compiled_pipeline_s_names_types_and_defaults():
+    form = params.run_form(detection.pipeline)
+    assert list(form) == list(detection.pipeline.component_spec.inputs)
+    assert (form["epochs"].type, form["model_options"].type, form["learning_rate"].type) == ("Integer", "Dict", "Float")
+    assert form["value_thresholds"].default == detection.FORM["value_thresholds"]
+
+
+def test_set_wins_over_config_over_the_defaults_and_dotted_names_merge(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("epochs: 20\nlearning_rate: 0.004\nmodel_options: {image_size: 128, max_boxes: 8}\n")
+    resolved = _resolve(params.read_config(config), params.parse_set("epochs=30 model_options.anchor_size=2.5"))
+    values = resolved.values
+    assert values["epochs"] == 30 and values["learning_rate"] == 0.004
+    assert values["model_options"] == {"image_size": 128, "max_boxes": 8, "anchor_size": 2.5}
+    assert values["batch_size_per_replica"] == detection.FORM["batch_size_per_replica"]  # untouched: the default
+    assert resolved.origins["epochs"] == "SET" and resolved.origins["learning_rate"] == f"CONFIG {config}"
+    assert resolved.origins["model_options"] == f"CONFIG {config} + SET"
+    # a dotted key merges into the default mapping too; a plain name replaces it whole
+    merged = _resolve(params.parse_set("value_thresholds.ap=0.3")).values["value_thresholds"]
+    assert merged == {**detection.FORM["value_thresholds"], "ap": 0.3}
+    assert _resolve(params.parse_set("value_thresholds={ap: 0.3}")).values["value_thresholds"] == {"ap": 0.3}
+    # the form's defaults themselves are never changed
+    assert params.run_form(detection.pipeline)["model_options"].default == {}
+
+
+def test_values_are_yaml_scalars_checked_against_the_declared_types():
+    resolved = _resolve(params.parse_set("augment=false learning_rate=1e-3 epochs=12.0 served_model_name=007"))
+    values = resolved.values
+    assert values["augment"] is False and values["learning_rate"] == 0.001 and values["epochs"] == 12
+    assert values["served_model_name"] == "007"  # a String parameter keeps the text as typed
+    # a YAML value may hold spaces: words without name= continue the item before them
+    layer = params.parse_set("model_options={image_size: 96, aspect_ratios: [0.5, 1.0]} epochs=2")
+    assert _resolve(layer).values["model_options"] == {"image_size": 96, "aspect_ratios": [0.5, 1.0]}
+
+
+def test_an_unknown_name_lists_the_valid_ones_closest_first(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("epoch: 3\n")
+    (line,) = _problems(params.read_config(config))
+    assert line.startswith(f"epoch (CONFIG {config}): no such parameter; did you mean 'epochs'? ")
+    assert line.endswith("the detection pipeline's parameters: " + ", ".join(params.run_form(detection.pipeline)))
+
+
+def test_a_wrong_type_is_one_line_each_naming_the_valid_form():
+    lines = _problems(params.parse_set("epochs=abc augment=maybe model_options=3 epochs.x=1 learning_rate=true"))
+    assert lines == [
+        "epochs: expected an integer (Integer parameter), got 'abc' (SET)",
+        "augment: expected true or false (Boolean parameter), got 'maybe' (SET)",
+        "model_options: expected a mapping, e.g. {key: value} (Dict parameter), got 3 (SET)",
+        "epochs.x (SET): epochs is not a mapping (Integer parameter); dotted names set keys of the mapping "
+        "parameters: model_options, value_thresholds, change_thresholds",
+        "learning_rate: expected a number (Float parameter), got True (SET)",
+    ]
+    with pytest.raises(ParameterError, match="SET 'oops': expected name=value, e.g. SET='epochs=20 "):
+        params.parse_set("oops model_options.image_size=128")
+
+
+def test_a_value_out_of_range_fails_in_the_step_s_own_config_before_anything_runs():
+    lines = _problems(
+        params.parse_set(
+            "epochs=0 learning_rate=20 benchmark_images=0 serving_target=Bad! "
+            "model_options.image_size=x value_thresholds.nope=1"
+        )
+    )
+    assert lines == [  # one line each, in the run form's order
+        "model_options.image_size: expected an integer, got 'x'",
+        "epochs: must be >= 1, got 0",
+        "learning_rate: must be in (0, 10), got 20.0",
+        "value_thresholds: unknown metric 'nope'; known metrics: accuracy, ap, ap50, ap75, ar100, loss, "
+        "macro_f1, macro_precision, macro_recall, top_k_accuracy",
+        "benchmark_images: must be >= 1, got 0",
+        "serving_target: expected a serving target's name such as 'local' or 'kubernetes', got 'Bad!'",
+    ]
+    # the task's own options: a classifier's are not the detector's
+    (line,) = _problems(
+        params.parse_set("model_options.image_size=64"), pipeline=end_to_end.pipeline, task="classification"
+    )
+    assert line.startswith("model_options.image_size: unknown key in ClassifierOptions")
+    # KFP's stand-ins for "none" pass: 0 steps is one pass, 0 images per split is all
+    resolved = _resolve(params.parse_set("steps_per_epoch=0 limit_per_split=0 stages_root="))
+    params.check_steps(detection.pipeline, resolved.values, "detection")
+
+
+def test_the_steps_are_found_in_nested_groups_with_their_run_form_bindings():
+    calls = {call.component: call for call in params.step_calls(end_to_end.pipeline)}
+    assert calls["train-model"].bound["model_name"] == "model"
+    promotes = [c for c in params.step_calls(end_to_end.pipeline) if c.component == "promote-model"]
+    assert {c.constants["stage"] for c in promotes} == {"demo", "staging", "prod"}  # the prod one is two levels down
+    assert all(c.bound["target"] == "serving_target" for c in promotes)
+
+
+def _args(*argv):
+    return run_local._parser().parse_args(list(argv))
+
+
+def test_make_run_s_shorthands_are_the_same_parameters_between_config_and_set(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("epochs: 20\nsource: shapes:200\nsteps_per_epoch: 5\n")
+    resolved = run_local.run_parameters(
+        _args("--task", "detection", "--config", str(config), "--epochs", "4", "--prod", "true", "--set", "epochs=6")
+    )
+    values, origins = resolved.values, resolved.origins
+    assert values["epochs"] == 6 and origins["epochs"] == "SET"  # SET over EPOCHS over CONFIG
+    assert values["source"] == "shapes:200" and values["steps_per_epoch"] == 5  # CONFIG over make run's defaults
+    assert values["promote_to_prod"] is True and origins["promote_to_prod"] == "PROD"
+    # classification: make run trains on a subset, which differs from the run form's default (all)
+    plain = run_local.run_parameters(_args())
+    assert plain.values["limit_per_split"] == 20000 and plain.values["epochs"] == 3
+    assert plain.describe() == "limit_per_split=20000 (make run), epochs=3 (make run)"
+
+
+def test_make_run_prints_each_bad_parameter_on_its_own_line_and_starts_nothing(tmp_path, capsys):
+    root = tmp_path / "out"
+    argv = ["--task", "detection", "--pipeline-root", str(root), "--set", "epochs=0 learning_rate=99"]
+    assert run_local.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["error: epochs: must be >= 1, got 0", "error: learning_rate: must be in (0, 10), got 99.0"]
+    assert not root.exists()
+
+
+def test_the_changed_parameters_are_recorded_and_shown_in_the_report(tmp_path):
+    resolved = _resolve(Layer("make run", {"epochs": 8}), params.parse_set("epochs=3 model_options.image_size=96"))
+    assert resolved.records() == [
+        {"name": "model_options", "value": {"image_size": 96}, "default": {}, "from": "SET"},
+        {"name": "epochs", "value": 3, "default": 8, "from": "SET"},
+    ]
+    assert resolved.describe() == 'model_options={"image_size": 96} (SET), epochs=3 (SET)'
+    (tmp_path / PARAMETERS_FILE).write_text(json.dumps(resolved.to_dict()))
+    inputs = inputs_from_run_dir(tmp_path, None)
+    assert inputs.parameters == resolved.records()
+    page = render(inputs)
+    assert '<section id="parameters">' in page and '<a href="#parameters">Parameters</a>' in page
+    assert "<td class=l>model_options</td><td class=l>{&#34;image_size&#34;: 96}</td><td class=l>{}</td>" in page
+    assert "Every parameter of the run form at its default." in render(ReportInputs(parameters=[]))
+    assert "parameters are in the Kubeflow UI" in render(ReportInputs())
+
+
+def test_make_sweep_reads_config_grid_and_set_over_its_local_defaults(tmp_path):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("source: shapes:100\nepochs: 2\n")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("- {accelerator: cpu, image_size: 32}\n")
+    args = run_sweep._parser().parse_args(["--config", str(config), "--grid", str(grid), "--set", "epochs=3"])
+    resolved = run_sweep.sweep_parameters(args)
+    assert resolved.values["grid_cells"] == [{"accelerator": "cpu", "image_size": 32}]
+    assert resolved.values["source"] == "shapes:100" and resolved.values["epochs"] == 3
+    assert resolved.values["steps_per_epoch"] == 24  # make sweep's own default
+    grid.write_text("accelerator: cpu\n")
+    with pytest.raises(ParameterError, match=r"grid_cells: expected a list, e.g. \[a, b\] \(List parameter\)"):
+        run_sweep.sweep_parameters(run_sweep._parser().parse_args(["--grid", str(grid)]))
+    assert run_sweep.main(["--set", "grid_cell=[]", "--pipeline-root", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
