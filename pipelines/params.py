@@ -341,21 +341,28 @@ def _calls(spec: Any, dag: Any, env: Mapping[str, Optional[str]]) -> list[_StepC
             if kind == "component_input_parameter" and env.get(given.component_input_parameter):
                 bound[name] = env[given.component_input_parameter]
             elif kind == "runtime_value" and given.runtime_value.WhichOneof("value") == "constant":
-                constants[name] = json.loads(_json(given.runtime_value.constant))
+                constants[name] = _plain(given.runtime_value.constant)
         component = spec.components[task.component_ref.name]
         if component.WhichOneof("implementation") == "dag":
             found += _calls(spec, component.dag, bound)
             continue
         declared = component.input_definitions.parameters
-        defaults = {n: json.loads(_json(p.default_value)) for n, p in declared.items() if p.HasField("default_value")}
+        defaults = {n: _plain(p.default_value) for n, p in declared.items() if p.HasField("default_value")}
         found.append(_StepCall(_component_name(task.component_ref.name), bound, constants, defaults))
     return found
 
 
-def _json(value: Any) -> str:
-    from google.protobuf import json_format
-
-    return json_format.MessageToJson(value)
+def _plain(value: Any) -> Any:
+    """A protobuf ``Value`` of the compiled spec (a constant, a default) as plain Python data."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {k: _plain(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_plain(v) for v in value.list_value.values]
+    if kind == "number_value":
+        number = value.number_value
+        return int(number) if number.is_integer() else number
+    return None if kind in (None, "null_value") else getattr(value, kind)
 
 
 def step_calls(pipeline: Any) -> list[Any]:
