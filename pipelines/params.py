@@ -226,7 +226,8 @@ def _check_type(name: str, value: Any, kind: str) -> Any:
 def _unknown(name: str, form: Mapping[str, FormParameter], origin: str, pipeline: str) -> str:
     close = difflib.get_close_matches(name, list(form), n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"{name} ({origin}): no such parameter; {hint}the {pipeline} pipeline's parameters: {', '.join(form)}"
+    whose = f"the {pipeline} pipeline's parameters" if pipeline else "the run form's parameters"
+    return f"{name} ({origin}): no such parameter; {hint}{whose}: {', '.join(form)}"
 
 
 def _read(value: Any, text: bool, kind: Optional[str]) -> Any:
@@ -306,7 +307,7 @@ def resolve(form: Mapping[str, FormParameter], layers: Sequence[Layer], pipeline
     origins: dict[str, str] = {}
     problems: list[str] = []
     for layer in layers:
-        problems += _apply(layer, form, values, origins, pipeline or "the")
+        problems += _apply(layer, form, values, origins, pipeline)
     if problems:
         raise ParameterError(problems)
     return RunParameters(pipeline, values, {n: copy.deepcopy(p.default) for n, p in form.items()}, origins)

@@ -5,6 +5,12 @@ this Python (``SubprocessRunner(use_venv=False)``: no container, no cluster, no 
 The console stays short (pipelines/console.py: a line per step, progress, a failing step's log
 tail); each step's whole log goes to ``<run folder>/logs/<task>.log``, and the run ends with the
 run report, ``<run folder>/report.html`` (also ``<pipeline root>/latest/report.html``).
+
+``--config run.yaml`` and ``--set 'epochs=20 model_options.image_size=128'`` (``make run CONFIG=...
+SET=...``) set any parameter of the task's pipeline's run form (``pipelines/params.py``); the
+knobs (``--data``, ``--limit``, ``--epochs``, ...) are shorthands for some of them. The parameters
+that differ from the run form's defaults are printed and recorded (``<run folder>/parameters.json``
+and the report's Parameters section).
 """
 
 from __future__ import annotations

@@ -177,3 +177,19 @@ def test_make_sweep_reads_config_grid_and_set_over_its_local_defaults(tmp_path):
         run_sweep.sweep_parameters(run_sweep._parser().parse_args(["--grid", str(grid)]))
     assert run_sweep.main(["--set", "grid_cell=[]", "--pipeline-root", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_the_sweep_s_cells_each_keep_their_own_log_in_the_quiet_console(tmp_path):
+    import io
+
+    from pipelines.console import QuietConsole
+
+    console = QuietConsole(io.StringIO(), tmp_path, {"train-grid-cell": "Train and evaluate"}, tty=False)
+    for cell in ("first", "second"):  # a loop's iterations: kfp.local names each the same
+        console.write("10:00:00.000 - INFO - Executing task 'train-grid-cell'\n")
+        console.write(f"    the {cell} cell\n")
+        console.write("10:00:01.000 - INFO - Task 'train-grid-cell' finished with status SUCCESS\n")
+    console.close_pending()
+    assert "the first cell" in (tmp_path / "train-grid-cell.log").read_text()
+    assert "the second cell" in (tmp_path / "train-grid-cell-2.log").read_text()
+    assert [r.log for r in console.records(relative_to=tmp_path)] == ["train-grid-cell.log", "train-grid-cell-2.log"]
