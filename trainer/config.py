@@ -116,6 +116,10 @@ class TrainConfig(ConfigBase):
         checkpoint_every_seconds: also save a checkpoint when this much time passed since the last.
         cache_max_mb: keep the decoded training images in host memory after the first pass when
             they fit in this many MB (later epochs skip reading and decoding); 0 never caches.
+        workers: worker processes training together (MultiWorkerMirroredStrategy), each with the
+            step's accelerator request; 1 trains in the step's own process.
+        launcher: how several workers start: ``auto`` (a JobSet in a cluster that serves it, else an
+            Indexed Job; local processes outside a cluster), ``jobset``, ``job`` or ``local``.
     """
 
     _section: ClassVar[str] = "train."
@@ -140,8 +144,12 @@ class TrainConfig(ConfigBase):
     validation_split: Optional[str] = "validation"
     checkpoint_every_seconds: Optional[float] = None
     cache_max_mb: float = 1024.0
+    workers: int = 1
+    launcher: typing.Literal["auto", "jobset", "job", "local"] = "auto"
 
     def validate(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            self._fail("workers", f"must be a whole number >= 1, got {self.workers!r}")
         if self.epochs < 1:
             self._fail("epochs", f"must be >= 1, got {self.epochs}")
         for name in ("steps_per_epoch", "steps_per_execution", "validation_steps"):

@@ -28,15 +28,10 @@ from typing import Any, ClassVar, Optional
 
 from components import kube
 from components.train.launchers.base import Launcher, LaunchError, WorkerSet
+from components.train.launchers.identity import POD_FIELD_PATHS
 
 log = logging.getLogger(__name__)
 
-# The launcher pod's identity, set from field paths by the pipeline (kfp.kubernetes.use_field_path_as_env).
-POD_FIELD_PATHS = {
-    "LTP_POD_NAME": "metadata.name",
-    "LTP_POD_UID": "metadata.uid",
-    "LTP_POD_NAMESPACE": "metadata.namespace",
-}
 SET_LABEL = "lean-tpu-pipelines.dev/worker-set"
 PART_OF = {"app.kubernetes.io/part-of": "lean-tpu-pipelines", "app.kubernetes.io/component": "train-worker"}
 WORKER_CONTAINER = "worker"
