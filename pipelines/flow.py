@@ -184,16 +184,24 @@ def build(
     )
     demo.after(evaluated, benchmarked)
 
-    # The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records.
-    build_report(
-        dataset=dataset,
-        model=trained,
-        evaluation=evaluated.outputs["metrics"],
-        confusion=evaluated.outputs["confusion"],
-        blessing=evaluated.outputs["blessing"],
-        samples=evaluated.outputs["samples"],
-        benchmark=benchmarked.outputs["Output"],
-        stages_root=stages_root,
-        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
-        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-    ).set_display_name("Run report").set_caching_options(False).after(demo)
+    _report(dataset, trained, evaluated, benchmarked, stages_root).after(demo)
+
+
+def _report(dataset, trained, evaluated, benchmarked, stages_root):
+    """The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records."""
+    return (
+        build_report(
+            dataset=dataset,
+            model=trained,
+            evaluation=evaluated.outputs["metrics"],
+            confusion=evaluated.outputs["confusion"],
+            blessing=evaluated.outputs["blessing"],
+            samples=evaluated.outputs["samples"],
+            benchmark=benchmarked.outputs["Output"],
+            stages_root=stages_root,
+            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+            run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        )
+        .set_display_name("Run report")
+        .set_caching_options(False)
+    )
