@@ -611,7 +611,9 @@ def serves_kind(client: DynamicClient, api_version: str, kind: str) -> bool:
     return True
 
 
-def read_object(client: DynamicClient, api_version: str, kind: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
+def read_object(
+    client: DynamicClient, api_version: str, kind: str, namespace: str, name: str
+) -> Optional[dict[str, Any]]:
     """One object as a dict, or None when there is none.
 
     Raises:

@@ -24,7 +24,9 @@ SETTINGS = ClusterSettings(
     namespace=NS, pod_name="train-pod", pod_uid="abcdef12-3456", poll_interval_s=0.01, pending_timeout_s=0.3
 )
 NAME = SETTINGS.set_name
-WORKERS = WorkerSet(workers=2, config_path="gs://b/m/c.yaml", model_dir="gs://b/m", argv=("python", "-m", "trainer.worker"))
+WORKERS = WorkerSet(
+    workers=2, config_path="gs://b/m/c.yaml", model_dir="gs://b/m", argv=("python", "-m", "trainer.worker")
+)
 LAUNCHER_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
@@ -40,7 +42,9 @@ def condition(kind, message="", reason=""):
 def worker_pods(phase, message=None):
     status = {"phase": phase}
     if message:
-        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ]
     return [
         {
             "apiVersion": "v1",
@@ -73,7 +77,11 @@ def launcher(name, api, **kwargs):
 
 
 def deletes(fake):
-    return [(path.rsplit("/", 2)[-2], query.get("propagationPolicy")) for m, path, query, _ in fake.requests if m == "DELETE"]
+    return [
+        (path.rsplit("/", 2)[-2], query.get("propagationPolicy"))
+        for m, path, query, _ in fake.requests
+        if m == "DELETE"
+    ]
 
 
 def test_jobset_runs_to_completion_and_is_deleted(fake, api):
@@ -133,7 +141,10 @@ def test_explicit_jobset_on_a_cluster_without_the_crd_names_it(fake, api):
 
 
 def test_indexed_job_fallback_completes_and_deletes_job_and_service(fake, api):
-    fake.status_on_read["jobs"] = lambda obj, nth: {"active": 2, "conditions": [condition("Complete")] if nth >= 2 else []}
+    fake.status_on_read["jobs"] = lambda obj, nth: {
+        "active": 2,
+        "conditions": [condition("Complete")] if nth >= 2 else [],
+    }
     fake.add_pods(NS, worker_pods("Running"))
     launcher("job", api).run(WORKERS)
     assert deletes(fake) == [("jobs", ["Background"]), ("services", ["Background"])]
@@ -141,7 +152,9 @@ def test_indexed_job_fallback_completes_and_deletes_job_and_service(fake, api):
 
 
 def test_indexed_job_failure_fails_the_step_for_kfps_retry(fake, api):
-    fake.status_on_read["jobs"] = lambda obj, nth: {"conditions": [condition("Failed", "Job has reached the specified backoff limit", "BackoffLimitExceeded")]}
+    fake.status_on_read["jobs"] = lambda obj, nth: {
+        "conditions": [condition("Failed", "Job has reached the specified backoff limit", "BackoffLimitExceeded")]
+    }
     with pytest.raises(LaunchError, match=r"BackoffLimitExceeded.*no gang restart.*KFP's retry"):
         launcher("job", api).run(WORKERS)
     assert fake.get("jobs", NS, NAME) is None

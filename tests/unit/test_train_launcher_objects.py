@@ -8,9 +8,8 @@ drop unknown keys silently, so a misspelt field shows as a difference.
 import pytest
 from kubeflow_trainer_api import models
 
-from components.train.launchers import LaunchError, WorkerSet, get_launcher, launcher_names
+from components.train.launchers import LaunchError, WorkerSet, get_launcher, jobset, launcher_names
 from components.train.launchers import job as job_launcher
-from components.train.launchers import jobset
 from components.train.launchers.cluster import SET_LABEL, ClusterSettings, worker_pod
 
 SETTINGS = ClusterSettings(namespace="kubeflow-user", pod_name="end-to-end-abc-train-42", pod_uid="0f1e2d3c-aaaa-bbbb")

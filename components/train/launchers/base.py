@@ -35,4 +35,7 @@ class Launcher(ABC):
 
     @abstractmethod
     def run(self, workers: WorkerSet) -> None:
-        """Start the workers, wait while reporting progress, tear everything down on success, failure and SIGTERM; raise LaunchError naming the cause."""
+        """Start the workers, wait while reporting progress, tear everything down.
+
+        Everything is torn down on success, failure and SIGTERM; raise LaunchError naming the cause.
+        """

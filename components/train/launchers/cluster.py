@@ -222,7 +222,9 @@ def worker_pod(settings: ClusterSettings, launcher_pod: Mapping[str, Any]) -> Wo
     return WorkerPod(
         image=image,
         resources=resources,
-        node_selector=dict(spec.get("nodeSelector") or {}) if settings.node_selector is None else dict(settings.node_selector),
+        node_selector=dict(
+            spec.get("nodeSelector") or {} if settings.node_selector is None else settings.node_selector
+        ),
         tolerations=list(spec.get("tolerations") or []),
         annotations={
             k: v
@@ -486,7 +488,12 @@ class ClusterLauncher(Launcher):
             meta = obj["metadata"]
             try:
                 kube.delete_object(
-                    api, obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"], propagation_policy="Background"
+                    api,
+                    obj["apiVersion"],
+                    obj["kind"],
+                    meta["namespace"],
+                    meta["name"],
+                    propagation_policy="Background",
                 )
             except kube.KubeDeployError as err:
                 log.warning(

@@ -86,7 +86,9 @@ class IndexedJobLauncher(ClusterLauncher):
     api_version = "batch/v1"
     kind = "Job"
 
-    def __init__(self, settings: Optional[ClusterSettings] = None, api_client: Any = None, fallback_for: Optional[str] = None):
+    def __init__(
+        self, settings: Optional[ClusterSettings] = None, api_client: Any = None, fallback_for: Optional[str] = None
+    ):
         super().__init__(settings, api_client)
         self.fallback_for = fallback_for
 

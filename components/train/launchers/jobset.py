@@ -114,4 +114,3 @@ class JobSetLauncher(ClusterLauncher):
             f"account needs get/list/create/patch/delete on jobsets.jobset.x-k8s.io and get/list on pods in "
             f"{settings.namespace}: a cluster admin applies manifests/rbac/training."
         )
-
