@@ -175,3 +175,10 @@ def test_no_crd_and_no_rights_for_the_fallback_is_one_error_naming_both(fake, ap
     message = str(raised.value)
     assert "does not serve JobSet" in message and "jobsets.jobset.x-k8s.io CRD" in message
     assert "HTTP 403" in message and "services and jobs.batch" in message and "manifests/rbac/training" in message
+
+
+def test_a_local_config_or_model_folder_is_refused_before_anything_is_created(fake, api):
+    local = WorkerSet(workers=2, config_path="/tmp/c.yaml", model_dir="gs://b/m", argv=("python",))
+    with pytest.raises(LaunchError, match=r"cannot reach the config '/tmp/c.yaml' on the launcher pod's disk"):
+        launcher("jobset", api).run(local)
+    assert not [r for r in fake.requests if r[0] != "GET"]

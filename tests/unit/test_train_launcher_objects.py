@@ -65,7 +65,11 @@ def test_jobset_is_typed_gang_restarted_and_owned_by_the_launcher_pod():
     assert obj["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "end-to-end-abc-train-42", "uid": "0f1e2d3c-aaaa-bbbb"}
     ]
-    assert spec["network"] == {"enableDNSHostnames": True, "subdomain": "ltp-train-0f1e2d3c"}
+    assert spec["network"] == {
+        "enableDNSHostnames": True,
+        "subdomain": "ltp-train-0f1e2d3c",
+        "publishNotReadyAddresses": True,
+    }
     assert spec["failurePolicy"] == {"maxRestarts": 3} and spec["ttlSecondsAfterFinished"] == 3600
     [rjob] = spec["replicatedJobs"]
     job = rjob["template"]["spec"]

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Optional
 from components import kube
 from components.train.launchers.base import Launcher, LaunchError, WorkerSet
 from components.train.launchers.identity import POD_FIELD_PATHS
+from trainer import storage
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +252,25 @@ def check_hostname(hostname: str, settings: ClusterSettings) -> None:
         )
 
 
+def check_shared_paths(workers: WorkerSet) -> None:
+    """Refuses a config or model folder that only the launcher pod can reach.
+
+    The workers are other pods: they read the config and write the chief's folder through
+    storage every pod reaches (gs://), never the launcher's local disk.
+
+    Raises:
+        LaunchError: a local path (the message names it).
+    """
+    paths = (("config", workers.config_path), ("model folder", workers.model_dir))
+    local = [(what, path) for what, path in paths if not storage.is_gcs(path)]
+    if local:
+        listed = ", ".join(f"the {what} {path!r}" for what, path in local)
+        raise LaunchError(
+            f"the workers run in other pods and cannot reach {listed} on the launcher pod's disk: give gs:// "
+            "locations (the Model artifact's URI on a cluster), or run with launcher=local"
+        )
+
+
 def owner_reference(settings: ClusterSettings) -> dict[str, Any]:
     """The ownerReference to the launcher pod: its objects go when it goes."""
     return {"apiVersion": "v1", "kind": "Pod", "name": settings.pod_name, "uid": settings.pod_uid}
@@ -411,6 +431,7 @@ class ClusterLauncher(Launcher):
         """
         if workers.workers < 2:
             raise LaunchError(f"a cluster launcher runs 2 or more workers, got {workers.workers}")
+        check_shared_paths(workers)
         settings = self.settings or ClusterSettings.from_env()
         try:
             api = self.api_client or kube.load_api_client()

@@ -51,7 +51,8 @@ def render_jobset(workers: WorkerSet, pod: WorkerPod, settings: ClusterSettings)
         "kind": "JobSet",
         "metadata": metadata(settings, name),
         "spec": {
-            "network": {"enableDNSHostnames": True, "subdomain": name},
+            # Peers resolve before they are ready (the workers have no readiness probe to wait for).
+            "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
             "failurePolicy": {"maxRestarts": settings.max_restarts},
             "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
             "replicatedJobs": [
