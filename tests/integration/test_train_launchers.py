@@ -12,9 +12,10 @@ import signal
 import kubernetes
 import pytest
 
-from components.train.launchers import LaunchError, WorkerSet, get_launcher
+from components.train.launchers import LaunchError, WorkerSet
 from components.train.launchers.cluster import SET_LABEL, ClusterSettings
-from components.train.launchers.job import choose_cluster_launcher
+from components.train.launchers.job import AutoClusterLauncher, IndexedJobLauncher, choose_cluster_launcher
+from components.train.launchers.jobset import JobSetLauncher
 from tests.integration.fake_kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.integration
@@ -72,7 +73,7 @@ def api(fake):
 
 
 def launcher(name, api, **kwargs):
-    cls = type(get_launcher(name))
+    cls = {"jobset": JobSetLauncher, "job": IndexedJobLauncher, "auto": AutoClusterLauncher}[name]
     return cls(SETTINGS, api, **kwargs)
 
 
@@ -182,3 +183,11 @@ def test_a_local_config_or_model_folder_is_refused_before_anything_is_created(fa
     with pytest.raises(LaunchError, match=r"cannot reach the config '/tmp/c.yaml' on the launcher pod's disk"):
         launcher("jobset", api).run(local)
     assert not [r for r in fake.requests if r[0] != "GET"]
+
+
+def test_the_auto_launcher_runs_the_indexed_job_where_jobset_is_not_served(fake, api):
+    fake.hidden.add("jobsets")
+    fake.status_on_read["jobs"] = lambda obj, nth: {"conditions": [condition("Complete")]}
+    fake.add_pods(NS, worker_pods("Running"))
+    launcher("auto", api).run(WORKERS)
+    assert [plural for plural, _ in deletes(fake)] == ["jobs", "services"]

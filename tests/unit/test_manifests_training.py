@@ -7,8 +7,10 @@ the Role must grant exactly what the launchers do, and the policy must select th
 import kubernetes_validate
 import pytest
 
-from components.train.launchers import WorkerSet, get_launcher
+from components.train.launchers import WorkerSet
 from components.train.launchers.cluster import ClusterSettings, worker_pod
+from components.train.launchers.job import IndexedJobLauncher
+from components.train.launchers.jobset import JobSetLauncher
 from tests.unit.test_manifests_serving import KUBERNETES_VERSION, PIPELINE_SA, _grants, objects, one
 
 SETTINGS = ClusterSettings(namespace="kubeflow-user-example-com", pod_name="p", pod_uid="u-1")
@@ -17,7 +19,8 @@ POD = {"spec": {"containers": [{"name": "main", "image": "ltp:1"}]}}
 
 
 def rendered_by(launcher):
-    return get_launcher(launcher).render(WORKERS, worker_pod(SETTINGS, POD), SETTINGS)
+    cls = {"jobset": JobSetLauncher, "job": IndexedJobLauncher}[launcher]
+    return cls().render(WORKERS, worker_pod(SETTINGS, POD), SETTINGS)
 
 
 def test_every_object_validates_strictly():

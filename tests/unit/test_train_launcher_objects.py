@@ -8,7 +8,7 @@ drop unknown keys silently, so a misspelt field shows as a difference.
 import pytest
 from kubeflow_trainer_api import models
 
-from components.train.launchers import LaunchError, WorkerSet, get_launcher, jobset, launcher_names
+from components.train.launchers import LaunchError, WorkerSet, choose_launcher, jobset
 from components.train.launchers import job as job_launcher
 from components.train.launchers.cluster import SET_LABEL, ClusterSettings, worker_pod
 
@@ -49,11 +49,12 @@ def roundtrip(model, obj):
     return model.from_dict(obj).to_dict()
 
 
-def test_the_registry_names_both_cluster_launchers():
-    assert {"jobset", "job"} <= set(launcher_names())
-    assert get_launcher("jobset").name == "jobset" and get_launcher("job").name == "job"
-    with pytest.raises(LaunchError, match="unknown 'tfjob'.*jobset"):
-        get_launcher("tfjob")
+def test_auto_is_the_cluster_launcher_inside_a_cluster_and_local_outside():
+    assert choose_launcher("auto", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "auto"
+    assert choose_launcher("auto", {}) == "local"
+    assert choose_launcher("job", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "job"
+    assert (job_launcher.AutoClusterLauncher.name, job_launcher.IndexedJobLauncher.name) == ("auto", "job")
+    assert jobset.JobSetLauncher.name == "jobset"
 
 
 def test_jobset_is_typed_gang_restarted_and_owned_by_the_launcher_pod():
@@ -94,7 +95,7 @@ def test_jobset_is_typed_gang_restarted_and_owned_by_the_launcher_pod():
 
 
 def test_indexed_job_fallback_has_a_headless_service_and_the_pods_subdomain():
-    launcher = get_launcher("job")
+    launcher = job_launcher.IndexedJobLauncher()
     pod = worker_pod(SETTINGS, LAUNCHER_POD)
     service, job = launcher.render(WORKERS, pod, SETTINGS)
     assert roundtrip(models.IoK8sApiCoreV1Service, service) == service

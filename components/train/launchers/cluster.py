@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from components import kube
-from components.train.launchers.base import Launcher, LaunchError, WorkerSet
+from components.train.launchers.base import DEFAULT_MAX_RESTARTS, Launcher, LaunchError, WorkerSet
 from components.train.launchers.identity import POD_FIELD_PATHS
 from trainer import storage
 
@@ -82,7 +82,7 @@ class ClusterSettings:
     worker_port: int = 2222
     peer_timeout_s: float = 600.0
     pending_timeout_s: float = 900.0
-    max_restarts: int = 3
+    max_restarts: int = DEFAULT_MAX_RESTARTS
     ttl_seconds_after_finished: int = 3600
     poll_interval_s: float = 10.0
 
@@ -132,7 +132,7 @@ class ClusterSettings:
             worker_port=number("LTP_WORKER_PORT", int, 2222),
             peer_timeout_s=number("LTP_PEER_TIMEOUT_S", float, 600.0),
             pending_timeout_s=number("LTP_PENDING_TIMEOUT_S", float, 900.0),
-            max_restarts=number("LTP_MAX_RESTARTS", int, 3),
+            max_restarts=number("LTP_MAX_RESTARTS", int, DEFAULT_MAX_RESTARTS),
             ttl_seconds_after_finished=number("LTP_JOB_TTL_S", int, 3600),
             poll_interval_s=number("LTP_POLL_INTERVAL_S", float, 10.0),
         )

@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from components import kube
-from components.train.launchers import register
-from components.train.launchers.base import WorkerSet
+from components.train.launchers.base import Launcher, LaunchError, WorkerSet
 from components.train.launchers.cluster import (
     SET_LABEL,
     ClusterLauncher,
@@ -71,7 +70,6 @@ def _true(obj: Mapping[str, Any], kind: str) -> Optional[Mapping[str, Any]]:
     return None
 
 
-@register
 class IndexedJobLauncher(ClusterLauncher):
     """Runs the workers as an Indexed Job; a lost worker fails the step (KFP's retry resumes).
 
@@ -131,3 +129,26 @@ def choose_cluster_launcher(settings: Optional[ClusterSettings] = None, api_clie
             return JobSetLauncher(settings, api)
     reason = f"the cluster does not serve JobSet ({API_VERSION}; the jobsets.jobset.x-k8s.io CRD is not installed)"
     return IndexedJobLauncher(settings, api, fallback_for=reason)
+
+
+class AutoClusterLauncher(Launcher):
+    """``auto`` inside a cluster: the JobSet launcher where the API serves JobSet, else the Indexed Job.
+
+    Args:
+        settings: the cluster settings; None reads them from the environment.
+        api_client: a configured API client; None loads the in-cluster configuration.
+    """
+
+    name = "auto"
+
+    def __init__(self, settings: Optional[ClusterSettings] = None, api_client: Any = None):
+        self.settings = settings
+        self.api_client = api_client
+
+    def run(self, workers: WorkerSet) -> None:
+        """Runs the workers with the launcher :func:`choose_cluster_launcher` picks."""
+        try:
+            chosen = choose_cluster_launcher(self.settings, self.api_client)
+        except kube.KubeDeployError as err:
+            raise LaunchError(f"auto launcher: {err}") from err
+        chosen.run(workers)

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from components import kube
-from components.train.launchers import register
 from components.train.launchers.base import WorkerSet
 from components.train.launchers.cluster import (
     SET_LABEL,
@@ -73,7 +72,6 @@ def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     return None
 
 
-@register
 class JobSetLauncher(ClusterLauncher):
     """Runs the workers as a JobSet, restarted together up to ``max_restarts`` times."""
 
