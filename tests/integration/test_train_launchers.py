@@ -85,7 +85,8 @@ def deletes(fake):
     ]
 
 
-def test_jobset_runs_to_completion_and_is_deleted(fake, api):
+def test_jobset_runs_to_completion_and_is_deleted(fake, api, caplog):
+    caplog.set_level("INFO", logger="components.train.launchers.cluster")
     seen = {}
 
     def controller(obj, nth):
@@ -96,6 +97,8 @@ def test_jobset_runs_to_completion_and_is_deleted(fake, api):
     fake.add_pods(NS, worker_pods("Running"))
     launcher("jobset", api).run(WORKERS)
     assert seen["obj"]["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
+    # Progress while it runs: one line per change, with the pods' phases and the restarts.
+    assert f"JobSet {NS}/{NAME}: training (0 restarts so far); pods: 2 Running; restarts: 0" in caplog.text
     assert fake.get("jobsets", NS, NAME) is None
     assert deletes(fake) == [("jobsets", ["Background"])]
 
