@@ -13,9 +13,9 @@ Nothing here knows about stages or models (``components.serving.deploy`` does):
 - :func:`delete_object` deletes one object of any kind; :func:`wait_for_condition` waits until an
   object of any kind reports a ``status.conditions`` entry as True (``kubectl wait
   --for=condition=...``).
-- :func:`serves_kind`, :func:`read_object` and :func:`list_objects` ask discovery whether a kind
-  is served, read one object and list objects by label, for a caller that follows an object's
-  status itself (the training launchers follow a JobSet or an Indexed Job and its pods).
+- :func:`serves_kind` says whether a kind (a CRD) is served; :func:`get_object` reads one object.
+- :func:`list_objects` lists objects of any kind by label (the training launchers follow their
+  workers' pods with it).
 
 Tested against a fake API server only (tests/integration/fake_kube_api.py); see docs/kubernetes.md.
 """
@@ -591,59 +591,60 @@ def _condition_state(
     return f"{condition}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})", obj
 
 
-def serves_kind(client: DynamicClient, api_version: str, kind: str) -> bool:
-    """Whether the API server serves ``kind`` in ``api_version`` (a custom resource's CRD installed).
+def serves_kind(api_client: k8s_client.ApiClient, api_version: str, kind: str) -> bool:
+    """Whether the API server serves ``kind`` in ``api_version`` (a custom resource's CRD is installed).
 
     Raises:
-        KubeDeployError: discovery was refused (other than the kind being absent) or the server is
-            unreachable.
+        KubeDeployError: the server is unreachable or refused discovery.
     """
-    try:
-        client.resources.get(api_version=api_version, kind=kind)
-    except ResourceNotFoundError:
-        return False
-    except ApiException as err:
-        if err.status == 404:  # the whole group is absent
+    with dynamic_client(api_client) as client:
+        try:
+            client.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
             return False
-        raise _apply_error(err, kind, "-", "-", verb="discovering") from err
-    except urllib3.exceptions.HTTPError as err:
-        raise _unreachable(client.client, err) from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
     return True
 
 
-def read_object(
-    client: DynamicClient, api_version: str, kind: str, namespace: str, name: str
+def get_object(
+    api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, name: str
 ) -> Optional[dict[str, Any]]:
-    """One object as a dict, or None when there is none.
+    """Reads one namespaced object of any kind the server serves, status included.
+
+    Returns:
+        The object, or None when there is none of that name.
 
     Raises:
-        KubeDeployError: the kind is not served, the read was refused or the server is unreachable.
+        KubeDeployError: the server does not serve the kind, refused the read or is unreachable.
     """
-    resource = _resource(client, api_version, kind, namespace, name)
-    try:
-        return resource.get(name=name, namespace=namespace).to_dict()
-    except NotFoundError:
-        return None
-    except ApiException as err:
-        raise _apply_error(err, kind, namespace, name, verb="reading") from err
-    except urllib3.exceptions.HTTPError as err:
-        raise _unreachable(client.client, err) from err
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, name)
+        try:
+            return resource.get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+        except ApiException as err:
+            raise _apply_error(err, kind, namespace, name, verb="reading") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
 
 
 def list_objects(
-    client: DynamicClient, api_version: str, kind: str, namespace: str, labels: dict[str, str]
+    api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, labels: dict[str, str]
 ) -> list[dict[str, Any]]:
     """The objects of a kind in a namespace whose labels include ``labels`` (equality terms).
 
     Raises:
-        KubeDeployError: the kind is not served, the list was refused or the server is unreachable.
+        KubeDeployError: the server does not serve the kind, refused the list or is unreachable.
     """
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    resource = _resource(client, api_version, kind, namespace, selector)
-    try:
-        listed = resource.get(namespace=namespace, label_selector=selector or None).to_dict()
-    except ApiException as err:
-        raise _apply_error(err, f"{kind}List", namespace, selector, verb="listing") from err
-    except urllib3.exceptions.HTTPError as err:
-        raise _unreachable(client.client, err) from err
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, selector)
+        try:
+            listed = resource.get(namespace=namespace, label_selector=selector or None).to_dict()
+        except ApiException as err:
+            raise _apply_error(err, f"{kind} list", namespace, selector, verb="listing") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
     return list(listed.get("items") or [])

@@ -435,19 +435,18 @@ class ClusterLauncher(Launcher):
         settings = self.settings or ClusterSettings.from_env()
         try:
             api = self.api_client or kube.load_api_client()
-            with kube.dynamic_client(api) as client:
-                if not kube.serves_kind(client, self.api_version, self.kind):
-                    raise LaunchError(self.missing_api(settings))
-                launcher_pod = kube.read_object(client, "v1", "Pod", settings.namespace, settings.pod_name)
-                if launcher_pod is None:
-                    raise LaunchError(f"the launcher pod {settings.namespace}/{settings.pod_name} does not exist")
-                objects = self.render(workers, worker_pod(settings, launcher_pod), settings)
-                with sigterm_raises():
-                    try:
-                        self._apply(api, objects, settings)
-                        self._wait(client, workers, settings)
-                    finally:
-                        self._delete(api, objects)
+            if not kube.serves_kind(api, self.api_version, self.kind):
+                raise LaunchError(self.missing_api(settings))
+            launcher_pod = kube.get_object(api, "v1", "Pod", settings.namespace, settings.pod_name)
+            if launcher_pod is None:
+                raise LaunchError(f"the launcher pod {settings.namespace}/{settings.pod_name} does not exist")
+            objects = self.render(workers, worker_pod(settings, launcher_pod), settings)
+            with sigterm_raises():
+                try:
+                    self._apply(api, objects, settings)
+                    self._wait(api, workers, settings)
+                finally:
+                    self._delete(api, objects)
         except kube.KubeDeployError as err:
             raise LaunchError(f"{self.name} launcher: {err}") from err
 
@@ -459,12 +458,12 @@ class ClusterLauncher(Launcher):
         for a in applied:
             log.info("%s %s/%s %s", a.kind, a.namespace, a.name, a.outcome)
 
-    def _wait(self, client: Any, workers: WorkerSet, settings: ClusterSettings) -> None:
+    def _wait(self, api: Any, workers: WorkerSet, settings: ClusterSettings) -> None:
         """Polls the main object and its pods until it ends; fails on pods Pending too long."""
         name, namespace = settings.set_name, settings.namespace
         waiting_since, restarts, last = time.monotonic(), 0, ""
         while True:
-            obj = kube.read_object(client, self.api_version, self.kind, namespace, name)
+            obj = kube.get_object(api, self.api_version, self.kind, namespace, name)
             if obj is None:
                 raise LaunchError(f"{self.kind} {namespace}/{name} disappeared while training (deleted by hand?)")
             state, message = self.state(obj, settings)
@@ -473,7 +472,7 @@ class ClusterLauncher(Launcher):
                 return
             if state == "failed":
                 raise LaunchError(f"{self.kind} {namespace}/{name} failed: {message}")
-            pods = kube.list_objects(client, "v1", "Pod", namespace, {SET_LABEL: name})
+            pods = kube.list_objects(api, "v1", "Pod", namespace, {SET_LABEL: name})
             if self.restarts(obj) != restarts:  # a restart makes new pods: their scheduling starts over
                 restarts, waiting_since = self.restarts(obj), time.monotonic()
             started = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]

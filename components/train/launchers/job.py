@@ -124,9 +124,8 @@ def choose_cluster_launcher(settings: Optional[ClusterSettings] = None, api_clie
     from components.train.launchers.jobset import API_VERSION, JobSetLauncher
 
     api = api_client or kube.load_api_client()
-    with kube.dynamic_client(api) as client:
-        if kube.serves_kind(client, API_VERSION, "JobSet"):
-            return JobSetLauncher(settings, api)
+    if kube.serves_kind(api, API_VERSION, "JobSet"):
+        return JobSetLauncher(settings, api)
     reason = f"the cluster does not serve JobSet ({API_VERSION}; the jobsets.jobset.x-k8s.io CRD is not installed)"
     return IndexedJobLauncher(settings, api, fallback_for=reason)
 
