@@ -27,11 +27,11 @@ as far as they matter there:
 
 More kinds (a custom resource such as KServe's InferenceService) are served after
 ``add_kind(plural, api_version, kind)``; ``set_status`` writes an object's status as its
-controller would (conditions included). Controllers of other kinds (a JobSet's, a Job's) are the
-test's: ``status_on_read[plural](obj, nth_read)`` runs on each read of such an object and returns
-the status to store first (its conditions: completed, failed after max restarts, ...) or None;
-``add_pods(namespace, pods)`` stores pods (a set's workers, Pending with the scheduler's reason)
-that pod lists return next to the Deployments' synthesized ones.
+controller would (conditions included); ``controllers[plural]`` is called with an object at each
+read and returns the status to store (None: leave it). :class:`FakeKServe` is such a controller
+for InferenceServices (revisions, canary traffic, tag URLs, load failures).
+``add_pods(namespace, pods)`` stores pods (a JobSet's workers, Pending with the scheduler's
+reason) that pod lists return next to the Deployments' synthesized ones.
 
 Not implemented: watch, strategic merge patch, admission, validation against schemas
 (``fieldValidation=Strict`` refuses unknown top-level fields only), authentication. ``deny``
@@ -167,8 +167,6 @@ class FakeKubeAPI:
         self.deny: set[str] = set()
         self.hidden: set[str] = set()
         self.read_error: Callable[[str, int], Optional[int]] = lambda plural, nth_read: None
-        self.status_on_read: dict[str, Callable[[dict[str, Any], int], Optional[dict[str, Any]]]] = {}
-        self._object_reads: dict[tuple[str, str, str], int] = {}
         self._pods_stored: dict[str, list[dict[str, Any]]] = {}
         self._reads: dict[str, int] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
@@ -177,6 +175,7 @@ class FakeKubeAPI:
         self._lock = threading.RLock()
         self.url = ""
         self.kinds: dict[str, tuple[str, str]] = dict(KINDS)
+        self.controllers: dict[str, Callable[[dict[str, Any]], Optional[dict[str, Any]]]] = {}
 
     # ---- inspection helpers for tests
 
@@ -397,14 +396,11 @@ class FakeKubeAPI:
             raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
         if plural == "deployments":
             self._advance_rollout(stored)
-        controller = self.status_on_read.get(plural)
-        if controller is not None:
-            key = (plural, namespace, name)
-            self._object_reads[key] = self._object_reads.get(key, 0) + 1
-            status = controller(copy.deepcopy(stored.obj), self._object_reads[key])
+        if plural in self.controllers:
+            status = self.controllers[plural](copy.deepcopy(stored.obj))
             if status is not None:
                 before = copy.deepcopy(stored.obj)
-                stored.obj["status"] = copy.deepcopy(status)
+                stored.obj["status"] = status
                 self._commit(stored, before)
         return copy.deepcopy(stored.obj)
 

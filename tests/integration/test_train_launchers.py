@@ -1,7 +1,7 @@
 """The cluster launchers' launch / wait / delete cycle against the FAKE Kubernetes API server.
 
 The fake (tests/integration/fake_kube_api.py) serves the JobSet and Job kinds; each test plays
-their controllers through ``status_on_read`` (a status per read: running, then completed or
+their controllers through the fake's ``controllers`` (a status per read: running, then completed or
 failed after max restarts) and stored pods (Pending with the scheduler's message). Nothing here
 ran against a real cluster or a real JobSet controller (docs/training.md says what that leaves).
 """
@@ -34,6 +34,17 @@ LAUNCHER_POD = {
     "metadata": {"name": "train-pod", "namespace": NS, "uid": "abcdef12-3456"},
     "spec": {"containers": [{"name": "main", "image": "ltp:gpu", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
 }
+
+
+def by_read(status_of):
+    """A fake controller from ``status_of(obj, nth_read)``: the status on the nth read of the object."""
+    reads = []
+
+    def controller(obj):
+        reads.append(1)
+        return status_of(obj, len(reads))
+
+    return controller
 
 
 def condition(kind, message="", reason=""):
@@ -93,7 +104,7 @@ def test_jobset_runs_to_completion_and_is_deleted(fake, api, caplog):
         seen["obj"] = obj
         return {"restarts": 0, "conditions": [condition("Completed", "jobset completed")] if nth >= 3 else []}
 
-    fake.status_on_read["jobsets"] = controller
+    fake.controllers["jobsets"] = by_read(controller)
     fake.add_pods(NS, worker_pods("Running"))
     launcher("jobset", api).run(WORKERS)
     assert seen["obj"]["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
@@ -104,10 +115,12 @@ def test_jobset_runs_to_completion_and_is_deleted(fake, api, caplog):
 
 
 def test_jobset_failed_after_max_restarts_fails_the_step_and_is_deleted(fake, api):
-    fake.status_on_read["jobsets"] = lambda obj, nth: {
-        "restarts": 3,
-        "conditions": [condition("Failed", "jobset failed", "ReachedMaxRestarts")] if nth >= 2 else [],
-    }
+    fake.controllers["jobsets"] = by_read(
+        lambda obj, nth: {
+            "restarts": 3,
+            "conditions": [condition("Failed", "jobset failed", "ReachedMaxRestarts")] if nth >= 2 else [],
+        }
+    )
     fake.add_pods(NS, worker_pods("Running"))
     with pytest.raises(LaunchError, match=r"ReachedMaxRestarts.*after 3 restarts of all workers.*maxRestarts 3"):
         launcher("jobset", api).run(WORKERS)
@@ -115,7 +128,7 @@ def test_jobset_failed_after_max_restarts_fails_the_step_and_is_deleted(fake, ap
 
 
 def test_pods_pending_past_the_timeout_fail_with_the_schedulers_message(fake, api):
-    fake.status_on_read["jobsets"] = lambda obj, nth: {"restarts": 0}
+    fake.controllers["jobsets"] = by_read(lambda obj, nth: {"restarts": 0})
     fake.add_pods(NS, worker_pods("Pending", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."))
     with pytest.raises(LaunchError, match=r"not all running after 0.3 s(.|\n)*Insufficient nvidia.com/gpu"):
         launcher("jobset", api).run(WORKERS)
@@ -128,7 +141,7 @@ def test_sigterm_deletes_the_jobset(fake, api):
             os.kill(os.getpid(), signal.SIGTERM)  # the run is terminated while the workers train
         return {"restarts": 0}
 
-    fake.status_on_read["jobsets"] = controller
+    fake.controllers["jobsets"] = by_read(controller)
     fake.add_pods(NS, worker_pods("Running"))
     previous = signal.getsignal(signal.SIGTERM)
     with pytest.raises(LaunchError, match="SIGTERM"):
@@ -145,10 +158,12 @@ def test_explicit_jobset_on_a_cluster_without_the_crd_names_it(fake, api):
 
 
 def test_indexed_job_fallback_completes_and_deletes_job_and_service(fake, api):
-    fake.status_on_read["jobs"] = lambda obj, nth: {
-        "active": 2,
-        "conditions": [condition("Complete")] if nth >= 2 else [],
-    }
+    fake.controllers["jobs"] = by_read(
+        lambda obj, nth: {
+            "active": 2,
+            "conditions": [condition("Complete")] if nth >= 2 else [],
+        }
+    )
     fake.add_pods(NS, worker_pods("Running"))
     launcher("job", api).run(WORKERS)
     assert deletes(fake) == [("jobs", ["Background"]), ("services", ["Background"])]
@@ -156,9 +171,11 @@ def test_indexed_job_fallback_completes_and_deletes_job_and_service(fake, api):
 
 
 def test_indexed_job_failure_fails_the_step_for_kfps_retry(fake, api):
-    fake.status_on_read["jobs"] = lambda obj, nth: {
-        "conditions": [condition("Failed", "Job has reached the specified backoff limit", "BackoffLimitExceeded")]
-    }
+    fake.controllers["jobs"] = by_read(
+        lambda obj, nth: {
+            "conditions": [condition("Failed", "Job has reached the specified backoff limit", "BackoffLimitExceeded")]
+        }
+    )
     with pytest.raises(LaunchError, match=r"BackoffLimitExceeded.*no gang restart.*KFP's retry"):
         launcher("job", api).run(WORKERS)
     assert fake.get("jobs", NS, NAME) is None
@@ -190,7 +207,7 @@ def test_a_local_config_or_model_folder_is_refused_before_anything_is_created(fa
 
 def test_the_auto_launcher_runs_the_indexed_job_where_jobset_is_not_served(fake, api):
     fake.hidden.add("jobsets")
-    fake.status_on_read["jobs"] = lambda obj, nth: {"conditions": [condition("Complete")]}
+    fake.controllers["jobs"] = by_read(lambda obj, nth: {"conditions": [condition("Complete")]})
     fake.add_pods(NS, worker_pods("Running"))
     launcher("auto", api).run(WORKERS)
     assert [plural for plural, _ in deletes(fake)] == ["jobs", "services"]
