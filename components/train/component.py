@@ -54,6 +54,7 @@ def train_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.artifacts import checkpoint_uri
+    from components.train.launchers.locations import training_locations
     from components.train.run import describe_model, scalar_metrics, train_config
     from trainer.train import train
 
@@ -70,7 +71,10 @@ def train_model(
         workers=workers,
         launcher=launcher,
     )
-    summary = train(dataset.path, model.path, config, checkpoint_dir=checkpoint_uri(model.uri))
+    dataset_dir, model_dir = training_locations(
+        (dataset.path, dataset.uri), (model.path, model.uri), config.workers, config.launcher
+    )
+    summary = train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_uri(model.uri))
     model.metadata.update(describe_model(summary, config))
     for name, value in scalar_metrics(summary).items():
         metrics.log_metric(name, value)

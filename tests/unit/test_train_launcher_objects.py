@@ -153,3 +153,15 @@ def test_bad_settings_are_refused(env, message):
     pod = {} if not env else {"LTP_POD_NAME": "p", "LTP_POD_UID": "u", "LTP_POD_NAMESPACE": "n"}
     with pytest.raises(LaunchError, match=message):
         ClusterSettings.from_env({**pod, **env})
+
+
+def test_worker_pods_train_on_the_artifacts_uris_and_everything_else_on_local_paths(monkeypatch):
+    from components.train.launchers.locations import training_locations
+
+    dataset, model = ("/gcs/b/ds", "gs://b/ds"), ("/gcs/b/model", "gs://b/model")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert training_locations(dataset, model, 5, "auto") == ("gs://b/ds", "gs://b/model")
+    assert training_locations(dataset, model, 5, "local") == ("/gcs/b/ds", "/gcs/b/model")
+    assert training_locations(dataset, model, 1, "jobset") == ("/gcs/b/ds", "/gcs/b/model")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert training_locations(dataset, model, 5, "auto") == ("/gcs/b/ds", "/gcs/b/model")  # kfp.local: local
