@@ -13,6 +13,9 @@ Nothing here knows about stages or models (``components.serving.deploy`` does):
 - :func:`delete_object` deletes one object of any kind; :func:`wait_for_condition` waits until an
   object of any kind reports a ``status.conditions`` entry as True (``kubectl wait
   --for=condition=...``).
+- :func:`serves_kind` says whether a kind (a CRD) is served; :func:`get_object` reads one object.
+- :func:`list_objects` lists objects of any kind by label (the training launchers follow their
+  workers' pods with it).
 
 Tested against a fake API server only (tests/integration/fake_kube_api.py); see docs/kubernetes.md.
 """
@@ -468,8 +471,26 @@ def _timeout(
     return RolloutTimeout(message, namespace=namespace, name=name, waited_s=waited)
 
 
-def delete_object(api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, name: str) -> bool:
+def delete_object(
+    api_client: k8s_client.ApiClient,
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    *,
+    propagation_policy: Optional[str] = None,
+) -> bool:
     """Deletes one namespaced object of any kind the API server serves (found through discovery).
+
+    Args:
+        api_client: a configured API client.
+        api_version: the object's apiVersion.
+        kind: its kind.
+        namespace: its namespace.
+        name: its name.
+        propagation_policy: ``Background`` or ``Foreground`` to delete what the object owns too
+            (a batch/v1 Job deleted through the API orphans its pods by default); None for the
+            server's default.
 
     Returns:
         True if it was deleted, False if there was no such object.
@@ -480,7 +501,7 @@ def delete_object(api_client: k8s_client.ApiClient, api_version: str, kind: str,
     with dynamic_client(api_client) as client:
         resource = _resource(client, api_version, kind, namespace, name)
         try:
-            resource.delete(name=name, namespace=namespace)
+            resource.delete(name=name, namespace=namespace, propagation_policy=propagation_policy)
         except NotFoundError:
             return False
         except ApiException as err:
@@ -568,3 +589,62 @@ def _condition_state(
     if cond.get("status") == "True":
         return "True", obj
     return f"{condition}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})", obj
+
+
+def serves_kind(api_client: k8s_client.ApiClient, api_version: str, kind: str) -> bool:
+    """Whether the API server serves ``kind`` in ``api_version`` (a custom resource's CRD is installed).
+
+    Raises:
+        KubeDeployError: the server is unreachable or refused discovery.
+    """
+    with dynamic_client(api_client) as client:
+        try:
+            client.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            return False
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
+    return True
+
+
+def get_object(
+    api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, name: str
+) -> Optional[dict[str, Any]]:
+    """Reads one namespaced object of any kind the server serves, status included.
+
+    Returns:
+        The object, or None when there is none of that name.
+
+    Raises:
+        KubeDeployError: the server does not serve the kind, refused the read or is unreachable.
+    """
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, name)
+        try:
+            return resource.get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+        except ApiException as err:
+            raise _apply_error(err, kind, namespace, name, verb="reading") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
+
+
+def list_objects(
+    api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The objects of a kind in a namespace whose labels include ``labels`` (equality terms).
+
+    Raises:
+        KubeDeployError: the server does not serve the kind, refused the list or is unreachable.
+    """
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, selector)
+        try:
+            listed = resource.get(namespace=namespace, label_selector=selector or None).to_dict()
+        except ApiException as err:
+            raise _apply_error(err, f"{kind} list", namespace, selector, verb="listing") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
+    return list(listed.get("items") or [])

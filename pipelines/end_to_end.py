@@ -33,6 +33,8 @@ def pipeline(
     learning_rate: float = FORM["learning_rate"],
     accelerator_type: str = FORM["accelerator_type"],
     accelerator_count: int = FORM["accelerator_count"],
+    workers: int = FORM["workers"],
+    launcher: str = FORM["launcher"],
     value_thresholds: dict = FORM["value_thresholds"],
     change_thresholds: dict = FORM["change_thresholds"],
     benchmark_images: int = FORM["benchmark_images"],
@@ -60,6 +62,11 @@ def pipeline(
         accelerator_type: the train pod's accelerator resource: cloud-tpus.google.com/v2 (a TPU
             v2-8 on GKE), cloud-tpus.google.com/v3, nvidia.com/gpu, ...
         accelerator_count: how many of it: 8 for a v2-8/v3-8, 1 for one GPU.
+        workers: pods training together (MultiWorkerMirroredStrategy), each with the accelerator
+            above; 1 trains in the train pod itself. The case study's 5 x V100: workers=5,
+            accelerator_type=nvidia.com/gpu, accelerator_count=1 (docs/training.md).
+        launcher: how the workers start: auto (a JobSet where the cluster serves it, else an Indexed
+            Job; local processes under kfp.local), jobset, job or local.
         value_thresholds: metric -> minimum for blessing; empty means never blessed (fail closed).
         change_thresholds: metric -> minimum change against the model prod serves now.
         benchmark_images: images timed by the inference benchmark.

@@ -9,7 +9,7 @@ compiling stays fast.
 
 from typing import Any
 
-from kfp import dsl
+from kfp import dsl, kubernetes
 
 from components.benchmark.component import benchmark_inference
 from components.convert.component import convert_to_tfrecords
@@ -17,6 +17,7 @@ from components.evaluate.component import evaluate_model
 from components.promote.component import promote_model
 from components.report.component import build_report
 from components.train.component import train_model
+from components.train.launchers.identity import POD_FIELD_PATHS
 from pipelines import accelerators
 from trainer.config import BenchmarkConfig, PromoteConfig, TrainConfig
 from trainer.tasks import get_task
@@ -47,6 +48,8 @@ def run_form(task: str) -> dict[str, Any]:
         "learning_rate": train.learning_rate,
         "accelerator_type": accelerators.DEFAULT_ACCELERATOR_TYPE,
         "accelerator_count": accelerators.DEFAULT_ACCELERATOR_COUNT,
+        "workers": train.workers,
+        "launcher": train.launcher,
         "value_thresholds": dict(the_task.default_value_thresholds),
         "change_thresholds": {},
         "benchmark_images": bench.num_images,
@@ -90,6 +93,19 @@ def _promote_through_stages(
     return demo
 
 
+def _train(dataset, accelerator_type, accelerator_count, **parameters):
+    """The train task with its accelerator, and its pod's identity for the workers it may launch.
+
+    With ``workers`` > 1 the step launches worker pods owned by its own pod (an ownerReference
+    needs the pod's uid), in its namespace; each worker gets the step's accelerator request.
+    """
+    task = train_model(dataset=dataset, accelerator="auto", **parameters).set_display_name("Train")
+    accelerators.set_accelerator(task, accelerator_type, accelerator_count)
+    for name, field_path in POD_FIELD_PATHS.items():
+        kubernetes.use_field_path_as_env(task, name, field_path)
+    return task
+
+
 def build(
     *,
     source,
@@ -103,6 +119,8 @@ def build(
     augment,
     accelerator_type,
     accelerator_count,
+    workers,
+    launcher,
     value_thresholds,
     change_thresholds,
     benchmark_images,
@@ -122,8 +140,10 @@ def build(
     )
     dataset = converted.outputs["dataset"]
 
-    trained_task = train_model(
-        dataset=dataset,
+    trained_task = _train(
+        dataset,
+        accelerator_type,
+        accelerator_count,
         model_name=model,
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
@@ -131,9 +151,9 @@ def build(
         learning_rate=learning_rate,
         model_options=model_options,
         augment=augment,
-        accelerator="auto",
-    ).set_display_name("Train")
-    accelerators.set_accelerator(trained_task, accelerator_type, accelerator_count)
+        workers=workers,
+        launcher=launcher,
+    )
     trained = trained_task.outputs["model"]
 
     evaluated = (
@@ -164,16 +184,24 @@ def build(
     )
     demo.after(evaluated, benchmarked)
 
-    # The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records.
-    build_report(
-        dataset=dataset,
-        model=trained,
-        evaluation=evaluated.outputs["metrics"],
-        confusion=evaluated.outputs["confusion"],
-        blessing=evaluated.outputs["blessing"],
-        samples=evaluated.outputs["samples"],
-        benchmark=benchmarked.outputs["Output"],
-        stages_root=stages_root,
-        pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
-        run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-    ).set_display_name("Run report").set_caching_options(False).after(demo)
+    _report(dataset, trained, evaluated, benchmarked, stages_root).after(demo)
+
+
+def _report(dataset, trained, evaluated, benchmarked, stages_root):
+    """The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records."""
+    return (
+        build_report(
+            dataset=dataset,
+            model=trained,
+            evaluation=evaluated.outputs["metrics"],
+            confusion=evaluated.outputs["confusion"],
+            blessing=evaluated.outputs["blessing"],
+            samples=evaluated.outputs["samples"],
+            benchmark=benchmarked.outputs["Output"],
+            stages_root=stages_root,
+            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+            run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        )
+        .set_display_name("Run report")
+        .set_caching_options(False)
+    )

@@ -17,10 +17,11 @@ built whichever cells finished. No TensorFlow here.
 
 from typing import Optional
 
-from kfp import dsl
+from kfp import dsl, kubernetes
 
 from components.convert.component import convert_to_tfrecords
 from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
+from components.train.launchers.identity import POD_FIELD_PATHS
 from pipelines import accelerators, grid
 
 NAME = "sweep"
@@ -71,6 +72,9 @@ def cell_pipeline(preset: Optional[str] = None):
             accelerators.set_accelerator(task, accelerator_type, accelerator_count)
         else:
             accelerators.apply_preset(task, preset)
+        # A cell with workers > 1 launches worker pods owned by this pod, in its namespace.
+        for name, field_path in POD_FIELD_PATHS.items():
+            kubernetes.use_field_path_as_env(task, name, field_path)
         # Cached on the cell's inputs (cell dict + dataset): a re-run does not retrain finished cells.
         task.set_caching_options(True)
         return task.outputs["Output"]
@@ -118,7 +122,8 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
                 and ``accelerator_count`` (the pod's request; none for CPU), and any of
                 ``image_size``, ``epochs``, ``batch_size_per_replica``, ``global_batch_size``,
                 ``steps_per_epoch``, ``learning_rate``, ``model``, ``model_options``, ``repeats``,
-                ``seed``, ``name``, ``strategy``.
+                ``seed``, ``name``, ``strategy``, ``workers`` (pods training together, each with the
+                cell's request; components/sweep/case_study_clusters.yaml has the case study's).
             source: the dataset to convert once (shapes, shapes:<count>, a COCO file, fashion-mnist...).
             limit_per_split: keep at most this many images per split; 0 keeps all.
             model: the model builder for cells that name none.

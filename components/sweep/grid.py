@@ -131,6 +131,7 @@ _CELL_KEYS = frozenset(
         "model_options",
         "repeats",
         "seed",
+        "workers",
     }
 )
 
@@ -161,6 +162,9 @@ class GridCell:
         repeat: 0-based repeat index.
         repeats: how many repeats the cell asked for.
         seed: the training seed (the cell's seed plus the repeat).
+        workers: pods training together (MultiWorkerMirroredStrategy), each with the cell's
+            accelerator request; 1 trains in the cell's own pod. The price key names the whole
+            cluster (``v100-x5``: five V100 nodes).
     """
 
     key: str
@@ -180,6 +184,7 @@ class GridCell:
     repeat: int
     repeats: int
     seed: int
+    workers: int = 1
 
     @property
     def group(self) -> str:
@@ -199,7 +204,7 @@ class GridCell:
         if not isinstance(data, Mapping):
             raise GridError(f"grid cell: expected a mapping, got {type(data).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
-        if not set(names) - _OPTIONAL <= set(data) <= names:
+        if not set(names) - _OPTIONAL - {"workers"} <= set(data) <= names:
             raise GridError(
                 f"grid cell: expected the keys {sorted(names)} (GridCell.to_dict, from plan_grid), got {sorted(data)}"
             )
@@ -222,6 +227,7 @@ class GridCell:
             repeat=as_int("repeat", data["repeat"]),
             repeats=as_int("repeats", data["repeats"]),
             seed=as_int("seed", data["seed"]),
+            workers=as_int("workers", data.get("workers", 1)),
         )
 
     def train_fields(self) -> dict[str, Any]:
@@ -239,6 +245,7 @@ class GridCell:
             "accelerator": self.strategy,
             "seed": self.seed,
             "model_options": options,
+            "workers": self.workers,
         }
 
 
@@ -296,7 +303,7 @@ def plan_grid(
         grid: the cells; each gives ``accelerator`` (and for an accelerator, ``accelerator_type``
             and ``accelerator_count``) and any of ``name``, ``strategy``, ``image_size``,
             ``epochs``, ``batch_size_per_replica``, ``global_batch_size``, ``steps_per_epoch``,
-            ``learning_rate``, ``model``, ``model_options``, ``repeats``, ``seed``.
+            ``learning_rate``, ``model``, ``model_options``, ``repeats``, ``seed``, ``workers``.
         defaults: the values of those fields for cells that leave them out (the pipeline's
             parameters: model, epochs, ...).
         context: what else the runs depend on (the dataset's source and limit): part of each key,
@@ -326,7 +333,9 @@ def plan_grid(
         for repeat in range(repeats):
             # Each repeat is its own run (its own seed, so its own key and cache entry).
             run = {**fields, "seed": fields["seed"] + repeat}
-            cells.append(GridCell(key=_key(run, context or {}), name=name, repeat=repeat, repeats=repeats, **run))
+            # One worker is the default: left out of the key, so a one-pod cell keeps its key (and cache).
+            keyed = {k: v for k, v in run.items() if not (k == "workers" and v == 1)}
+            cells.append(GridCell(key=_key(keyed, context or {}), name=name, repeat=repeat, repeats=repeats, **run))
     return cells
 
 
@@ -343,11 +352,12 @@ def _resolve_cell(where: str, raw: Any, defaults: Mapping[str, Any]) -> tuple[st
     batch = as_int(f"{where}.batch_size_per_replica", data.get("batch_size_per_replica", 128))
     global_batch = _opt_int(f"{where}.global_batch_size", data.get("global_batch_size"))
     repeats = as_int(f"{where}.repeats", data.get("repeats", 1))
+    workers = as_int(f"{where}.workers", data.get("workers", 1))
     image_size, options = _image_size_and_options(where, data)
-    if epochs < 1 or batch < 1 or repeats < 1 or (image_size is not None and image_size < 1):
+    if min(epochs, batch, repeats, workers) < 1 or (image_size is not None and image_size < 1):
         raise GridError(
-            f"{where}: epochs ({epochs}), batch_size_per_replica ({batch}), repeats ({repeats}) and "
-            f"image_size ({image_size}) must be >= 1"
+            f"{where}: epochs ({epochs}), batch_size_per_replica ({batch}), repeats ({repeats}), workers "
+            f"({workers}) and image_size ({image_size}) must be >= 1"
         )
     name = str(data.get("name") or _default_name(entry, image_size, epochs, batch, global_batch))
     fields = {
@@ -364,6 +374,7 @@ def _resolve_cell(where: str, raw: Any, defaults: Mapping[str, Any]) -> tuple[st
         "learning_rate": _as_float(f"{where}.learning_rate", data.get("learning_rate", 1e-3)),
         "model_options": options,
         "seed": as_int(f"{where}.seed", data.get("seed", 0)),
+        "workers": workers,
     }
     return name, repeats, fields
 

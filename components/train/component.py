@@ -21,6 +21,8 @@ def train_model(
     augment: bool = False,
     config_yaml: str = "",
     model_options: Optional[dict] = None,
+    workers: int = 1,
+    launcher: str = "auto",
 ):
     """Trains ``model_name`` on the dataset and writes the model folder (SavedModel, .keras, card).
 
@@ -42,11 +44,17 @@ def train_model(
             parameters above win over it. Empty for none.
         model_options: the model builder's options (detection: image_size, anchor_size, preset,
             ...); they win over ``model_options`` in ``config_yaml``. None or empty for none.
+        workers: worker pods (or local processes) training together; 1 trains in this pod. With
+            more, this pod launches them (each with this pod's accelerator request, image, node
+            selectors and tolerations), waits, and deletes them; the chief's folder is ``model``.
+        launcher: ``auto`` (a JobSet where the cluster serves it, else an Indexed Job; local
+            processes outside a cluster), ``jobset``, ``job`` or ``local``.
     """
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.artifacts import checkpoint_uri
+    from components.train.launchers.locations import training_locations
     from components.train.run import describe_model, scalar_metrics, train_config
     from trainer.train import train
 
@@ -60,8 +68,13 @@ def train_model(
         accelerator=accelerator,
         augment=augment,
         model_options=model_options,
+        workers=workers,
+        launcher=launcher,
     )
-    summary = train(dataset.path, model.path, config, checkpoint_dir=checkpoint_uri(model.uri))
+    dataset_dir, model_dir = training_locations(
+        (dataset.path, dataset.uri), (model.path, model.uri), config.workers, config.launcher
+    )
+    summary = train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_uri(model.uri))
     model.metadata.update(describe_model(summary, config))
     for name, value in scalar_metrics(summary).items():
         metrics.log_metric(name, value)

@@ -27,7 +27,11 @@ as far as they matter there:
 
 More kinds (a custom resource such as KServe's InferenceService) are served after
 ``add_kind(plural, api_version, kind)``; ``set_status`` writes an object's status as its
-controller would (conditions included).
+controller would (conditions included); ``controllers[plural]`` is called with an object at each
+read and returns the status to store (None: leave it). :class:`FakeKServe` is such a controller
+for InferenceServices (revisions, canary traffic, tag URLs, load failures).
+``add_pods(namespace, pods)`` stores pods (a JobSet's workers, Pending with the scheduler's
+reason) that pod lists return next to the Deployments' synthesized ones.
 
 Not implemented: watch, strategic merge patch, admission, validation against schemas
 (``fieldValidation=Strict`` refuses unknown top-level fields only), authentication. ``deny``
@@ -59,6 +63,8 @@ KINDS = {
     "replicasets": ("apps/v1", "ReplicaSet"),
     "horizontalpodautoscalers": ("autoscaling/v2", "HorizontalPodAutoscaler"),
     "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
+    "jobs": ("batch/v1", "Job"),
+    "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
 }
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
@@ -161,6 +167,7 @@ class FakeKubeAPI:
         self.deny: set[str] = set()
         self.hidden: set[str] = set()
         self.read_error: Callable[[str, int], Optional[int]] = lambda plural, nth_read: None
+        self._pods_stored: dict[str, list[dict[str, Any]]] = {}
         self._reads: dict[str, int] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []
         self._store: dict[tuple[str, str, str], _Stored] = {}
@@ -168,6 +175,7 @@ class FakeKubeAPI:
         self._lock = threading.RLock()
         self.url = ""
         self.kinds: dict[str, tuple[str, str]] = dict(KINDS)
+        self.controllers: dict[str, Callable[[dict[str, Any]], Optional[dict[str, Any]]]] = {}
 
     # ---- inspection helpers for tests
 
@@ -183,6 +191,11 @@ class FakeKubeAPI:
             before = copy.deepcopy(stored.obj)
             stored.obj["status"] = copy.deepcopy(status)
             self._commit(stored, before)
+
+    def add_pods(self, namespace: str, pods: list[dict[str, Any]]) -> None:
+        """Stores pods (whole Pod objects) that pod lists return from now on."""
+        with self._lock:
+            self._pods_stored.setdefault(namespace, []).extend(copy.deepcopy(pods))
 
     def get(self, plural: str, namespace: str, name: str) -> Optional[dict[str, Any]]:
         """Returns a copy of a stored object (with status), or None."""
@@ -383,12 +396,18 @@ class FakeKubeAPI:
             raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
         if plural == "deployments":
             self._advance_rollout(stored)
+        if plural in self.controllers:
+            status = self.controllers[plural](copy.deepcopy(stored.obj))
+            if status is not None:
+                before = copy.deepcopy(stored.obj)
+                stored.obj["status"] = status
+                self._commit(stored, before)
         return copy.deepcopy(stored.obj)
 
     def _list(self, plural: str, namespace: str, query: dict[str, list[str]]) -> dict[str, Any]:
         selector = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
         if plural == "pods":
-            items = self._pods(namespace)
+            items = self._pods(namespace) + copy.deepcopy(self._pods_stored.get(namespace, []))
         else:
             items = [copy.deepcopy(s.obj) for (p, ns, _), s in self._store.items() if p == plural and ns == namespace]
         items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())]

@@ -152,3 +152,22 @@ def test_compiling_does_not_import_tensorflow():
 def test_compile_cli_rejects_unknown_pipeline(tmp_path, capsys):
     assert compile_mod.main(["--output-dir", str(tmp_path), "nope"]) == 2
     assert "unknown pipeline 'nope'" in capsys.readouterr().err
+
+
+def test_workers_and_launcher_are_run_parameters_of_the_train_step(compiled):
+    spec, platform = compiled
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert int(float(params["workers"]["defaultValue"])) == 1 and params["workers"]["parameterType"] == "NUMBER_INTEGER"
+    assert params["launcher"]["defaultValue"] == "auto"
+    _, train = _task_by_display(spec, "Train")
+    inputs = train["inputs"]["parameters"]
+    assert inputs["workers"] == {"componentInputParameter": "workers"}
+    assert inputs["launcher"] == {"componentInputParameter": "launcher"}
+    # The launcher pod's identity, for the workers' ownerReference and namespace.
+    label, _ = _executor(spec, train)
+    env = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][label]["fieldPathAsEnv"]
+    assert {e["name"]: e["fieldPath"] for e in env} == {
+        "LTP_POD_NAME": "metadata.name",
+        "LTP_POD_UID": "metadata.uid",
+        "LTP_POD_NAMESPACE": "metadata.namespace",
+    }

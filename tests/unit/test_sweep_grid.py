@@ -345,3 +345,41 @@ def test_runs_of_one_cell_each_merge_into_one_column_per_accelerator():
 
     sizes, names, by_acc = sweep_tables([run("gpu-1", 256), run("cpu", 256), run("gpu-1", 512)])
     assert sizes == [256, 512] and names == ["gpu-1", "cpu"] and sorted(by_acc["gpu-1"]) == [256, 512]
+
+
+def test_the_case_study_clusters_are_five_worker_cells_priced_from_the_price_table():
+    from pathlib import Path
+
+    import yaml
+
+    import components.sweep
+
+    grid = yaml.safe_load((Path(components.sweep.__file__).parent / "case_study_clusters.yaml").read_text())
+    cells = plan_grid(grid, DEFAULTS, CONTEXT)
+    assert [(c.name, c.workers, c.accelerator_count) for c in cells] == [("5 x P100", 5, "1"), ("5 x V100", 5, "1")]
+    assert all(c.train_fields()["workers"] == 5 for c in cells)
+    table = load_price_table()
+    assert table["v100-x5"].price_per_hour == pytest.approx(5 * table["v100"].price_per_hour)
+    assert table["p100-x5"].price_per_hour == pytest.approx(5 * sum(hourly_cost(table, "p100")))
+    assert all(table[k].source.startswith("estimate") and table[k].cores == 5 for k in ("p100-x5", "v100-x5"))
+    results = [
+        CellResult(cell=c, status="ok", task="detection", fit_s=s - 300, billed_s=s, metrics={"ap50": 0.6, "ap": 0.3},
+                   global_batch_size=80, batch_size_per_replica=16, replicas=5)
+        for c, s in zip(cells, (4500.0, 3600.0), strict=True)
+    ]  # fmt: skip
+    rows = {r.name: r for r in build_rows(results, table)}
+    assert rows["5 x V100"].cost == pytest.approx(13.35) and rows["5 x V100"].replicas == 5
+    assert rows["5 x P100"].cost == pytest.approx(4500 / 3600 * 8.0)
+    line = next(x for x in render_grid_markdown(list(rows.values())).splitlines() if x.startswith("| 5 x V100 |"))
+    assert "v100-x5" in line and "1h 00min" in line and "13.35" in line
+
+
+def test_workers_default_to_one_and_leave_a_one_pod_cells_key_as_it_was():
+    one, five = plan_grid([{**TPU, "name": "a"}, {**TPU, "name": "b", "workers": 5.0}], DEFAULTS, CONTEXT)
+    assert (one.workers, five.workers) == (1, 5)
+    # A one-pod cell keeps the key it had before cells had workers (computed then), so earlier caches stay valid.
+    assert one.key == "ce6b1472c949732b"
+    assert plan_grid([{**TPU, "name": "a", "workers": 2}], DEFAULTS, CONTEXT)[0].key != one.key
+    assert GridCell.from_dict(json.loads(json.dumps(five.to_dict()))) == five
+    with pytest.raises(GridError, match=r"workers \(0\)"):
+        plan_grid([{**TPU, "workers": 0}], DEFAULTS, CONTEXT)
