@@ -13,6 +13,7 @@ Nothing here knows about stages or models (``components.serving.deploy`` does):
 - :func:`delete_object` deletes one object of any kind; :func:`wait_for_condition` waits until an
   object of any kind reports a ``status.conditions`` entry as True (``kubectl wait
   --for=condition=...``).
+- :func:`serves_kind` says whether a kind (a CRD) is served; :func:`get_object` reads one object.
 
 Tested against a fake API server only (tests/integration/fake_kube_api.py); see docs/kubernetes.md.
 """
@@ -568,3 +569,42 @@ def _condition_state(
     if cond.get("status") == "True":
         return "True", obj
     return f"{condition}={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})", obj
+
+
+def serves_kind(api_client: k8s_client.ApiClient, api_version: str, kind: str) -> bool:
+    """Whether the API server serves ``kind`` in ``api_version`` (a custom resource's CRD is installed).
+
+    Raises:
+        KubeDeployError: the server is unreachable or refused discovery.
+    """
+    with dynamic_client(api_client) as client:
+        try:
+            client.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            return False
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
+    return True
+
+
+def get_object(
+    api_client: k8s_client.ApiClient, api_version: str, kind: str, namespace: str, name: str
+) -> Optional[dict[str, Any]]:
+    """Reads one namespaced object of any kind the server serves, status included.
+
+    Returns:
+        The object, or None when there is none of that name.
+
+    Raises:
+        KubeDeployError: the server does not serve the kind, refused the read or is unreachable.
+    """
+    with dynamic_client(api_client) as client:
+        resource = _resource(client, api_version, kind, namespace, name)
+        try:
+            return resource.get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+        except ApiException as err:
+            raise _apply_error(err, kind, namespace, name, verb="reading") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _unreachable(api_client, err) from err
