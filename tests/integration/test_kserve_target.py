@@ -3,13 +3,14 @@ InferenceServices per model, canary steps, rollback, and the faults that must le
 serving what it served before (no InferenceService CRD, a canary that never gets ready, a model
 the serving account cannot read, a deployment mode that is not the configured one)."""
 
+import dataclasses
+
 import kubernetes
 import pytest
 
 from components import kube
 from components.serving.targets import get_target
 from components.serving.targets.kserve import KServeTarget, render_inference_service
-
 from tests.integration.fake_kube_api import FakeKServe, FakeKubeAPI
 
 ROOT = "gs://models-bucket/stages"
@@ -153,3 +154,103 @@ def test_names_that_are_not_dns_1035_labels_and_canaries_in_standard_mode_are_re
     obj = render_inference_service(template, "classifier", ROOT, 3, "standard")
     assert obj["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
     assert template["metadata"]["name"] == "model"  # the template is copied, not changed
+
+
+# ---- promotion through the kserve target: the canary loop, its checks at each step, rollback
+
+
+def _passing(name, figures=None):
+    from components.serving.checks import CheckResult
+
+    return CheckResult(name, True, "ok", figures or {})
+
+
+@pytest.fixture
+def stage_store(tmp_path, monkeypatch):
+    """A demo stage whose checks passed for versions 1 and 2 (file-only SavedModels) and a store
+    on a folder (the storage initializer's gs:// check is waived: nothing here reads the models)."""
+    from components.serving import deploy, stages
+    from components.serving.checks import KnownExample
+
+    monkeypatch.setattr(deploy, "check_gcs_root", lambda root: None)
+    root = str(tmp_path / "stages")
+
+    def demo_version(content):
+        src = tmp_path / f"model-{content}"
+        src.mkdir()
+        (src / "saved_model.pb").write_text(content)
+        version = stages.publish(str(src), root, "demo", "classifier")
+        entry = stages.StageEntry("promote", version, str(src), "run", model_name="classifier")
+        stages.record(root, "demo", dataclasses.replace(entry, checks=(_passing("health"),)))
+
+    stages.save_examples(root, "demo", "classifier", stages.StageExamples("classification", (KnownExample(b"x", 1),)))
+    return root, demo_version
+
+
+@pytest.fixture
+def checks(fake, monkeypatch):
+    """The serving checks replaced by stand-ins that pass, except at the canary share in ``fail_at``;
+    ``seen`` lists (canary share, URL) of each run."""
+    from components.promote import run
+    from components.serving.checks import ChecksReport, ServingChecksError
+
+    state = {"fail_at": None, "seen": []}
+
+    def share():
+        obj = isvc(fake, namespace="ltp-staging")
+        return obj["spec"]["predictor"].get("canaryTrafficPercent") if obj else None
+
+    def run_checks(url, model_name, examples, min_accuracy, **kwargs):
+        state["seen"].append((share(), url))
+        passed = state["fail_at"] is None or share() != state["fail_at"]
+        report = ChecksReport((_passing("health"), dataclasses.replace(_passing("prediction"), passed=passed)), 1, 1.0)
+        if not passed:
+            raise ServingChecksError("prediction: wrong answers", report)
+        return report
+
+    monkeypatch.setattr(run, "run_checks", run_checks)
+    monkeypatch.setattr(run, "check_load", lambda url, *args: _passing("load"))
+    return state
+
+
+def test_a_new_version_goes_through_every_canary_step_checked_against_the_canary(
+    fake, kserve, target, stage_store, checks
+):
+    from components.promote.run import promote_version
+    from components.serving import stages
+    from trainer.config import PromoteConfig
+
+    root, demo_version = stage_store
+    config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
+    demo_version("one")
+    promote_version(config, "demo", "run-1", target=target)  # the first version: no canary
+    demo_version("two")
+    result = promote_version(config, "demo", "run-2", target=target)
+    assert result.version == 2 and result.check("canary").detail == "passed at 10%, 50%, 100%"
+    tag = "http://latest-classifier-predictor.ltp-staging.example.com"
+    assert checks["seen"][1:] == [(10, tag), (50, tag), (None, "http://classifier-predictor.ltp-staging.example.com")]
+    assert served_version(isvc(fake, namespace="ltp-staging")) == 2
+    recorded = {c.name: c for c in stages.read_current(root, "staging", "classifier").checks}
+    assert recorded["canary"].passed and recorded["canary"].figures == {"steps": 3, "passed_steps": 3}
+
+
+def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, kserve, target, stage_store, checks):
+    from components.promote.run import PromotionError, promote_version
+    from components.serving import stages
+    from trainer.config import PromoteConfig
+
+    root, demo_version = stage_store
+    config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
+    demo_version("one")
+    promote_version(config, "demo", "run-1", target=target)
+    demo_version("two")
+    checks["fail_at"] = 50
+    with pytest.raises(PromotionError, match="canary at 50% failed"):
+        promote_version(config, "demo", "run-2", target=target)
+    obj = isvc(fake, namespace="ltp-staging")
+    assert served_version(obj) == 1 and "canaryTrafficPercent" not in obj["spec"]["predictor"]
+    assert list(traffic(obj).values()) == [100]
+    last = stages.read_history(root, "staging", "classifier")[-1]
+    assert (last.action, last.version, last.failed_version, last.verified) == ("rollback", 1, 2, True)
+    assert "canary at 50% failed" in last.reason
+    assert stages.list_versions(root, "staging", "classifier") == [1]

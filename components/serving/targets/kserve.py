@@ -220,6 +220,9 @@ class KServeTarget(ServingTarget):
         self.manifests_dir = manifests_dir
         self.poll_interval_s = poll_interval_s
         self.cluster_domain = cluster_domain
+        # The overlays and the cluster's kinds do not change during a promotion: read each once.
+        self._overlays: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+        self._podmonitors: Optional[bool] = None
 
     def _client(self) -> Any:
         from components import kube
@@ -251,15 +254,18 @@ class KServeTarget(ServingTarget):
         return self.steps if self.kserve_mode == "knative" else ()
 
     def _rendered(self, stage: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The stage's overlay rendered, and its template InferenceService."""
+        """The stage's overlay rendered, and its template InferenceService (rendered once per target)."""
         from components import kube
         from components.serving import deploy
 
+        if stage in self._overlays:
+            return copy.deepcopy(self._overlays[stage])
         rendered = deploy.render_stage(stage, self.manifests_dir or default_manifests_dir())
         template = next((o for o in rendered if o.get("kind") == KIND and o["metadata"]["name"] == TEMPLATE_NAME), None)
         if template is None:
             raise kube.KubeDeployError(f"the kserve overlay of {stage} renders no {KIND} named {TEMPLATE_NAME!r}")
-        return rendered, template
+        self._overlays[stage] = (rendered, template)
+        return copy.deepcopy((rendered, template))
 
     def _namespace(self, stage: str) -> str:
         return self._rendered(stage)[1]["metadata"]["namespace"]
@@ -273,7 +279,9 @@ class KServeTarget(ServingTarget):
 
         rendered, template = self._rendered(stage)
         shared = [o for o in rendered if o.get("kind") != KIND]
-        if not kube.serves_kind(self._client(), *PODMONITOR):
+        if self._podmonitors is None:
+            self._podmonitors = kube.serves_kind(self._client(), *PODMONITOR)
+        if not self._podmonitors:
             log.warning("the cluster serves no PodMonitor (prometheus-operator): %s's metrics are not scraped", stage)
             shared = [o for o in shared if (o.get("apiVersion"), o.get("kind")) != PODMONITOR]
         services = [
