@@ -42,7 +42,7 @@ from components.serving.checks import (
 )
 from components.serving.load import LoadTestRecord
 from components.serving.stages import StageEntry, StageExamples
-from components.serving.targets import Endpoints, ServingTarget, get_target
+from components.serving.targets import Endpoints, ServingTarget, target_class
 from trainer import model_folder, storage
 from trainer.config import LoadTestConfig, PromoteConfig
 from trainer.tasks import Task, get_task, task_of_model
@@ -350,7 +350,7 @@ def promote(
         run_id: the run that promotes (recorded in the history).
         metrics: the model's evaluation metrics to record (prod's are the gate's baseline);
             None scores the SavedModel on the dataset's test split.
-        target: where the stage serves; None: ``get_target(config.target)``.
+        target: where the stage serves; None: ``config.target``, built from ``config``.
 
     Returns:
         What was done (``no_op`` when the stage already served this model).
@@ -420,7 +420,7 @@ def promote_version(
         run_id: the run that promotes.
         version: the source stage's version to promote; None takes the one it serves now. Either
             way it must be the version the source stage serves now, having passed its checks.
-        target: where the stage serves; None: ``get_target(config.target)``.
+        target: where the stage serves; None: ``config.target``, built from ``config``.
 
     Returns:
         What was done, with ``source_stage`` and ``source_version``.
@@ -449,8 +449,8 @@ def promote_version(
 
 
 def _target_of(config: PromoteConfig, target: Optional[ServingTarget]) -> ServingTarget:
-    """``target``, else the configured one; checked to serve from the stage store."""
-    target = get_target(config.target) if target is None else target
+    """``target``, else the configured one (its settings from ``config``); checked to serve from the stage store."""
+    target = target_class(config.target).from_config(config) if target is None else target
     target.check(config.stages_root)
     return target
 
@@ -634,7 +634,7 @@ def rollback(config: PromoteConfig, run_id: str, target: Optional[ServingTarget]
     Args:
         config: the stage, target, stages_root and model_name (the model rolled back).
         run_id: the run that rolls back (recorded in the history).
-        target: where the stage serves; None: ``get_target(config.target)``.
+        target: where the stage serves; None: ``config.target``, built from ``config``.
 
     Returns:
         What was done: ``version`` is the version served now, ``previous_version`` the one left.

@@ -93,3 +93,13 @@ def test_the_kubernetes_target_needs_gcs_and_waits_as_long_as_the_rollout():
     assert target.checks_timeout_s(300.0) == 300.0
     with target.endpoints("gs://bucket/stages", "prod", {"clf": 3}) as endpoints:
         assert endpoints.urls == {"clf": "http://model-server.ltp-prod.svc.cluster.local:8501"}
+
+
+def test_a_promotions_config_sets_the_kserve_targets_mode_and_canary_steps():
+    kserve = KServeTarget.from_config(PromoteConfig(target="kserve", kserve_mode="standard", canary_steps=(20, 100)))
+    assert (kserve.kserve_mode, kserve.steps) == ("standard", (20, 100))
+    assert KServeTarget.from_config(PromoteConfig(target="kserve")).canary_steps() == (10, 50, 100)
+    with pytest.raises(ConfigError, match=r"promote.canary_steps: expected increasing percentages .* got \(50, 10\)"):
+        PromoteConfig(canary_steps=(50, 10))
+    with pytest.raises(ConfigError, match="promote.kserve_mode: expected 'knative' or 'standard', got 'Serverless'"):
+        PromoteConfig(kserve_mode="Serverless")

@@ -11,7 +11,10 @@ import abc
 import dataclasses
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, Optional
+
+if TYPE_CHECKING:
+    from trainer.config import PromoteConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,13 @@ class ServingTarget(abc.ABC):
 
     name: ClassVar[str]
     load_profile: ClassVar[str]
+
+    @classmethod
+    def from_config(cls, config: PromoteConfig) -> ServingTarget:
+        """The target a promotion's config asks for, with the settings of it this target takes
+        (the canary steps, a mode); the default takes none.
+        """
+        return cls()
 
     @abc.abstractmethod
     def check(self, stages_root: str) -> None:

@@ -23,9 +23,12 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from components.serving.targets.base import Endpoints, ServingTarget, register
+
+if TYPE_CHECKING:
+    from trainer.config import PromoteConfig
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +226,12 @@ class KServeTarget(ServingTarget):
         # The overlays and the cluster's kinds do not change during a promotion: read each once.
         self._overlays: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
         self._podmonitors: Optional[bool] = None
+
+    @classmethod
+    def from_config(cls, config: PromoteConfig) -> KServeTarget:
+        """``config.kserve_mode`` and ``config.canary_steps`` (None: :data:`DEFAULT_CANARY_STEPS`)."""
+        steps = DEFAULT_CANARY_STEPS if config.canary_steps is None else config.canary_steps
+        return cls(kserve_mode=config.kserve_mode, canary_steps=steps)
 
     def _client(self) -> Any:
         from components import kube
