@@ -371,8 +371,9 @@ class PromoteConfig(ConfigBase):
     Attributes:
         stage: ``demo``, ``staging`` or ``prod``.
         target: the serving target by its name in ``components.serving.targets``: ``local`` (a
-            loopback model server, stage folders under ``stages_root``) or ``kubernetes`` (the
-            stage's manifests applied to the cluster).
+            loopback model server, stage folders under ``stages_root``), ``kubernetes`` (the
+            stage's manifests applied to the cluster) or ``kserve`` (one KServe InferenceService
+            per model, docs/kserve.md).
         stages_root: where the stages keep their model versions and history (a folder or gs://).
         model_name: the name the model is served under (``/v1/models/<name>``).
         smoke_examples: known test images the prediction check sends.
