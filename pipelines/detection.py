@@ -45,6 +45,7 @@ def pipeline(
     stages_root: str = FORM["stages_root"],
     served_model_name: str = FORM["served_model_name"],
     promote_to_prod: bool = FORM["promote_to_prod"],
+    kserve_mode: str = FORM["kserve_mode"],
 ):
     """Trains and ships a detector once.
 
@@ -76,5 +77,7 @@ def pipeline(
         served_model_name: the name the detector is served under (/v1/models/<name>), next to the
             stage's other models.
         promote_to_prod: after staging passed, promote to prod as well.
+        kserve_mode: with serving_target kserve (one KServe InferenceService per model), the
+            cluster's KServe deployment mode: knative (canary steps) or standard; docs/kserve.md.
     """
     flow.build(**locals())  # every parameter of the run form, as it is

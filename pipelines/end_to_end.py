@@ -41,6 +41,7 @@ def pipeline(
     stages_root: str = FORM["stages_root"],
     served_model_name: str = FORM["served_model_name"],
     promote_to_prod: bool = FORM["promote_to_prod"],
+    kserve_mode: str = FORM["kserve_mode"],
 ):
     """Runs the whole flow once.
 
@@ -70,5 +71,7 @@ def pipeline(
             <pipeline root>/stages.
         served_model_name: the name models are served under (/v1/models/<name>).
         promote_to_prod: after staging passed, promote to prod as well.
+        kserve_mode: with serving_target kserve (one KServe InferenceService per model), the
+            cluster's KServe deployment mode: knative (canary steps) or standard; docs/kserve.md.
     """
     flow.build(**locals())  # every parameter of the run form, as it is

@@ -52,6 +52,7 @@ def run_form(task: str) -> dict[str, Any]:
         "benchmark_images": bench.num_images,
         "benchmark_batch_size": bench.batch_size,
         "serving_target": promote.target,
+        "kserve_mode": promote.kserve_mode,
         "stages_root": "",  # the components' stand-in: <pipeline root>/stages
         "served_model_name": quick.served_model_name,
         "promote_to_prod": False,
@@ -59,7 +60,7 @@ def run_form(task: str) -> dict[str, Any]:
     return {**form, **{k: dict(v) if isinstance(v, dict) else v for k, v in quick.form.items()}}
 
 
-def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name):
+def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name, kserve_mode):
     task = promote_model(
         model=trained,
         dataset=dataset,
@@ -70,22 +71,27 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_targ
         target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        kserve_mode=kserve_mode,
     )
     # Promotion changes what a stage serves: never answer it from the cache.
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
 
 
 def _promote_through_stages(
-    trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod
+    trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod, kserve_mode
 ):
     """Demo always; staging when blessed; prod when blessed and asked for. Returns the demo task."""
     metrics = evaluated.outputs["metrics"]
-    demo = _promote("demo", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+    demo = _promote("demo", trained, dataset, metrics, stages_root, serving_target, served_model_name, kserve_mode)
     with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
-        staging = _promote("staging", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+        staging = _promote(
+            "staging", trained, dataset, metrics, stages_root, serving_target, served_model_name, kserve_mode
+        )
         staging.after(demo)
         with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
-            prod = _promote("prod", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+            prod = _promote(
+                "prod", trained, dataset, metrics, stages_root, serving_target, served_model_name, kserve_mode
+            )
             prod.after(staging)
     return demo
 
@@ -111,6 +117,7 @@ def build(
     stages_root,
     served_model_name,
     promote_to_prod,
+    kserve_mode,
 ) -> None:
     """Adds the flow's tasks to the pipeline being defined; the arguments are its parameters.
 
@@ -160,7 +167,7 @@ def build(
     ).set_display_name("Benchmark inference")
 
     demo = _promote_through_stages(
-        trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod
+        trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod, kserve_mode
     )
     demo.after(evaluated, benchmarked)
 

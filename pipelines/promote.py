@@ -23,6 +23,7 @@ def pipeline(
     stages_root: str = "",
     serving_target: str = "local",
     served_model_name: str = "classifier",
+    kserve_mode: str = "knative",
 ):
     """Promotes one version one stage further.
 
@@ -33,6 +34,8 @@ def pipeline(
         stages_root: the stage store (folder or gs://); empty means <pipeline root>/stages.
         serving_target: local (a loopback model server) or kubernetes (the stage's manifests).
         served_model_name: the name models are served under (/v1/models/<name>).
+        kserve_mode: with serving_target kserve, the cluster's KServe deployment mode: knative
+            (canary steps) or standard (replace and roll back); docs/kserve.md.
     """
     promote_version_op(
         source_stage=source_stage,
@@ -43,4 +46,5 @@ def pipeline(
         target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        kserve_mode=kserve_mode,
     ).set_display_name("Promote version").set_caching_options(False)  # it changes what a stage serves
