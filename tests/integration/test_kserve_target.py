@@ -189,12 +189,12 @@ def stage_store(tmp_path, monkeypatch):
 
 @pytest.fixture
 def checks(fake, monkeypatch):
-    """The serving checks replaced by stand-ins that pass, except at the canary share in ``fail_at``;
-    ``seen`` lists (canary share, URL) of each run."""
+    """The serving checks replaced by stand-ins that pass, except at the canary share ``fail_at``
+    or while the InferenceService serves ``fail_version``; ``seen`` lists (canary share, URL) of each run."""
     from components.promote import run
     from components.serving.checks import ChecksReport, ServingChecksError
 
-    state = {"fail_at": None, "seen": []}
+    state = {"fail_at": None, "fail_version": None, "seen": []}
 
     def share():
         obj = isvc(fake, namespace="ltp-staging")
@@ -202,7 +202,9 @@ def checks(fake, monkeypatch):
 
     def run_checks(url, model_name, examples, min_accuracy, **kwargs):
         state["seen"].append((share(), url))
-        passed = state["fail_at"] is None or share() != state["fail_at"]
+        obj = isvc(fake, namespace="ltp-staging")
+        failing_version = obj is not None and served_version(obj) == state["fail_version"]
+        passed = not failing_version and (state["fail_at"] is None or share() != state["fail_at"])
         report = ChecksReport((_passing("health"), dataclasses.replace(_passing("prediction"), passed=passed)), 1, 1.0)
         if not passed:
             raise ServingChecksError("prediction: wrong answers", report)
@@ -254,3 +256,38 @@ def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, k
     assert (last.action, last.version, last.failed_version, last.verified) == ("rollback", 1, 2, True)
     assert "canary at 50% failed" in last.reason
     assert stages.list_versions(root, "staging", "classifier") == [1]
+
+
+def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, target, stage_store, checks):
+    from components.promote.run import promote_version, rollback
+    from trainer.config import PromoteConfig
+
+    root, demo_version = stage_store
+    config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
+    for run in ("one", "two"):
+        demo_version(run)
+        promote_version(config, "demo", f"run-{run}", target=target)
+    assert served_version(isvc(fake, namespace="ltp-staging")) == 2
+    back = rollback(config, "run-back", target=target)
+    assert (back.action, back.version, back.previous_version) == ("rollback", 1, 2)
+    assert served_version(isvc(fake, namespace="ltp-staging")) == 1
+
+
+def test_standard_mode_replaces_without_a_canary_and_rolls_back(fake, api, stage_store, checks, caplog):
+    from components.promote.run import PromotionError, promote_version
+    from trainer.config import PromoteConfig
+
+    FakeKServe(mode="Standard").install(fake)
+    target = KServeTarget(api_client=api, kserve_mode="standard", poll_interval_s=0.01)
+    root, demo_version = stage_store
+    config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
+    demo_version("one")
+    promote_version(config, "demo", "run-1", target=target)
+    demo_version("two")
+    checks["fail_version"] = 2
+    with caplog.at_level("INFO"), pytest.raises(PromotionError, match="prediction: wrong answers"):
+        promote_version(config, "demo", "run-2", target=target)
+    assert "no traffic split" in caplog.text
+    assert all(share is None for share, _ in checks["seen"])  # never a canaryTrafficPercent
+    obj = isvc(fake, namespace="ltp-staging")
+    assert served_version(obj) == 1 and obj["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
