@@ -454,8 +454,9 @@ class MonitorConfig(ConfigBase):
         stages: the stages to watch; one that serves nothing is reported and skipped.
         window: the PromQL range the objectives are measured over (``1h``, ``30m``).
         target: where the stages serve, by its name in ``components.serving.targets``: ``local``
-            (a loopback server is started from the stage registry for the checks) or
-            ``kubernetes`` (the stage's Service in the cluster).
+            (a loopback server is started from the stage registry for the checks),
+            ``kubernetes`` (the stage's Service in the cluster) or ``kserve`` (each model's
+            InferenceService).
         model_name: the served model name.
         min_smoke_accuracy: the share of the known images the prediction check must get right.
         timeout_s: how long one Prometheus query or the health check may take.
