@@ -75,10 +75,11 @@ prometheus: ## Install Prometheus and promtool (Debian's prometheus package) whe
 serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages) until Ctrl-C
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
-run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true VERBOSE=1
+run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json LIMIT=0 (all) EPOCHS=N PROD=true VERBOSE=1 CANARY="50 100"
 	@$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) \
 	  $(if $(EPOCHS),--epochs $(EPOCHS)) --steps-per-epoch $(STEPS) --pipeline-root '$(OUT)' \
-	  $(if $(filter true,$(PROD)),--to-prod) $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+	  $(if $(filter true,$(PROD)),--to-prod) $(if $(filter-out 0 false,$(VERBOSE)),--verbose) \
+	  $(if $(CANARY),--canary-steps $(CANARY))
 
 sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml
 	$(PY) -m pipelines.run_sweep $(if $(GRID),--grid '$(GRID)') --pipeline-root '$(OUT)'

@@ -53,6 +53,7 @@ def run_form(task: str) -> dict[str, Any]:
         "benchmark_batch_size": bench.batch_size,
         "serving_target": promote.target,
         "kserve_mode": promote.kserve_mode,
+        "canary_steps": [],  # PromoteConfig.canary_steps None: the target's default
         "stages_root": "",  # the components' stand-in: <pipeline root>/stages
         "served_model_name": quick.served_model_name,
         "promote_to_prod": False,
@@ -60,7 +61,7 @@ def run_form(task: str) -> dict[str, Any]:
     return {**form, **{k: dict(v) if isinstance(v, dict) else v for k, v in quick.form.items()}}
 
 
-def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name, kserve_mode):
+def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name, serving):
     task = promote_model(
         model=trained,
         dataset=dataset,
@@ -71,27 +72,25 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_targ
         target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-        kserve_mode=kserve_mode,
+        **serving,  # the target's settings: kserve_mode, canary_steps
     )
     # Promotion changes what a stage serves: never answer it from the cache.
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
 
 
 def _promote_through_stages(
-    trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod, kserve_mode
+    trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod, serving
 ):
     """Demo always; staging when blessed; prod when blessed and asked for. Returns the demo task."""
     metrics = evaluated.outputs["metrics"]
-    demo = _promote("demo", trained, dataset, metrics, stages_root, serving_target, served_model_name, kserve_mode)
+    demo = _promote("demo", trained, dataset, metrics, stages_root, serving_target, served_model_name, serving)
     with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
         staging = _promote(
-            "staging", trained, dataset, metrics, stages_root, serving_target, served_model_name, kserve_mode
+            "staging", trained, dataset, metrics, stages_root, serving_target, served_model_name, serving
         )
         staging.after(demo)
         with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
-            prod = _promote(
-                "prod", trained, dataset, metrics, stages_root, serving_target, served_model_name, kserve_mode
-            )
+            prod = _promote("prod", trained, dataset, metrics, stages_root, serving_target, served_model_name, serving)
             prod.after(staging)
     return demo
 
@@ -118,6 +117,7 @@ def build(
     served_model_name,
     promote_to_prod,
     kserve_mode,
+    canary_steps,
 ) -> None:
     """Adds the flow's tasks to the pipeline being defined; the arguments are its parameters.
 
@@ -167,7 +167,14 @@ def build(
     ).set_display_name("Benchmark inference")
 
     demo = _promote_through_stages(
-        trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod, kserve_mode
+        trained,
+        dataset,
+        evaluated,
+        stages_root,
+        serving_target,
+        served_model_name,
+        promote_to_prod,
+        {"kserve_mode": kserve_mode, "canary_steps": canary_steps},
     )
     demo.after(evaluated, benchmarked)
 

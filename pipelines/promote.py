@@ -24,6 +24,7 @@ def pipeline(
     serving_target: str = "local",
     served_model_name: str = "classifier",
     kserve_mode: str = "knative",
+    canary_steps: list = [],  # noqa: B006 (a pipeline default, never mutated)
 ):
     """Promotes one version one stage further.
 
@@ -36,6 +37,8 @@ def pipeline(
         served_model_name: the name models are served under (/v1/models/<name>).
         kserve_mode: with serving_target kserve, the cluster's KServe deployment mode: knative
             (canary steps) or standard (replace and roll back); docs/kserve.md.
+        canary_steps: the traffic shares (percent, the last 100) the version takes one after the
+            other at the target stage; empty: the target's default (kserve: 10, 50, 100; local: none).
     """
     promote_version_op(
         source_stage=source_stage,
@@ -47,4 +50,5 @@ def pipeline(
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         kserve_mode=kserve_mode,
+        canary_steps=canary_steps,
     ).set_display_name("Promote version").set_caching_options(False)  # it changes what a stage serves

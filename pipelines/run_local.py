@@ -361,6 +361,7 @@ def run(args: argparse.Namespace) -> LocalRun:
         benchmark_images=args.benchmark_images,
         served_model_name=args.model_name,
         promote_to_prod=args.to_prod,
+        canary_steps=args.canary_steps,
     )
     return run_pipeline(kwargs, root, root / "stages", args.model_name, verbose=args.verbose, task=args.task)
 
@@ -382,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")
     parser.add_argument("--pipeline-root", default="local_outputs")
     parser.add_argument("--to-prod", action="store_true", help="promote to prod after staging passed")
+    parser.add_argument(
+        "--canary-steps", type=int, nargs="+", default=[], metavar="PERCENT",
+        help="a new version takes these traffic shares in turn (e.g. 50 100), checked at each; default: none",
+    )  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="also print kfp.local's whole output as it comes")
     args = parser.parse_args(argv)
     try:
