@@ -388,10 +388,11 @@ class KServeTarget(ServingTarget):
         """
         if self.kserve_mode == "standard":
             log.info(
-                "KServe Standard mode: no traffic split; %s replaces %s's %s at once (a failure rolls back)",
-                f"version {models[changed]}",
-                stage,
+                "KServe Standard mode has no traffic split here: %s version %d replaces the one %s served at once "
+                "(a failure rolls back)",
                 changed,
+                models[changed],
+                stage,
             )
         namespace = self._apply(stages_root, stage, models)
         self._wait(namespace, changed, timeout_s)
