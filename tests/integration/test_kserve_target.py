@@ -13,6 +13,8 @@ from components.serving.targets import get_target
 from components.serving.targets.kserve import KServeTarget, render_inference_service
 from tests.integration.fake_kube_api import FakeKServe, FakeKubeAPI
 
+pytestmark = pytest.mark.integration
+
 ROOT = "gs://models-bucket/stages"
 PLURAL = "inferenceservices"
 
