@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 
 from components.serving.targets.kserve import PODMONITOR, TEMPLATE_NAME, render_inference_service
-from tests.unit.test_manifests_serving import KUBERNETES_VERSION, objects, one
+from tests.unit.test_manifests_serving import KUBERNETES_VERSION, MANIFESTS, objects, one
 from trainer.config import STAGES
 
 FLAG = "--monitoring_config_file="
@@ -81,3 +81,9 @@ def test_the_target_copies_the_template_per_model_with_its_store_and_version():
     assert {"name": "LTP_MODEL_VERSION", "value": "4"} in predictor["model"]["env"]
     assert predictor["canaryTrafficPercent"] == 10
     assert predictor["model"]["args"] == template["spec"]["predictor"]["model"]["args"]
+
+
+@pytest.mark.parametrize("name", ["monitoring.config", "serviceaccount.yaml"])
+def test_the_copies_of_the_plain_targets_files_stay_the_same(name):
+    # kustomize loads no file outside a base's folder: the kserve base keeps its own copies.
+    assert (MANIFESTS / "kserve/base" / name).read_text() == (MANIFESTS / "serving/base" / name).read_text()
