@@ -648,6 +648,7 @@ class _Revision:
     name: str
     template: str
     ready: bool
+    message: str = ""
 
 
 class FakeKServe:
@@ -663,7 +664,8 @@ class FakeKServe:
 
     Attributes:
         mode: the ``status.deploymentMode`` the cluster reports (``Knative``, ``Standard``, ...).
-        never_ready: returns True for an InferenceService whose new revision never gets ready.
+        never_ready: returns True for an InferenceService whose new revision never gets ready, or
+            the reason to report (a ``FailedCreate`` of its pods, say) in ``LatestDeploymentReady``.
         load_failure: returns the storage initializer's message for one whose model cannot be
             loaded (``Ready`` False, ``modelStatus.transitionStatus: BlockedByFailedLoad``), or None.
         url_of: (name, namespace, tag or None) -> the URL the status gives.
@@ -671,7 +673,7 @@ class FakeKServe:
 
     def __init__(self, mode: str = "Knative"):
         self.mode = mode
-        self.never_ready: Callable[[dict[str, Any]], bool] = lambda obj: False
+        self.never_ready: Callable[[dict[str, Any]], bool | str] = lambda obj: False
         self.load_failure: Callable[[dict[str, Any]], Optional[str]] = lambda obj: None
         self.url_of: Callable[[str, str, Optional[str]], str] = lambda name, ns, tag: (
             f"http://{tag + '-' if tag else ''}{name}-predictor.{ns}.example.com"
@@ -693,8 +695,10 @@ class FakeKServe:
         revisions = self.revisions.setdefault((ns, name), [])
         failure = self.load_failure(obj)
         if not revisions or revisions[-1].template != template:
-            ready = failure is None and not self.never_ready(obj)
-            revisions.append(_Revision(f"{name}-predictor-{len(revisions) + 1:05d}", template, ready))
+            stuck = self.never_ready(obj)
+            ready = failure is None and not stuck
+            message = stuck if isinstance(stuck, str) else ""
+            revisions.append(_Revision(f"{name}-predictor-{len(revisions) + 1:05d}", template, ready, message))
         return self._status(obj, revisions, failure)
 
     def _status(self, obj: dict[str, Any], revisions: list[_Revision], failure: Optional[str]) -> dict[str, Any]:
@@ -719,7 +723,7 @@ class FakeKServe:
         conditions = [
             _condition("Ready", "True" if serving and failure is None else "False", "", failure or ""),
             _condition("PredictorReady", "True" if serving else "False", "", ""),
-            _condition("LatestDeploymentReady", "True" if latest.ready else "False", "RevisionMissing", ""),
+            _condition("LatestDeploymentReady", "True" if latest.ready else "False", "RevisionFailed", latest.message),
         ]
         status: dict[str, Any] = {
             "observedGeneration": meta.get("generation"),

@@ -123,6 +123,16 @@ def test_a_canary_that_never_gets_ready_times_out_and_restore_serves_the_old_ver
     assert len(applied) >= 3
 
 
+def test_pods_the_namespaces_pod_security_refuses_are_reported_plainly(fake, kserve, target):
+    target.serve(ROOT, "prod", {"classifier": 1}, "classifier", timeout_s=5)
+    refused = 'FailedCreate: pods "classifier-predictor-00002" is forbidden: violates PodSecurity "restricted:latest"'
+    kserve.never_ready = lambda obj: refused if served_version(obj) == 2 else False
+    with pytest.raises(kube.RolloutTimeout, match="LatestDeploymentReady=False .*violates PodSecurity"):
+        target.serve_canary(ROOT, "prod", {"classifier": 2}, "classifier", 10, timeout_s=0.3)
+    target.restore(ROOT, "prod", {"classifier": 1}, "classifier", timeout_s=5)
+    assert served_version(isvc(fake, namespace="ltp-prod")) == 1
+
+
 def test_a_model_the_account_cannot_read_reports_the_storage_initializers_message(fake, kserve, target):
     target.serve(ROOT, "staging", {"classifier": 1}, "classifier", timeout_s=5)
     message = "failed to download gs://models-bucket/stages/staging/models/classifier: 403 Forbidden"
