@@ -5,7 +5,10 @@ serving target (``components.serving.targets``: a loopback model server for ``lo
 stage's Kubernetes rollout for ``kubernetes``) -> serving checks
 (``components.serving.checks``) -> on any failure retire the new version, verify the previous one
 serves, record the rollback and raise -> else record the promotion. Re-running for the model the
-stage already serves is a no-op.
+stage already serves is a no-op. On a target that splits traffic (its ``canary_steps``: kserve in
+Knative mode, local when configured) a new version that replaces an earlier one takes each share
+in turn, the serving checks run against the canary alone and the load objectives against the
+shared URL at each step, and a failed step rolls back the same way.
 
 A stage serves several models side by side by name (``PromoteConfig.model_name``): promoting or
 rolling back one model serves the stage's other models as they were (their records are the
