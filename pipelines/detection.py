@@ -47,6 +47,8 @@ def pipeline(
     stages_root: str = FORM["stages_root"],
     served_model_name: str = FORM["served_model_name"],
     promote_to_prod: bool = FORM["promote_to_prod"],
+    kserve_mode: str = FORM["kserve_mode"],
+    canary_steps: list = FORM["canary_steps"],
 ):
     """Trains and ships a detector once.
 
@@ -83,5 +85,10 @@ def pipeline(
         served_model_name: the name the detector is served under (/v1/models/<name>), next to the
             stage's other models.
         promote_to_prod: after staging passed, promote to prod as well.
+        kserve_mode: with serving_target kserve (one KServe InferenceService per model), the
+            cluster's KServe deployment mode: knative (canary steps) or standard; docs/kserve.md.
+        canary_steps: the traffic shares (percent, the last 100) a new version takes one after
+            the other, checked at each; empty: the target's default (kserve: 10, 50, 100; local:
+            none, the new version replaces the old at once).
     """
     flow.build(**locals())  # every parameter of the run form, as it is

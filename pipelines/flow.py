@@ -55,6 +55,8 @@ def run_form(task: str) -> dict[str, Any]:
         "benchmark_images": bench.num_images,
         "benchmark_batch_size": bench.batch_size,
         "serving_target": promote.target,
+        "kserve_mode": promote.kserve_mode,
+        "canary_steps": [],  # PromoteConfig.canary_steps None: the target's default
         "stages_root": "",  # the components' stand-in: <pipeline root>/stages
         "served_model_name": quick.served_model_name,
         "promote_to_prod": False,
@@ -62,7 +64,7 @@ def run_form(task: str) -> dict[str, Any]:
     return {**form, **{k: dict(v) if isinstance(v, dict) else v for k, v in quick.form.items()}}
 
 
-def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_target, served_model_name):
+def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model_name, serving):
     task = promote_model(
         model=trained,
         dataset=dataset,
@@ -70,25 +72,23 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, serving_targ
         stage=stage,
         stages_root=stages_root,
         pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
-        target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        **serving,  # the serving target and its settings: target, kserve_mode, canary_steps
     )
     # Promotion changes what a stage serves: never answer it from the cache.
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
 
 
-def _promote_through_stages(
-    trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod
-):
+def _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, serving):
     """Demo always; staging when blessed; prod when blessed and asked for. Returns the demo task."""
     metrics = evaluated.outputs["metrics"]
-    demo = _promote("demo", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+    demo = _promote("demo", trained, dataset, metrics, stages_root, served_model_name, serving)
     with dsl.If(evaluated.outputs["Output"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
-        staging = _promote("staging", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+        staging = _promote("staging", trained, dataset, metrics, stages_root, served_model_name, serving)
         staging.after(demo)
         with dsl.If(promote_to_prod == True, name="prod-requested"):  # noqa: E712
-            prod = _promote("prod", trained, dataset, metrics, stages_root, serving_target, served_model_name)
+            prod = _promote("prod", trained, dataset, metrics, stages_root, served_model_name, serving)
             prod.after(staging)
     return demo
 
@@ -129,6 +129,8 @@ def build(
     stages_root,
     served_model_name,
     promote_to_prod,
+    kserve_mode,
+    canary_steps,
 ) -> None:
     """Adds the flow's tasks to the pipeline being defined; the arguments are its parameters.
 
@@ -179,9 +181,8 @@ def build(
         accelerator="cpu-8",
     ).set_display_name("Benchmark inference")
 
-    demo = _promote_through_stages(
-        trained, dataset, evaluated, stages_root, serving_target, served_model_name, promote_to_prod
-    )
+    target = {"target": serving_target, "kserve_mode": kserve_mode, "canary_steps": canary_steps}  # and its settings
+    demo = _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, target)
     demo.after(evaluated, benchmarked)
 
     _report(dataset, trained, evaluated, benchmarked, stages_root).after(demo)

@@ -23,6 +23,8 @@ def pipeline(
     stages_root: str = "",
     serving_target: str = "local",
     served_model_name: str = "classifier",
+    kserve_mode: str = "knative",
+    canary_steps: list = [],  # noqa: B006 (a pipeline default, never mutated)
 ):
     """Promotes one version one stage further.
 
@@ -33,6 +35,10 @@ def pipeline(
         stages_root: the stage store (folder or gs://); empty means <pipeline root>/stages.
         serving_target: local (a loopback model server) or kubernetes (the stage's manifests).
         served_model_name: the name models are served under (/v1/models/<name>).
+        kserve_mode: with serving_target kserve, the cluster's KServe deployment mode: knative
+            (canary steps) or standard (replace and roll back); docs/kserve.md.
+        canary_steps: the traffic shares (percent, the last 100) the version takes one after the
+            other at the target stage; empty: the target's default (kserve: 10, 50, 100; local: none).
     """
     promote_version_op(
         source_stage=source_stage,
@@ -43,4 +49,6 @@ def pipeline(
         target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        kserve_mode=kserve_mode,
+        canary_steps=canary_steps,
     ).set_display_name("Promote version").set_caching_options(False)  # it changes what a stage serves

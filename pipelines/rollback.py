@@ -18,6 +18,7 @@ def pipeline(
     stages_root: str = "",
     serving_target: str = "local",
     served_model_name: str = "classifier",
+    kserve_mode: str = "knative",
 ):
     """Rolls one stage back by one version.
 
@@ -26,6 +27,8 @@ def pipeline(
         stages_root: the stage store (folder or gs://); empty means <pipeline root>/stages.
         serving_target: local (a loopback model server) or kubernetes (the stage's manifests).
         served_model_name: the name models are served under (/v1/models/<name>).
+        kserve_mode: with serving_target kserve, the cluster's KServe deployment mode: knative
+            (canary steps) or standard (replace and roll back); docs/kserve.md.
     """
     rollback_stage_op(
         stage=stage,
@@ -34,4 +37,5 @@ def pipeline(
         target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        kserve_mode=kserve_mode,
     ).set_display_name("Roll back").set_caching_options(False)

@@ -380,8 +380,9 @@ class PromoteConfig(ConfigBase):
     Attributes:
         stage: ``demo``, ``staging`` or ``prod``.
         target: the serving target by its name in ``components.serving.targets``: ``local`` (a
-            loopback model server, stage folders under ``stages_root``) or ``kubernetes`` (the
-            stage's manifests applied to the cluster).
+            loopback model server, stage folders under ``stages_root``), ``kubernetes`` (the
+            stage's manifests applied to the cluster) or ``kserve`` (one KServe InferenceService
+            per model, docs/kserve.md).
         stages_root: where the stages keep their model versions and history (a folder or gs://).
         model_name: the name the model is served under (``/v1/models/<name>``).
         smoke_examples: known test images the prediction check sends.
@@ -394,6 +395,13 @@ class PromoteConfig(ConfigBase):
             objectives; None: the default of the target's load profile and the stage
             (``LOAD_TESTS``: demo minimal, staging prod's profile scaled down, prod prod's; loose
             ones for target local).
+        canary_steps: the traffic shares (percent, increasing, the last 100) a new version takes
+            one after the other on a target that splits traffic, checked at each; None: the
+            target's default (kserve in Knative mode: 10, 50, 100; local: no canary, the new
+            version replaces the old at once). The first version of a model never has a canary.
+        kserve_mode: the KServe deployment mode the kserve target expects (``knative``: canary
+            steps; ``standard``: a new version replaces the old, a failure rolls back), checked
+            against each InferenceService's ``status.deploymentMode``.
     """
 
     _section: ClassVar[str] = "promote."
@@ -407,6 +415,8 @@ class PromoteConfig(ConfigBase):
     rollout_timeout_s: float = 300.0
     task: Optional[str] = None
     load_test: Optional[LoadTestConfig] = None
+    canary_steps: Optional[tuple[int, ...]] = None
+    kserve_mode: str = "knative"
 
     def validate(self) -> None:
         from trainer.tasks import task_names  # no TensorFlow: the task table only
@@ -424,6 +434,13 @@ class PromoteConfig(ConfigBase):
             self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
         if self.rollout_timeout_s <= 0:
             self._fail("rollout_timeout_s", f"must be > 0, got {self.rollout_timeout_s}")
+        steps = self.canary_steps
+        if steps is not None and (
+            not steps or steps[-1] != 100 or list(steps) != sorted(set(steps)) or not all(0 < s <= 100 for s in steps)
+        ):
+            self._fail("canary_steps", f"expected increasing percentages in 1..100 ending with 100, got {steps}")
+        if self.kserve_mode not in ("knative", "standard"):
+            self._fail("kserve_mode", f"expected 'knative' or 'standard', got {self.kserve_mode!r}")
 
     def effective_load_test(self, load_profile: str) -> LoadTestConfig:
         """The load test this stage runs: ``load_test``, else the default of the stage and of the
@@ -446,8 +463,9 @@ class MonitorConfig(ConfigBase):
         stages: the stages to watch; one that serves nothing is reported and skipped.
         window: the PromQL range the objectives are measured over (``1h``, ``30m``).
         target: where the stages serve, by its name in ``components.serving.targets``: ``local``
-            (a loopback server is started from the stage registry for the checks) or
-            ``kubernetes`` (the stage's Service in the cluster).
+            (a loopback server is started from the stage registry for the checks),
+            ``kubernetes`` (the stage's Service in the cluster) or ``kserve`` (each model's
+            InferenceService).
         model_name: the served model name.
         min_smoke_accuracy: the share of the known images the prediction check must get right.
         timeout_s: how long one Prometheus query or the health check may take.

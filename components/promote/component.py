@@ -19,6 +19,8 @@ def promote_model(
     model_name: str = "classifier",
     run_id: str = "",
     evaluation: Optional[Input[Metrics]] = None,
+    kserve_mode: str = "knative",
+    canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
 ) -> int:
     """Publish the model to a stage, serves it, smoke-tests it; rolls back and fails on any failure.
 
@@ -34,6 +36,11 @@ def promote_model(
         run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER); "" records "unknown".
         evaluation: the evaluation step's metrics, recorded with the promotion (the gate's
             baseline); without it the test split is scored again.
+        kserve_mode: with target kserve, the KServe deployment mode expected: knative (canary
+            steps) or standard (replace and roll back).
+        canary_steps: the traffic shares (percent, the last 100) a new version takes one after
+            the other where the target splits traffic; empty: the target's default (kserve
+            Knative: 10, 50, 100; local: none).
 
     Returns:
         The version the stage serves now.
@@ -41,6 +48,7 @@ def promote_model(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.params import none_if_empty
     from components.promote.run import promote, render_report
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
@@ -50,6 +58,8 @@ def promote_model(
         target=target,
         stages_root=resolve_stages_root(stages_root, pipeline_root),
         model_name=model_name,
+        kserve_mode=kserve_mode,
+        canary_steps=none_if_empty(canary_steps),
     )
     metrics = dict(evaluation.metadata) if evaluation is not None else None
     result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=metrics)
@@ -68,6 +78,7 @@ def rollback_stage_op(
     target: str = "local",
     model_name: str = "classifier",
     run_id: str = "",
+    kserve_mode: str = "knative",
 ) -> int:
     """Return a stage to the version it served before the current one, verified by smoke tests.
 
@@ -76,9 +87,10 @@ def rollback_stage_op(
         stage: demo, staging or prod.
         stages_root: the stage store; "" means <pipeline_root>/stages.
         pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
-        target: local or kubernetes.
+        target: local, kubernetes or kserve.
         model_name: the served model name.
         run_id: the run that rolls back (dsl.PIPELINE_JOB_NAME_PLACEHOLDER).
+        kserve_mode: with target kserve, the KServe deployment mode expected (knative, standard).
 
     Returns:
         The version the stage serves after the rollback.
@@ -95,6 +107,7 @@ def rollback_stage_op(
         target=target,
         stages_root=resolve_stages_root(stages_root, pipeline_root),
         model_name=model_name,
+        kserve_mode=kserve_mode,
     )
     result = rollback(config, run_id=run_id or "unknown")
     with open(report.path, "w") as f:
@@ -114,6 +127,8 @@ def promote_version_op(
     target: str = "local",
     model_name: str = "classifier",
     run_id: str = "",
+    kserve_mode: str = "knative",
+    canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
 ) -> int:
     """Move the version a stage serves (having passed its checks) to the next stage, smoke-tested.
 
@@ -125,9 +140,12 @@ def promote_version_op(
             parameter cannot be None). It must be the version the source stage serves.
         stages_root: the stage store; "" means <pipeline_root>/stages.
         pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
-        target: local or kubernetes.
+        target: local, kubernetes or kserve.
         model_name: the served model name.
         run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER).
+        kserve_mode: with target kserve, the KServe deployment mode expected (knative, standard).
+        canary_steps: the traffic shares a new version takes one after the other (empty: the
+            target's default).
 
     Returns:
         The version ``stage`` serves now.
@@ -141,7 +159,12 @@ def promote_version_op(
     from trainer.config import PromoteConfig
 
     config = PromoteConfig(
-        stage=stage, target=target, stages_root=resolve_stages_root(stages_root, pipeline_root), model_name=model_name
+        stage=stage,
+        target=target,
+        stages_root=resolve_stages_root(stages_root, pipeline_root),
+        model_name=model_name,
+        kserve_mode=kserve_mode,
+        canary_steps=none_if_empty(canary_steps),
     )
     result = promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
     with open(report.path, "w") as f:

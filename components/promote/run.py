@@ -5,7 +5,10 @@ serving target (``components.serving.targets``: a loopback model server for ``lo
 stage's Kubernetes rollout for ``kubernetes``) -> serving checks
 (``components.serving.checks``) -> on any failure retire the new version, verify the previous one
 serves, record the rollback and raise -> else record the promotion. Re-running for the model the
-stage already serves is a no-op.
+stage already serves is a no-op. On a target that splits traffic (its ``canary_steps``: kserve in
+Knative mode, local when configured) a new version that replaces an earlier one takes each share
+in turn, the serving checks run against the canary alone and the load objectives against the
+shared URL at each step, and a failed step rolls back the same way.
 
 A stage serves several models side by side by name (``PromoteConfig.model_name``): promoting or
 rolling back one model serves the stage's other models as they were (their records are the
@@ -35,15 +38,16 @@ from components.serving.checks import (
     KnownExample,
     ServingChecksError,
     check_health,
+    check_load,
     checks_from_dict,
     checks_to_dict,
     run_checks,
 )
 from components.serving.load import LoadTestRecord
 from components.serving.stages import StageEntry, StageExamples
-from components.serving.targets import Endpoints, ServingTarget, get_target
+from components.serving.targets import Endpoints, ServingTarget, target_class
 from trainer import model_folder, storage
-from trainer.config import PromoteConfig
+from trainer.config import LoadTestConfig, PromoteConfig
 from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)
@@ -190,9 +194,16 @@ def _serve_and_check(
     version: int,
     examples: StageExamples,
     rollback: bool = False,
+    canary: bool = False,
 ) -> ChecksReport:
-    """Make the stage serve ``version`` (its newest in service) on ``target`` and run the serving checks on it."""
+    """Make the stage serve ``version`` (its newest in service) on ``target`` and run the serving checks on it.
+
+    With ``canary`` (an earlier version serves) on a target that splits traffic, the version goes
+    through the target's canary steps instead (:func:`_canary`).
+    """
     load = config.effective_load_test(target.load_profile)
+    if canary and not rollback and target.canary_steps():
+        return _canary(config, target, version, examples, load)
     if rollback:
         # The version returned to met its objectives when it was promoted; now it must answer
         # (the API checks, the bounded load without errors). Holding it to latency objectives the
@@ -214,6 +225,89 @@ def _serve_and_check(
             load=load,
         )
         return _with_stage_models(report, endpoints, config, timeout_s)
+
+
+def _canary_step(
+    endpoints: Endpoints,
+    config: PromoteConfig,
+    examples: StageExamples,
+    version: int,
+    timeout_s: float,
+    load: LoadTestConfig,
+) -> ChecksReport:
+    """The serving checks against the canary alone, and the stage's load objectives against the shared URL.
+
+    Raises:
+        ServingChecksError: a check or an objective failed (its report holds every result).
+    """
+    name = config.model_name
+    report = run_checks(
+        endpoints.canary_url(name),
+        name,
+        examples.examples,
+        config.min_smoke_accuracy,
+        task=get_task(examples.task),
+        expected_version=version,
+        timeout_s=timeout_s,
+        load=None,
+    )
+    load_check = check_load(endpoints.url(name), name, examples.examples[0].image, load)
+    record = LoadTestRecord.of(load_check.figures, load.objectives(), load_check.passed) if load_check.figures else None
+    report = dataclasses.replace(report, checks=(*report.checks, load_check), load_test=record)
+    if not load_check.passed:
+        raise ServingChecksError(f"load objectives at {endpoints.url(name)}: {load_check.detail}", report)
+    return report
+
+
+def _canary_check(steps: tuple[int, ...], passed: list[int], failed: Optional[int]) -> CheckResult:
+    done = ", ".join(f"{p}%" for p in passed) or "none"
+    detail = f"failed at {failed}% (passed: {done})" if failed is not None else f"passed at {done}"
+    figures = {"steps": float(len(steps)), "passed_steps": float(len(passed))}
+    return CheckResult("canary", failed is None, detail, figures)
+
+
+def _canary(
+    config: PromoteConfig, target: ServingTarget, version: int, examples: StageExamples, load: LoadTestConfig
+) -> ChecksReport:
+    """Walks ``version`` through ``target``'s canary steps, checking it at each; the last (100%) runs
+    every check against the shared URL. The report ends with a ``canary`` check naming the steps.
+
+    Raises:
+        ServingChecksError: a step's checks failed (the report says at which step); the caller
+            rolls back.
+    """
+    models = _stage_models(config, version)
+    steps, passed = target.canary_steps(), []
+    timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
+    report = ChecksReport(checks=(), version=version, accuracy=None)
+    for percent in steps:
+        target.serve_canary(
+            config.stages_root, config.stage, models, config.model_name, percent, config.rollout_timeout_s
+        )
+        with target.endpoints(config.stages_root, config.stage, models) as endpoints:
+            try:
+                if percent < 100:
+                    report = _canary_step(endpoints, config, examples, version, timeout_s, load)
+                else:
+                    report = run_checks(
+                        endpoints.url(config.model_name),
+                        config.model_name,
+                        examples.examples,
+                        config.min_smoke_accuracy,
+                        task=get_task(examples.task),
+                        expected_version=version,
+                        timeout_s=timeout_s,
+                        load=load,
+                    )
+                    report = _with_stage_models(report, endpoints, config, timeout_s)
+            except ServingChecksError as err:
+                checks = (*err.report.checks, _canary_check(steps, passed, percent))
+                raise ServingChecksError(
+                    f"canary at {percent}% failed: {err}", dataclasses.replace(err.report, checks=checks)
+                ) from err
+        log.info("%s: version %d passed its checks at %d%% of the traffic", config.stage, version, percent)
+        passed.append(percent)
+    return dataclasses.replace(report, checks=(*report.checks, _canary_check(steps, passed, None)))
 
 
 def _float_metrics(metrics: Optional[Mapping[str, Any]]) -> dict[str, float]:
@@ -259,7 +353,7 @@ def promote(
         run_id: the run that promotes (recorded in the history).
         metrics: the model's evaluation metrics to record (prod's are the gate's baseline);
             None scores the SavedModel on the dataset's test split.
-        target: where the stage serves; None: ``get_target(config.target)``.
+        target: where the stage serves; None: ``config.target``, built from ``config``.
 
     Returns:
         What was done (``no_op`` when the stage already served this model).
@@ -329,7 +423,7 @@ def promote_version(
         run_id: the run that promotes.
         version: the source stage's version to promote; None takes the one it serves now. Either
             way it must be the version the source stage serves now, having passed its checks.
-        target: where the stage serves; None: ``get_target(config.target)``.
+        target: where the stage serves; None: ``config.target``, built from ``config``.
 
     Returns:
         What was done, with ``source_stage`` and ``source_version``.
@@ -358,8 +452,8 @@ def promote_version(
 
 
 def _target_of(config: PromoteConfig, target: Optional[ServingTarget]) -> ServingTarget:
-    """``target``, else the configured one; checked to serve from the stage store."""
-    target = get_target(config.target) if target is None else target
+    """``target``, else the configured one (its settings from ``config``); checked to serve from the stage store."""
+    target = target_class(config.target).from_config(config) if target is None else target
     target.check(config.stages_root)
     return target
 
@@ -381,7 +475,7 @@ def _promote(
     version = stages.publish(candidate.saved_model, root, stage, name)
     stages.save_examples(root, stage, name, examples)
     try:
-        report = _serve_and_check(config, target, version, examples)
+        report = _serve_and_check(config, target, version, examples, canary=previous is not None)
     except Exception as err:
         # Any failure (a check, the rollout, the server not starting) takes the version out of service.
         raise _failed(config, target, candidate, version, run_id, examples, err) from err
@@ -543,7 +637,7 @@ def rollback(config: PromoteConfig, run_id: str, target: Optional[ServingTarget]
     Args:
         config: the stage, target, stages_root and model_name (the model rolled back).
         run_id: the run that rolls back (recorded in the history).
-        target: where the stage serves; None: ``get_target(config.target)``.
+        target: where the stage serves; None: ``config.target``, built from ``config``.
 
     Returns:
         What was done: ``version`` is the version served now, ``previous_version`` the one left.

@@ -12,6 +12,12 @@ served as version 1) on loopback, as TensorFlow Serving with a model config list
   (``components.serving.metrics``: request count, request and runtime latency, SavedModel loads);
   off with ``metrics=False`` (``--no-metrics``), as TF Serving without ``--monitoring_config_file``
 
+A traffic split (``ModelServer(..., split=Split(name, version, percent))``) serves
+one model at two versions, as a canary rollout does: ``percent`` of its unpinned requests reach
+``version`` (the canary), the rest the newest version below it, in a fixed interleaving (10%:
+every tenth request); ``/versions/<v>`` reaches either one, and the model's status lists both.
+Every answer from a model names the version that answered in the ``X-Model-Version`` header.
+
 Errors answer ``{"error": "<message>"}`` like TensorFlow Serving: 400 for a bad request (bad
 JSON, wrong shape or type, bad base64, an image that does not decode, a batch over the cap), 404
 for an unknown model (naming the served ones), version or signature, 413 for a body over the size
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import re
@@ -54,6 +61,35 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_BATCH_SIZE = 1024
 DEFAULT_SIGNATURE = "serving_default"
+VERSION_HEADER = "X-Model-Version"
+"""The response header that names the version of the model that answered."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A traffic split of one model between its canary version and the newest version below it.
+
+    Attributes:
+        model_name: the model split.
+        version: the canary version.
+        percent: the canary's share of the model's unpinned requests, 0 to 100.
+    """
+
+    model_name: str
+    version: int
+    percent: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.percent <= 100:
+            raise ValueError(f"a split's percent must be in 0..100, got {self.percent}")
+
+    def to_canary(self, request_number: int) -> bool:
+        """Whether request number ``request_number`` (0, 1, ...) goes to the canary: the canary's
+        share of the first n requests is always within one request of ``percent``.
+        """
+        return (request_number + 1) * self.percent // 100 > request_number * self.percent // 100
+
+
 _MODEL_PATH = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>.*)$")
 _DTYPE_NAMES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int64": "DT_INT64", "int32": "DT_INT32"}
 
@@ -286,15 +322,10 @@ class _Model:
         return {"predictions": [{k: v[i] for k, v in values.items()} for i in range(batch)]}
 
     def status(self) -> dict[str, Any]:
-        return {
-            "model_version_status": [
-                {
-                    "version": str(self.version),
-                    "state": "AVAILABLE",
-                    "status": {"error_code": "OK", "error_message": ""},
-                }
-            ]
-        }
+        return {"model_version_status": [self.version_status()]}
+
+    def version_status(self) -> dict[str, Any]:
+        return {"version": str(self.version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -333,6 +364,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; version=0.0.4" if text is not None else "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.answered_by is not None:
+            self.send_header(VERSION_HEADER, str(self.answered_by))
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -341,6 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str) -> None:
         owner: ModelServer = self.server.owner
         began = time.perf_counter()
+        self.answered_by: Optional[int] = None  # the version that answers (a keep-alive handler serves many requests)
         path = self.path.split("?", 1)[0]
         match = _MODEL_PATH.match(path)
         if method == "GET" and path == METRICS_PATH and owner.metrics is not None:
@@ -363,23 +397,11 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_raw() if method == "POST" else None
             if not match:
                 raise RequestError(HTTPStatus.NOT_FOUND, f"unknown path {self.path}; expected /v1/models/<name>...")
-            model = owner._models.get(match["name"])
-            if model is None:
-                raise RequestError(
-                    HTTPStatus.NOT_FOUND,
-                    f"Servable not found for request: Latest({match['name']}); this server serves "
-                    f"{sorted(owner._models)}",
-                )
-            if match["version"] is not None:
-                if not match["version"].isdigit() or int(match["version"]) != model.version:
-                    raise RequestError(
-                        HTTPStatus.NOT_FOUND,
-                        f"Servable not found for request: Specific({match['name']}, {match['version']}); "
-                        f"this server serves version {model.version}",
-                    )
+            model = owner._pick(match["name"], match["version"], count=method == "POST")
+            self.answered_by = model.version
             rest = match["rest"]
             if method == "GET" and rest in ("", "/"):
-                self._send(HTTPStatus.OK, model.status())
+                self._send(HTTPStatus.OK, owner._status(model, pinned=match["version"] is not None))
             elif method == "GET" and rest == "/metadata":
                 self._send(HTTPStatus.OK, model.metadata())
             elif method == "POST" and rest == ":predict":
@@ -479,6 +501,7 @@ class ModelServer:
         max_batch_size: larger batches are refused with 400.
         metrics: serve TensorFlow Serving's Prometheus metrics at ``/monitoring/prometheus/metrics``
             (and count them); False turns both off (the overhead benchmark compares the two).
+        split: serve one model at two versions, a share of its traffic to the canary (:class:`Split`).
     """
 
     def __init__(
@@ -491,8 +514,11 @@ class ModelServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         metrics: bool = True,
+        split: Optional[Split] = None,
     ):
         models = _model_pairs(model_base_path, model_name)
+        if split is not None and split.model_name not in models:
+            raise ValueError(f"split names model {split.model_name!r}, which is not served: serving {list(models)}")
         if version is not None and len(models) > 1:
             raise ValueError(f"version pins the one model served; got it with {len(models)} models {list(models)}")
         if max_request_bytes < 1 or max_batch_size < 1:
@@ -508,7 +534,10 @@ class ModelServer:
         self.max_request_bytes = max_request_bytes
         self.max_batch_size = max_batch_size
         self.metrics: Optional[ServingMetrics] = ServingMetrics() if metrics else None
+        self.split = split
         self._models: dict[str, _Model] = {}
+        self._canary: Optional[_Model] = None
+        self._requests = 0
         self._httpd: Optional[_HTTPServer] = None
         self._thread: Optional[threading.Thread] = None
         self._connections: set[socket.socket] = set()
@@ -560,7 +589,12 @@ class ModelServer:
             return self
         loaded = {}
         for name, base_path in self.models.items():
-            version, path = _resolve_model_dir(base_path, self.version)
+            version = self.version
+            if self.split is not None and name == self.split.model_name:
+                version = _stable_version(base_path, self.split.version)
+                canary_path = _resolve_model_dir(base_path, self.split.version)[1]
+                self._canary = _Model(name, self.split.version, canary_path, self.max_batch_size, self.metrics)
+            version, path = _resolve_model_dir(base_path, version)
             loaded[name] = _Model(name, version, path, self.max_batch_size, self.metrics)
         self._models = loaded
         self._httpd = _HTTPServer((self.host, self.port), _Handler)
@@ -589,11 +623,62 @@ class ModelServer:
         self._httpd = None
         self._thread = None
 
+    def _pick(self, name: str, version: Optional[str], count: bool) -> _Model:
+        """The model version that answers a request for ``name`` (at ``version``, if pinned).
+
+        ``count``: the request takes its turn in the split (predictions do, status reads do not).
+
+        Raises:
+            RequestError: 404, no such model or version.
+        """
+        model = self._models.get(name)
+        if model is None:
+            raise RequestError(
+                HTTPStatus.NOT_FOUND,
+                f"Servable not found for request: Latest({name}); this server serves {sorted(self._models)}",
+            )
+        canary = self._canary if self.split is not None and name == self.split.model_name else None
+        if version is not None:
+            for candidate in (model, canary):
+                if candidate is not None and version == str(candidate.version):
+                    return candidate
+            served = [m.version for m in (model, canary) if m is not None]
+            raise RequestError(
+                HTTPStatus.NOT_FOUND,
+                f"Servable not found for request: Specific({name}, {version}); this server serves versions {served}",
+            )
+        if canary is None or not count:
+            return model
+        with self._lock:
+            number, self._requests = self._requests, self._requests + 1
+        return canary if self.split.to_canary(number) else model
+
+    def _status(self, model: _Model, pinned: bool) -> dict[str, Any]:
+        """A model's status: both versions while its traffic is split (unless one was asked for)."""
+        if pinned or self._canary is None or model.name != self._canary.name:
+            return model.status()
+        return {"model_version_status": [self._canary.version_status(), model.version_status()]}
+
     def __enter__(self) -> ModelServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _stable_version(model_base_path: str, canary_version: int) -> int:
+    """The newest complete version below ``canary_version``: the one a split keeps serving.
+
+    Raises:
+        FileNotFoundError: there is none (a split needs an earlier version).
+    """
+    earlier = [v for v in find_versions(model_base_path) if v < canary_version]
+    if not earlier:
+        raise FileNotFoundError(
+            f"a split of version {canary_version} needs an earlier complete version under {model_base_path}; "
+            f"complete versions there: {find_versions(model_base_path)}"
+        )
+    return earlier[-1]
 
 
 def _model_pairs(

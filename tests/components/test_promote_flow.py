@@ -1,4 +1,6 @@
+import base64
 import dataclasses
+import json
 import shutil
 
 import pytest
@@ -287,3 +289,43 @@ def test_a_failed_first_rollout_of_a_second_model_keeps_the_first_model(tmp_path
     again = promote(models["better"], models["dataset"], b, run_id="b-2", metrics={}, target=cluster)
     assert again.version == 2 and again.check("stage_models").detail == "also serves a version 1"
     assert {n: e.version for n, e in stages.served_models(a.stages_root, "demo").items()} == {"a": 1, "b": 2}
+
+
+def test_the_server_splits_a_models_traffic_by_weight_and_names_the_version_that_answered(tmp_path, models):
+    import urllib.request
+
+    from components.serving.server import VERSION_HEADER, ModelServer, Split
+
+    base = tmp_path / "clf"
+    shutil.copytree(f"{models['good']}/saved_model", base / "1")
+    shutil.copytree(f"{models['bad']}/saved_model", base / "2")
+    image = get_task("classification").known_examples(models["dataset"], "test", 1)[0][0]
+    body = json.dumps({"instances": [{"b64": base64.b64encode(image).decode()}]}).encode()
+    with ModelServer(str(base), "clf", split=Split("clf", 2, 25)) as server:
+        answered = []
+        for _ in range(8):
+            request = urllib.request.Request(f"{server.url}/v1/models/clf:predict", data=body, method="POST")
+            with urllib.request.urlopen(request, timeout=30) as response:
+                answered.append(int(response.headers[VERSION_HEADER]))
+                json.loads(response.read())
+        assert answered.count(2) == 2 and answered.count(1) == 6  # 25% of 8 requests to the canary
+        status = http_json("GET", f"{server.url}/v1/models/clf")[1]["model_version_status"]
+        assert sorted(int(v["version"]) for v in status) == [1, 2]
+        assert (
+            http_json("GET", f"{server.url}/v1/models/clf/versions/2")[1]["model_version_status"][0]["version"] == "2"
+        )
+    with pytest.raises(FileNotFoundError, match="needs an earlier complete version"):
+        ModelServer(str(base), "clf", split=Split("clf", 1, 10)).start()
+
+
+def test_a_canary_goes_through_every_step_and_a_failing_one_is_rolled_back(tmp_path, models):
+    cfg = config(tmp_path, canary_steps=(50, 100), load_test=LoadTestConfig(clients=1, max_requests=5))
+    target = LocalTarget.from_config(cfg)
+    promote(models["good"], models["dataset"], cfg, run_id="run-1", metrics={}, target=target)
+    result = promote(models["better"], models["dataset"], cfg, run_id="run-2", metrics={}, target=target)
+    assert result.version == 2 and result.check("canary").detail == "passed at 50%, 100%"
+    with pytest.raises(PromotionError, match=r"canary at 50% failed.*prediction.*Rolled back: demo serves version 2"):
+        promote(models["bad"], models["dataset"], cfg, run_id="run-3", metrics={}, target=target)
+    last = stages.read_current(cfg.stages_root, "demo", "clf")
+    assert (last.action, last.version, last.failed_version, last.verified) == ("rollback", 2, 3, True)
+    assert "canary at 50% failed" in last.reason and serving_version(cfg) == 2

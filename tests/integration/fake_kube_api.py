@@ -651,3 +651,107 @@ def _handler_for(fake: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+@dataclass
+class _Revision:
+    name: str
+    template: str
+    ready: bool
+    message: str = ""
+
+
+class FakeKServe:
+    """KServe's InferenceService controller, as far as the kserve target reads it.
+
+    ``install(fake)`` serves the InferenceService kind on ``fake`` and reconciles each object when
+    it is read: a changed predictor (other than ``canaryTrafficPercent``) is a new revision
+    ``<name>-predictor-0000N``; a ready new revision takes ``canaryTrafficPercent`` of the traffic
+    when that is set and an earlier revision was ready, else all of it; the status has
+    ``observedGeneration``, ``deploymentMode``, the conditions ``Ready``, ``PredictorReady`` and
+    ``LatestDeploymentReady``, ``components.predictor`` (latest created and ready revisions,
+    ``traffic`` with tags ``latest`` and ``prev`` and their URLs), ``url`` and ``address.url``.
+
+    Attributes:
+        mode: the ``status.deploymentMode`` the cluster reports (``Knative``, ``Standard``, ...).
+        never_ready: returns True for an InferenceService whose new revision never gets ready, or
+            the reason to report (a ``FailedCreate`` of its pods, say) in ``LatestDeploymentReady``.
+        load_failure: returns the storage initializer's message for one whose model cannot be
+            loaded (``Ready`` False, ``modelStatus.transitionStatus: BlockedByFailedLoad``), or None.
+        url_of: (name, namespace, tag or None) -> the URL the status gives.
+    """
+
+    def __init__(self, mode: str = "Knative"):
+        self.mode = mode
+        self.never_ready: Callable[[dict[str, Any]], bool | str] = lambda obj: False
+        self.load_failure: Callable[[dict[str, Any]], Optional[str]] = lambda obj: None
+        self.url_of: Callable[[str, str, Optional[str]], str] = lambda name, ns, tag: (
+            f"http://{tag + '-' if tag else ''}{name}-predictor.{ns}.example.com"
+        )
+        self.revisions: dict[tuple[str, str], list[_Revision]] = {}
+
+    def install(self, fake: FakeKubeAPI) -> FakeKServe:
+        fake.add_kind("inferenceservices", "serving.kserve.io/v1beta1", "InferenceService")
+        fake.controllers["inferenceservices"] = self.reconcile
+        return self
+
+    def reconcile(self, obj: dict[str, Any]) -> Optional[dict[str, Any]]:
+        meta = obj["metadata"]
+        if (obj.get("status") or {}).get("observedGeneration") == meta.get("generation"):
+            return None
+        name, ns = meta["name"], meta["namespace"]
+        predictor = {k: v for k, v in obj["spec"]["predictor"].items() if k != "canaryTrafficPercent"}
+        template = json.dumps(predictor, sort_keys=True)
+        revisions = self.revisions.setdefault((ns, name), [])
+        failure = self.load_failure(obj)
+        if not revisions or revisions[-1].template != template:
+            stuck = self.never_ready(obj)
+            ready = failure is None and not stuck
+            message = stuck if isinstance(stuck, str) else ""
+            revisions.append(_Revision(f"{name}-predictor-{len(revisions) + 1:05d}", template, ready, message))
+        return self._status(obj, revisions, failure)
+
+    def _status(self, obj: dict[str, Any], revisions: list[_Revision], failure: Optional[str]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        name, ns = meta["name"], meta["namespace"]
+        latest = revisions[-1]
+        ready = [r for r in revisions if r.ready]
+        prev = next((r for r in reversed(ready) if r is not latest), None)
+        percent = obj["spec"]["predictor"].get("canaryTrafficPercent")
+        if not latest.ready:
+            traffic = [{"revisionName": prev.name, "percent": 100, "latestRevision": False}] if prev else []
+        elif percent is not None and prev is not None and percent < 100:
+            traffic = [
+                {"tag": "latest", "revisionName": latest.name, "percent": percent, "latestRevision": True},
+                {"tag": "prev", "revisionName": prev.name, "percent": 100 - percent, "latestRevision": False},
+            ]
+        else:
+            traffic = [{"tag": "latest", "revisionName": latest.name, "percent": 100, "latestRevision": True}]
+        for entry in traffic:
+            entry["url"] = self.url_of(name, ns, entry.get("tag"))
+        serving = bool(traffic)
+        conditions = [
+            _condition("Ready", "True" if serving and failure is None else "False", "", failure or ""),
+            _condition("PredictorReady", "True" if serving else "False", "", ""),
+            _condition("LatestDeploymentReady", "True" if latest.ready else "False", "RevisionFailed", latest.message),
+        ]
+        status: dict[str, Any] = {
+            "observedGeneration": meta.get("generation"),
+            "deploymentMode": self.mode,
+            "conditions": conditions,
+            "url": self.url_of(name, ns, None),
+            "address": {"url": self.url_of(name, ns, None)},
+            "components": {
+                "predictor": {
+                    "latestCreatedRevision": latest.name,
+                    "latestReadyRevision": ready[-1].name if ready else None,
+                    "traffic": traffic,
+                }
+            },
+        }
+        if failure is not None:
+            status["modelStatus"] = {
+                "transitionStatus": "BlockedByFailedLoad",
+                "lastFailureInfo": {"reason": "ModelLoadFailed", "message": failure},
+            }
+        return status

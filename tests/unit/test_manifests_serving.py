@@ -210,6 +210,8 @@ _RESOURCE_OF_KIND = {
     "Deployment": ("apps", "deployments"),
     "HorizontalPodAutoscaler": ("autoscaling", "horizontalpodautoscalers"),
     "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
+    "InferenceService": ("serving.kserve.io", "inferenceservices"),
+    "PodMonitor": ("monitoring.coreos.com", "podmonitors"),
 }
 
 
@@ -240,11 +242,16 @@ def test_rbac_is_namespaced_and_binds_the_pipeline_service_account():
 
 def test_rbac_grants_exactly_what_a_deploy_needs():
     roles = [o for o in objects("rbac") if o["kind"] == "Role"]
-    rendered_kinds = {o["kind"] for s in STAGES for o in stage(s)}
+    # What the plain target and the kserve target apply (manifests/serving, manifests/kserve).
+    rendered_kinds = {
+        o["kind"] for s in STAGES for path in ("serving", "kserve") for o in objects(f"{path}/overlays/{s}")
+    }
     manage = {"get", "list", "watch", "create", "update", "patch"}
     read = {"get", "list", "watch"}
     expected = {_RESOURCE_OF_KIND[k]: manage for k in rendered_kinds}
     expected |= {("", "pods"): read, ("apps", "replicasets"): read}
+    # A model whose first version fails leaves no InferenceService behind.
+    expected[("serving.kserve.io", "inferenceservices")] = manage | {"delete"}
     for role in roles:
         grants = _grants(role)
         assert grants == expected, role["metadata"]["namespace"]

@@ -3,18 +3,22 @@
 import pytest
 
 from components.serving.targets import Endpoints, ServingTarget, get_target, register, target_class, target_names
+from components.serving.targets.kserve import KServeTarget
 from components.serving.targets.kubernetes import KubernetesTarget
 from components.serving.targets.local import LocalTarget
 from trainer.config import LOAD_TESTS, STAGES, ConfigError, MonitorConfig, PromoteConfig
 
 
 def test_the_registry_knows_each_target_by_name():
-    assert target_names() == ["kubernetes", "local"]
+    assert target_names() == ["kserve", "kubernetes", "local"]
     assert target_class("local") is LocalTarget and target_class("kubernetes") is KubernetesTarget
+    assert target_class("kserve") is KServeTarget
     local = get_target("local", port=8600)
     assert isinstance(local, LocalTarget) and local.port == 8600
-    with pytest.raises(ValueError, match=r"unknown serving target 'kserve': expected one of \['kubernetes', 'local'\]"):
-        get_target("kserve")
+    with pytest.raises(
+        ValueError, match=r"unknown serving target 'seldon': expected one of \['kserve', 'kubernetes', 'local'\]"
+    ):
+        get_target("seldon")
 
 
 def test_a_name_is_registered_once():
@@ -29,7 +33,7 @@ def test_a_name_is_registered_once():
 
     with pytest.raises(ValueError, match="needs a non-empty class attribute name, Nameless has None"):
         register(Nameless)
-    assert target_names() == ["kubernetes", "local"]
+    assert target_names() == ["kserve", "kubernetes", "local"]
 
 
 def test_every_target_has_a_default_load_test_for_every_stage():
@@ -45,8 +49,10 @@ def test_configs_name_a_registered_target():
     # The config checks the name's form; the registry (asked when a step starts) which exist.
     with pytest.raises(ConfigError, match=r"monitor.target: expected a serving target's name"):
         MonitorConfig(target="Not A Name")
-    with pytest.raises(ValueError, match=r"unknown serving target 'kserve': expected one of \['kubernetes', 'local'\]"):
-        target_class(MonitorConfig(target="kserve").target)
+    with pytest.raises(
+        ValueError, match=r"unknown serving target 'seldon': expected one of \['kserve', 'kubernetes', 'local'\]"
+    ):
+        target_class(MonitorConfig(target="seldon").target)
     assert MonitorConfig(target="kubernetes").stages == STAGES
 
 
@@ -56,6 +62,17 @@ def test_endpoints_name_each_models_url():
     assert endpoints.metrics_url("a") == "http://a/m" and endpoints.metrics_url("b") is None
     with pytest.raises(KeyError, match=r"no endpoint for model 'c': this stage serves \['a', 'b'\] here"):
         endpoints.url("c")
+    # Only a model with a canary in progress has a URL of its own for it.
+    canary = Endpoints(urls={"a": "http://a", "b": "http://b"}, canary_urls={"a": "http://latest-a"})
+    assert canary.canary_url("a") == "http://latest-a" and canary.canary_url("b") == "http://b"
+    with pytest.raises(KeyError, match="no endpoint for model 'c'"):
+        canary.canary_url("c")
+
+
+def test_only_targets_that_split_traffic_have_canary_steps():
+    assert LocalTarget().canary_steps() == () and KubernetesTarget().canary_steps() == ()
+    with pytest.raises(NotImplementedError, match="'kubernetes' cannot split traffic"):
+        KubernetesTarget().serve_canary("gs://b/s", "demo", {"classifier": 2}, "classifier", 10, 1.0)
 
 
 def test_the_local_target_serves_any_store_and_needs_a_model(tmp_path):
@@ -76,3 +93,13 @@ def test_the_kubernetes_target_needs_gcs_and_waits_as_long_as_the_rollout():
     assert target.checks_timeout_s(300.0) == 300.0
     with target.endpoints("gs://bucket/stages", "prod", {"clf": 3}) as endpoints:
         assert endpoints.urls == {"clf": "http://model-server.ltp-prod.svc.cluster.local:8501"}
+
+
+def test_a_promotions_config_sets_the_kserve_targets_mode_and_canary_steps():
+    kserve = KServeTarget.from_config(PromoteConfig(target="kserve", kserve_mode="standard", canary_steps=(20, 100)))
+    assert (kserve.kserve_mode, kserve.steps) == ("standard", (20, 100))
+    assert KServeTarget.from_config(PromoteConfig(target="kserve")).canary_steps() == (10, 50, 100)
+    with pytest.raises(ConfigError, match=r"promote.canary_steps: expected increasing percentages .* got \(50, 10\)"):
+        PromoteConfig(canary_steps=(50, 10))
+    with pytest.raises(ConfigError, match="promote.kserve_mode: expected 'knative' or 'standard', got 'Serverless'"):
+        PromoteConfig(kserve_mode="Serverless")

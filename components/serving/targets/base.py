@@ -11,7 +11,10 @@ import abc
 import dataclasses
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, Optional
+
+if TYPE_CHECKING:
+    from trainer.config import PromoteConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,10 +27,13 @@ class Endpoints:
     Attributes:
         urls: model name -> the REST base URL its ``/v1/models/<name>`` is under.
         metrics_urls: model name -> its server's Prometheus metrics page, where the target knows it.
+        canary_urls: model name -> the URL only its canary (the new version, while it takes a
+            share of the traffic) answers at; absent where no canary is in progress.
     """
 
     urls: Mapping[str, str]
     metrics_urls: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    canary_urls: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def url(self, model_name: str) -> str:
         """The REST base URL of ``model_name``.
@@ -38,6 +44,14 @@ class Endpoints:
         if model_name not in self.urls:
             raise KeyError(f"no endpoint for model {model_name!r}: this stage serves {sorted(self.urls)} here")
         return self.urls[model_name]
+
+    def canary_url(self, model_name: str) -> str:
+        """The URL only ``model_name``'s canary answers at; its shared URL where no canary is in progress.
+
+        Raises:
+            KeyError: the stage does not serve that model here.
+        """
+        return self.canary_urls.get(model_name) or self.url(model_name)
 
     def metrics_url(self, model_name: str) -> Optional[str]:
         """The metrics page of ``model_name``'s server, or None where the target does not know it."""
@@ -59,6 +73,13 @@ class ServingTarget(abc.ABC):
 
     name: ClassVar[str]
     load_profile: ClassVar[str]
+
+    @classmethod
+    def from_config(cls, config: PromoteConfig) -> ServingTarget:
+        """The target a promotion's config asks for, with the settings of it this target takes
+        (the canary steps, a mode); the default takes none.
+        """
+        return cls()
 
     @abc.abstractmethod
     def check(self, stages_root: str) -> None:
@@ -87,6 +108,27 @@ class ServingTarget(abc.ABC):
         A target whose servers run elsewhere just names their URLs; one that runs them itself
         (a loopback server) runs them for the duration.
         """
+
+    def canary_steps(self) -> tuple[int, ...]:
+        """The traffic shares (percent, the last 100) a new version takes one after the other.
+
+        Empty (the default) where the target cannot split traffic: :meth:`serve` replaces the
+        version at once and a failure rolls back. A target that returns steps implements
+        :meth:`serve_canary`.
+        """
+        return ()
+
+    def serve_canary(
+        self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, percent: int, timeout_s: float
+    ) -> None:
+        """Send ``percent`` of ``changed``'s traffic to its new version in ``models`` (the rest to the
+        version it served before) and wait until the split is in place; 100 promotes it fully.
+
+        Raises:
+            NotImplementedError: the target cannot split traffic (its :meth:`canary_steps` is empty).
+            Exception: the canary did not come to serve (the caller rolls back with :meth:`restore`).
+        """
+        raise NotImplementedError(f"serving target {self.name!r} cannot split traffic: it has no canary steps")
 
     def checks_timeout_s(self, rollout_timeout_s: float) -> float:
         """How long a serving check waits for the stage to answer, given the rollout timeout."""
