@@ -116,6 +116,11 @@ class TrainConfig(ConfigBase):
         checkpoint_every_seconds: also save a checkpoint when this much time passed since the last.
         cache_max_mb: keep the decoded training images in host memory after the first pass when
             they fit in this many MB (later epochs skip reading and decoding); 0 never caches.
+        workers: training processes (pods) under ``MultiWorkerMirroredStrategy``, each with the
+            step's accelerator; 1 trains in the step's own process.
+        launcher: how ``workers`` > 1 are started: ``jobset`` (a JobSet), ``job`` (an Indexed Job
+            with a headless Service), ``local`` (processes on this machine, on loopback), or
+            ``auto``: a JobSet inside a cluster that serves it, local processes elsewhere.
     """
 
     _section: ClassVar[str] = "train."
@@ -140,6 +145,8 @@ class TrainConfig(ConfigBase):
     validation_split: Optional[str] = "validation"
     checkpoint_every_seconds: Optional[float] = None
     cache_max_mb: float = 1024.0
+    workers: int = 1
+    launcher: typing.Literal["auto", "jobset", "job", "local"] = "auto"
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -166,6 +173,8 @@ class TrainConfig(ConfigBase):
             self._fail("checkpoint_every_seconds", f"must be > 0 or null, got {self.checkpoint_every_seconds}")
         if self.cache_max_mb < 0:
             self._fail("cache_max_mb", f"must be >= 0 (0 never caches), got {self.cache_max_mb}")
+        if self.workers < 1:
+            self._fail("workers", f"must be a whole number >= 1 (1 trains in this process), got {self.workers}")
 
 
 @dataclasses.dataclass(frozen=True)
