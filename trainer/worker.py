@@ -250,8 +250,8 @@ def _run(job_path: str) -> int:
     except TrainingError as err:
         print(f"error: worker {index}: {err}", file=sys.stderr)
         return 1
-    if summary is not None:
-        print(json.dumps({k: v for k, v in summary.to_dict().items() if k != "history"}, indent=1))
+    if summary is not None:  # the chief: the launcher reads the summary from training.json
+        log.info("worker %d: training finished at step %d", index, summary.steps)
     return 0
 
 
