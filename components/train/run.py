@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
@@ -46,13 +46,25 @@ WORKER_JOB = "worker-job.yaml"  # the job file every worker reads, beside the ch
 
 
 def run_training(
-    dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: Optional[str] = None
+    dataset_dir: str,
+    model_dir: str,
+    config: TrainConfig,
+    checkpoint_dir: Optional[str] = None,
+    worker_command: Optional[Sequence[str]] = None,
 ) -> TrainingSummary:
     """Trains in this process (``workers`` 1) or with ``workers`` workers through the config's launcher.
 
     With several workers, the job file goes beside the checkpoints (which every worker reaches:
     on a cluster, the model's gs:// URI), the launcher runs the set, and the chief's
     ``training.json`` in ``model_dir`` is the summary.
+
+    Args:
+        dataset_dir: the dataset folder.
+        model_dir: the model folder (the chief's, with several workers).
+        config: the training settings (``workers``, ``launcher``).
+        checkpoint_dir: where checkpoints go; ``None`` for ``<model_dir>/checkpoints``.
+        worker_command: what starts one worker, before its ``--config JOB``; ``None`` for this
+            Python's ``python -m trainer.worker``.
 
     Raises:
         ConfigError: an unknown launcher.
@@ -75,7 +87,7 @@ def run_training(
     job_path = write_worker_job(
         storage.join(ckpt_dir, WORKER_JOB), WorkerJob(dataset_dir, model_dir, config, checkpoint_dir)
     )
-    argv = (sys.executable, "-m", "trainer.worker", "--config", job_path)
+    argv = (*(worker_command or (sys.executable, "-m", "trainer.worker")), "--config", job_path)
     log.info("training with %d workers (launcher %s)", config.workers, name)
     launcher.run(WorkerSet(workers=config.workers, config_path=job_path, model_dir=model_dir, argv=argv))
     summary = storage.read_json(model_folder.summary_path(model_dir))

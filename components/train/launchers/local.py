@@ -17,10 +17,12 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -49,10 +51,17 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def worker_env(hosts: list[str], index: int, threads: int, base: Mapping[str, str]) -> dict[str, str]:
-    """The environment of local worker ``index``: its index, its peers, its ``TF_CONFIG``, its threads."""
+def worker_env(
+    hosts: list[str], index: int, threads: int, base: Mapping[str, str], scratch: Optional[str] = None
+) -> dict[str, str]:
+    """The environment of local worker ``index``: its index, its peers, its ``TF_CONFIG``, its threads.
+
+    ``scratch`` becomes its ``TMPDIR``: the launcher deletes it, so even a killed worker's
+    temporary folders go.
+    """
     return {
         **base,
+        **({"TMPDIR": scratch} if scratch else {}),
         "LTP_WORKER_INDEX": str(index),
         "LTP_WORKER_HOSTS": ",".join(hosts),
         "TF_CONFIG": json.dumps(tf_config(hosts, index)),
@@ -157,26 +166,30 @@ class LocalLauncher(Launcher):
                 restarts, or the launcher got SIGTERM (every worker is stopped first).
         """
         self.starts = 0
-        with _sigterm_raises():
-            for attempt in range(self.max_restarts + 1):
-                self.starts += 1
-                failed = self._run_once(workers)
-                if failed is None:
-                    return
-                cause = failed.cause()
-                if failed.proc.returncode == EXIT_BAD_INPUT:
-                    raise LaunchError(f"{cause}; not restarted: the same input would fail again")
-                if attempt < self.max_restarts:
-                    log.warning(
-                        "%s; restarting all %d workers (%d of %d)",
-                        cause,
-                        workers.workers,
-                        attempt + 1,
-                        self.max_restarts,
-                    )
+        scratch = tempfile.mkdtemp(prefix="ltp-workers-")
+        try:
+            with _sigterm_raises():
+                self._run_set(workers, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run_set(self, workers: WorkerSet, scratch: str) -> None:
+        cause = ""
+        for attempt in range(self.max_restarts + 1):
+            self.starts += 1
+            failed = self._run_once(workers, scratch)
+            if failed is None:
+                return
+            cause = failed.cause()
+            if failed.proc.returncode == EXIT_BAD_INPUT:
+                raise LaunchError(f"{cause}; not restarted: the same input would fail again")
+            if attempt < self.max_restarts:
+                log.warning(
+                    "%s; restarting all %d workers (%d of %d)", cause, workers.workers, attempt + 1, self.max_restarts
+                )
         raise LaunchError(f"{cause}; the set failed after {self.max_restarts} restarts")
 
-    def _run_once(self, workers: WorkerSet) -> Optional[_Worker]:
+    def _run_once(self, workers: WorkerSet, scratch: str) -> Optional[_Worker]:
         """Starts every worker and waits; returns the first that failed (all stopped), or None."""
         hosts = [f"127.0.0.1:{port}" for port in free_ports(workers.workers)]
         threads = max(1, self.cores // workers.workers)
@@ -184,7 +197,7 @@ class LocalLauncher(Launcher):
         started: list[_Worker] = []
         try:
             for index in range(workers.workers):
-                started.append(_Worker(index, workers.argv, worker_env(hosts, index, threads, os.environ)))
+                started.append(_Worker(index, workers.argv, worker_env(hosts, index, threads, os.environ, scratch)))
             return self._wait(started)
         except _Terminated:
             raise LaunchError(
