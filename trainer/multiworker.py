@@ -17,19 +17,12 @@ checkpoints; only the chief writes ``state.json``, ``training.json`` and the mod
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
-import shutil
-import tempfile
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional
-
-from trainer.errors import TrainingError
-
-if TYPE_CHECKING:
-    from trainer.train import TrainingSummary
-    from trainer.worker import WorkerJob
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
 
 log = logging.getLogger(__name__)
 
@@ -68,43 +61,13 @@ def multiworker_strategy(timeout_s: float) -> Any:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def _apply_threads(environ: Optional[dict[str, str]] = None) -> None:
+def apply_threads(environ: Optional[dict[str, str]] = None) -> None:
     """Sets intra-op threads from ``LTP_INTRA_OP_THREADS`` (the local launcher shares the cores)."""
     import tensorflow as tf
 
     raw = (os.environ if environ is None else environ).get("LTP_INTRA_OP_THREADS", "").strip()
     if raw:
         tf.config.threading.set_intra_op_parallelism_threads(int(raw))
-
-
-def train_worker(job: WorkerJob, index: int, timeout_s: float) -> Optional[TrainingSummary]:
-    """Trains as worker ``index`` of ``job.config.workers``; the chief writes ``job.model_dir``.
-
-    Returns:
-        The training summary on the chief; ``None`` on the other workers.
-
-    Raises:
-        TrainingError: the set's size in ``TF_CONFIG`` differs from ``job.config.workers``, or the
-            training failed (the trainer's errors).
-    """
-    from trainer.train import train
-
-    _apply_threads()
-    strategy = multiworker_strategy(timeout_s)
-    workers = strategy.cluster_resolver.cluster_spec().num_tasks("worker")
-    if workers != job.config.workers:
-        raise TrainingError(
-            f"train.workers: the job says {job.config.workers} workers, TF_CONFIG lists {workers}; "
-            "start the set with as many workers as the config says"
-        )
-    scratch = None if index == 0 else tempfile.mkdtemp(prefix=f"ltp-worker-{index}-")
-    role = WorkerRole(strategy=strategy, index=index, workers=job.config.workers, scratch_dir=scratch)
-    try:
-        summary = train(job.dataset, job.model_dir, job.config, checkpoint_dir=job.checkpoint_dir, role=role)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return summary if role.chief else None
 
 
 # --------------------------------------------------------------------------- the epoch loop
@@ -130,6 +93,34 @@ def _step_functions(strategy: Any, model: Any, jit_compile: bool) -> tuple[Calla
         return model.get_metrics_result()
 
     return train_step, test_step
+
+
+def _all_layers(layer: Any) -> Iterator[Any]:
+    yield layer
+    for sub in getattr(layer, "layers", ()):
+        yield from _all_layers(sub)
+
+
+@contextlib.contextmanager
+def synchronized_batch_norm(model: Any) -> Iterator[int]:
+    """Batch normalization over the global batch while training (yields how many layers it set).
+
+    Each replica would otherwise normalise with, and average into its moving statistics, the
+    moments of its own share of the batch: the workers' moving statistics would drift apart, and
+    neither would be one process's. Keras' ``synchronized`` all-reduces the moments instead; it is
+    set back afterwards, so the saved model is configured as one process would save it.
+    """
+    import keras
+
+    layers = [layer for layer in _all_layers(model) if isinstance(layer, keras.layers.BatchNormalization)]
+    previous = [layer.synchronized for layer in layers]
+    for layer in layers:
+        layer.synchronized = True
+    try:
+        yield len(layers)
+    finally:
+        for layer, value in zip(layers, previous, strict=True):
+            layer.synchronized = value
 
 
 def _logs(values: dict[str, Any]) -> dict[str, float]:
@@ -173,13 +164,27 @@ def run_epochs(fit: Any, strategy: Any, plan: EpochPlan, on_epoch: Callable[[int
     """
     import keras
 
-    from trainer import callbacks
-
     model = fit.model
     train_ds = strategy.experimental_distribute_dataset(fit.train_ds)
     val_ds = strategy.experimental_distribute_dataset(fit.val_ds) if fit.val_ds is not None else None
     train_step, test_step = _step_functions(strategy, model, plan.jit_compile)
     hooks = keras.callbacks.CallbackList(fit.callbacks, model=model)
+    with synchronized_batch_norm(model):
+        step = _epochs(fit, plan, hooks, (train_step, test_step), (train_ds, val_ds), on_epoch)
+    return step
+
+
+def _epochs(
+    fit: Any,
+    plan: EpochPlan,
+    hooks: Any,
+    steps: tuple[Callable, Callable],
+    inputs: tuple[Any, Any],
+    on_epoch: Callable[[int, int, dict[str, float]], None],
+) -> int:
+    from trainer import callbacks
+
+    model, (train_step, test_step), (train_ds, val_ds) = fit.model, steps, inputs
     step = plan.resumed_from
     hooks.on_train_begin()
     for epoch in range(step // plan.steps_per_epoch, plan.epochs):

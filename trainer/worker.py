@@ -26,16 +26,22 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
 from trainer import storage
 from trainer.config import ConfigError, TrainConfig
+from trainer.errors import TrainingError
+
+if TYPE_CHECKING:
+    from trainer.train import TrainingSummary
 
 log = logging.getLogger(__name__)
 
@@ -224,14 +230,46 @@ def wait_for_peers(
         time.sleep(interval_s)
 
 
+# --------------------------------------------------------------------------- the training
+
+
+def train_worker(job: WorkerJob, index: int, timeout_s: float) -> Optional[TrainingSummary]:
+    """Trains as worker ``index`` of ``job.config.workers``; the chief writes ``job.model_dir``.
+
+    Returns:
+        The training summary on the chief; ``None`` on the other workers.
+
+    Raises:
+        TrainingError: the set's size in ``TF_CONFIG`` differs from ``job.config.workers``, or the
+            training failed (the trainer's errors).
+    """
+    from trainer.multiworker import WorkerRole, apply_threads, multiworker_strategy
+    from trainer.train import train
+
+    apply_threads()
+    strategy = multiworker_strategy(timeout_s)
+    workers = strategy.cluster_resolver.cluster_spec().num_tasks("worker")
+    if workers != job.config.workers:
+        raise TrainingError(
+            f"train.workers: the job says {job.config.workers} workers, TF_CONFIG lists {workers}; "
+            "start the set with as many workers as the config says"
+        )
+    scratch = None if index == 0 else tempfile.mkdtemp(prefix=f"ltp-worker-{index}-")
+    role = WorkerRole(strategy=strategy, index=index, workers=job.config.workers, scratch_dir=scratch)
+    try:
+        summary = train(job.dataset, job.model_dir, job.config, checkpoint_dir=job.checkpoint_dir, role=role)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return summary if role.chief else None
+
+
 # --------------------------------------------------------------------------- the command
 
 
 def _run(job_path: str) -> int:
-    from trainer.multiworker import train_worker
     from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
-    from trainer.train import TrainingError
 
     try:
         job = read_worker_job(job_path)

@@ -3,7 +3,6 @@ as one process with the same global batch, and a killed worker restarting the se
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 
 from components.train.run import run_training
+from tests.comparable import make_comparable
 from tests.datasets import write_test_dataset
 from trainer.config import TrainConfig
 
@@ -21,21 +21,15 @@ pytestmark = pytest.mark.slow
 BASE = dict(epochs=2, validation_steps=1, shuffle_buffer=1, precision="float32", checkpoint_every_steps=2)
 TWO_WORKERS = TrainConfig(workers=2, launcher="local", batch_size_per_replica=8, **BASE)
 
-# What makes one process and two comparable: the mnist CNN without its dropout (random masks differ
-# between one process and two) and the input's parallel maps in order (training lets them reorder
-# whole batches, for speed).
-PRELUDE = """
-import keras, numpy as np, tensorflow as tf
-keras.layers.Dropout = lambda rate, **kw: keras.layers.Identity()
-_map = tf.data.Dataset.map
-tf.data.Dataset.map = lambda self, fn, *a, deterministic=None, **kw: _map(self, fn, *a, deterministic=True, **kw)
-"""
-
-# The worker, as trainer.worker runs it, with every worker's final weights saved. With
-# LTP_TEST_DIE=1, worker 1 kills itself once, after the chief's first checkpoint.
-WORKER = PRELUDE + textwrap.dedent(
+# The worker, as trainer.worker runs it, made comparable (tests/comparable.py), with every worker's
+# final weights saved. With LTP_TEST_DIE=1, worker 1 kills itself once, after the chief's first
+# checkpoint.
+WORKER = textwrap.dedent(
     """
     import os, sys, time
+    import numpy as np
+    from tests.comparable import make_comparable
+    make_comparable()
     from trainer import callbacks, train as T
     out, index = os.environ["LTP_TEST_OUT"], os.environ["LTP_WORKER_INDEX"]
     open(f"{out}/tmpdir-{index}", "w").write(os.environ["TMPDIR"])
@@ -58,18 +52,6 @@ WORKER = PRELUDE + textwrap.dedent(
     """
 )
 
-ONE_PROCESS = PRELUDE + textwrap.dedent(
-    """
-    import sys
-    import yaml
-    from trainer import train as T
-    from trainer.config import TrainConfig
-    export = T._export
-    T._export = lambda model, *a: (np.savez(sys.argv[3], *model.get_weights()), export(model, *a))
-    T.train(sys.argv[1], sys.argv[2], TrainConfig.from_dict(yaml.safe_load(sys.argv[4])))
-    """
-)
-
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
@@ -79,6 +61,19 @@ def dataset(tmp_path_factory):
 def _weights(path):
     with np.load(path) as f:
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
+
+
+def _one_process(dataset, out, monkeypatch):
+    """The same training in this process with the same global batch (16), made comparable as the workers are."""
+    from trainer import train as T
+
+    export = T._export
+    make_comparable(monkeypatch.setattr)
+    monkeypatch.setattr(
+        T, "_export", lambda model, *a: (np.savez(out / "weights.npz", *model.get_weights()), export(model, *a))
+    )
+    T.train(dataset, str(out), TrainConfig(batch_size_per_replica=16, **BASE))
+    return json.loads((out / "training.json").read_text())
 
 
 def _two_workers(dataset, out, monkeypatch, **env):
@@ -101,15 +96,9 @@ def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, mon
     for a, b in zip(chief, other, strict=True):
         np.testing.assert_array_equal(a, b)
 
-    one = TrainConfig(batch_size_per_replica=16, **BASE)
-    subprocess.run(
-        [sys.executable, "-c", ONE_PROCESS, dataset, str(tmp_path / "one"), str(tmp_path / "one.npz"), one.to_yaml()],
-        check=True,
-        timeout=600,
-    )
-    for a, b in zip(chief, _weights(tmp_path / "one.npz"), strict=True):
+    single = _one_process(dataset, tmp_path / "one", monkeypatch)
+    for a, b in zip(chief, _weights(tmp_path / "one" / "weights.npz"), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    single = json.loads((tmp_path / "one" / "training.json").read_text())
     assert recorded["learning_rate"] == single["learning_rate"]
     assert recorded["train_loss"] == pytest.approx(single["train_loss"], rel=1e-4)
 
