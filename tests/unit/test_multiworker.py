@@ -213,3 +213,26 @@ def test_sigterm_to_the_step_leaves_no_worker_behind(tmp_path):
     assert step.returncode != 0
     assert "stopped by SIGTERM" in output
     assert not any(_alive(pid) for pid in _pids(tmp_path))
+
+
+def test_a_worker_whose_peers_never_resolve_fails_clearly(tmp_path):
+    job = write_worker_job(str(tmp_path / "job.yaml"), WorkerJob(str(tmp_path), str(tmp_path / "m"), TrainConfig()))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.getcwd(),
+        "LTP_WORKER_INDEX": "0",
+        "LTP_WORKER_HOSTS": "localhost:2222,ltp-missing-worker.invalid:2222",
+        "LTP_PEER_TIMEOUT_S": "0.5",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "trainer.worker", "--config", job], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2
+    assert "ltp-missing-worker.invalid did not resolve within 0.5 s" in out.stderr
+
+
+def test_the_one_process_trainer_refuses_several_workers(tmp_path):
+    from trainer.train import TrainingError, train
+
+    with pytest.raises(TrainingError, match="2 workers are started by the train step's launcher"):
+        train(str(tmp_path), str(tmp_path / "m"), TrainConfig(workers=2))
