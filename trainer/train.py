@@ -685,7 +685,10 @@ def _inputs(
     )
     val_count = info.split_count(prepared.val_split)
     batch = settings.global_batch
-    full = val_count // batch if settings.drop_remainder else math.ceil(val_count / batch)
+    # Several workers split a short last batch unevenly, and a replica with no example would
+    # score nothing as NaN: they validate on whole batches.
+    whole_batches = settings.drop_remainder or settings.workers > 1
+    full = val_count // batch if whole_batches else math.ceil(val_count / batch)
     # A bounded count: Keras then neither warns about running out of data nor reads past the end.
     val_steps = min(config.validation_steps or full, full)
     if val_steps < 1:
@@ -788,7 +791,8 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         "",
         "## Training",
         f"- task: {summary.task}",
-        f"- accelerator: {summary.accelerator} ({summary.strategy}, {summary.replicas} replicas), "
+        f"- accelerator: {summary.accelerator} ({summary.strategy}, {summary.replicas} replicas"
+        f"{f' over {summary.workers} workers' if summary.workers > 1 else ''}), "
         f"precision {summary.precision}, XLA {summary.jit_compile}",
         f"- {summary.steps} steps = {summary.epochs} epochs x {summary.steps_per_epoch} steps, global "
         f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",

@@ -90,6 +90,7 @@ def run_training(
     argv = (*(worker_command or (sys.executable, "-m", "trainer.worker")), "--config", job_path)
     log.info("training with %d workers (launcher %s)", config.workers, name)
     launcher.run(WorkerSet(workers=config.workers, config_path=job_path, model_dir=model_dir, argv=argv))
+    storage.delete(job_path)  # kept after a failure: the same step, run again, rewrites it and resumes
     summary = storage.read_json(model_folder.summary_path(model_dir))
     if summary is None:
         raise LaunchError(f"the {config.workers} workers finished but {model_dir} holds no training summary")
@@ -109,6 +110,7 @@ def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, A
         "accelerator": summary.accelerator,
         "strategy": summary.strategy,
         "replicas": summary.replicas,
+        "workers": summary.workers,
         "precision": summary.precision,
         "config_hash": config.fingerprint(),
         "dataset_fingerprint": summary.dataset_fingerprint,

@@ -92,6 +92,8 @@ def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, mon
     assert [row["epoch"] for row in recorded["history"]] == [1, 2]
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(recorded["history"][-1])
     assert (tmp_path / "model" / "saved_model" / "saved_model.pb").exists()
+    assert "2 replicas over 2 workers" in (tmp_path / "model" / "model_card.md").read_text()
+    assert not (tmp_path / "model" / "checkpoints" / "worker-job.yaml").exists()  # the set's job file went
     chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
     for a, b in zip(chief, other, strict=True):
         np.testing.assert_array_equal(a, b)
