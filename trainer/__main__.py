@@ -15,9 +15,9 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -80,12 +80,16 @@ def _task_defaults(dataset: str) -> dict[str, Any]:
     return {"model": task_of_manifest(info).run_defaults.model}
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> int:
+def main(
+    argv: Sequence[str] | None = None, prog: str = "python -m trainer", train_fn: Optional[Callable[..., Any]] = None
+) -> int:
     """Parses the command line, trains, prints the training summary as JSON.
 
     Args:
         argv: the arguments; None reads ``sys.argv``.
         prog: the command's name in the usage text (``python -m components.train`` hands over here).
+        train_fn: what trains, called as ``trainer.train.train``; None for that one
+            (``python -m components.train`` passes the step's, which also runs several workers).
 
     Returns:
         The exit status: 0 on success, 2 for a bad config or dataset, 1 for a failed training.
@@ -106,13 +110,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m trainer") -> 
     from trainer.tfrecords import DatasetError
     from trainer.train import TrainingError, train
 
+    train_fn = train_fn or train
+
     try:
         config = load_config(args.config, args.set, {k: getattr(args, k) for k in _FLAGS}, _task_defaults(args.dataset))
     except (ConfigError, OSError, DatasetError, TaskError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        summary = train(args.dataset, args.model_dir, config)
+        summary = train_fn(args.dataset, args.model_dir, config)
     except (DatasetError, TaskError) as err:  # TaskError: model options the dataset's task does not take
         print(f"error: {err}", file=sys.stderr)
         return 2

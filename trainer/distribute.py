@@ -242,6 +242,15 @@ def accelerator_kind(strategy: Any) -> str:
     return "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
 
 
+def strategy_name(strategy: Any) -> str:
+    """The strategy's public name (``MultiWorkerMirroredStrategy``'s class is a private subclass)."""
+    import tensorflow as tf
+
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "MultiWorkerMirroredStrategy"
+    return type(strategy).__name__
+
+
 def get_strategy(accelerator: str = "auto") -> Any:
     """Finds the accelerator and returns its ``tf.distribute.Strategy``.
 

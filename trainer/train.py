@@ -22,13 +22,16 @@ import math
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from trainer import data, distribute, model_folder, storage, tfrecords
 from trainer.config import TrainConfig
 from trainer.errors import TrainingError
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
 from trainer.tfrecords import DatasetInfo
+
+if TYPE_CHECKING:
+    from trainer.multiworker import WorkerRole
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,7 @@ class TrainingSummary:
         steps_per_epoch: steps per epoch.
         global_batch_size: examples per step over all replicas.
         batch_size_per_replica: examples per step per replica.
-        replicas: replicas in sync.
+        replicas: replicas in sync, over every worker.
         accelerator: ``tpu``, ``gpu`` or ``cpu``.
         strategy: the tf.distribute strategy's class name.
         precision: the Keras mixed-precision policy.
@@ -180,6 +183,7 @@ class TrainingSummary:
         precision_reason: why that policy (``precision: auto`` decides per device).
         epoch_seconds: each epoch's time in this process (start to last training step, validation
             excluded), the first (compiling) one included; a resumed run lists only its own epochs.
+        workers: training processes (pods) under ``MultiWorkerMirroredStrategy``; 1 for one process.
     """
 
     model: str
@@ -213,6 +217,7 @@ class TrainingSummary:
     task: str = DEFAULT_TASK
     epoch_seconds: list[float] = dataclasses.field(default_factory=list)
     precision_reason: Optional[str] = None
+    workers: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``)."""
@@ -252,6 +257,7 @@ class _Settings:
     drop_remainder: bool
     steps_per_epoch: int
     learning_rate: float
+    workers: int = 1
 
     def total_steps(self, config: TrainConfig) -> int:
         return config.epochs * self.steps_per_epoch
@@ -270,15 +276,21 @@ class _Fit:
     saver: Any
 
 
-def _restore(checkpoint: Any, manager: Any, optimizer: Any, total_steps: int) -> int:
-    """Restores the latest checkpoint, if any; returns the step it was at (0 without one)."""
+def _restore(checkpoint: Any, ckpt_dir: str, optimizer: Any, total_steps: int) -> int:
+    """Restores the latest checkpoint in ``ckpt_dir``, if any; returns the step it was at (0 without one).
+
+    Every worker of a set restores from the chief's folder, so all start from the same step.
+    """
+    import tensorflow as tf
+
     from trainer import callbacks
 
-    if not manager.latest_checkpoint:
+    latest = tf.train.latest_checkpoint(ckpt_dir)
+    if not latest:
         return 0
-    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    checkpoint.restore(latest).assert_existing_objects_matched()
     resumed_from = callbacks.optimizer_step(optimizer)
-    log.info("resuming from %s at step %d of %d", manager.latest_checkpoint, resumed_from, total_steps)
+    log.info("resuming from %s at step %d of %d", latest, resumed_from, total_steps)
     return resumed_from
 
 
@@ -327,7 +339,37 @@ def _fit_epochs(
     return step
 
 
-def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir: str | None = None) -> TrainingSummary:
+def _run_epochs(
+    fit: _Fit,
+    prepared: _Prepared,
+    settings: _Settings,
+    config: TrainConfig,
+    history: list[dict[str, Any]],
+    resumed_from: int,
+    role: Optional[WorkerRole],
+) -> int:
+    """The epochs: ``model.fit`` in one process, the multi-worker loop in a worker of a set."""
+    if role is None:
+        return _fit_epochs(fit, prepared, settings, config, history, resumed_from)
+    from trainer import multiworker
+
+    def on_epoch(epoch: int, step: int, logs: dict[str, float]) -> None:
+        history.append({"epoch": epoch + 1, "step": step, **logs})
+        if role.chief:
+            _write_state(prepared, history)
+
+    plan = multiworker.EpochPlan(config.epochs, settings.steps_per_epoch, resumed_from, bool(settings.jit_compile))
+    return multiworker.run_epochs(fit, role.strategy, plan, on_epoch)
+
+
+def train(
+    dataset_dir: str,
+    model_dir: str,
+    config: TrainConfig,
+    checkpoint_dir: str | None = None,
+    *,
+    role: Optional[WorkerRole] = None,
+) -> TrainingSummary:
     """Trains a model on a TFRecord dataset for the dataset's task and writes the model folder.
 
     Args:
@@ -338,50 +380,37 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
             KFP hands a component a *local* path that it uploads only when the step ends, so the
             component passes a folder under the artifact's gs:// URI here: checkpoints then
             survive a preempted pod, and the retried one (same URI) resumes from them.
+        role: this process's place in a set of workers (``trainer.worker`` passes it); ``None``
+            trains in this process alone. ``model_dir`` and ``checkpoint_dir`` are then the chief's.
 
     Returns:
-        The training summary, also written to ``training.json``.
+        The training summary, also written to ``training.json`` (by the chief only).
 
     Raises:
         tfrecords.DatasetError: no/bad ``dataset.json``, a missing or empty split, images of mixed size.
         TrainingError: an unwritable ``model_dir``, a batch the replicas cannot divide, a model
-            that does not fit the dataset, or a folder holding a different training.
+            that does not fit the dataset, a folder holding a different training, or
+            ``workers`` > 1 without a worker role.
         TrainingDivergedError: the loss became NaN/inf or exploded.
         distribute.AcceleratorNotFoundError: an accelerator asked for is not there.
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    _check_role(config, role)
     dataset_dir, model_dir = str(dataset_dir), str(model_dir)
     prepared = _prepare(dataset_dir, model_dir, config, checkpoint_dir)
     if isinstance(prepared, TrainingSummary):
         return prepared
-
-    import tensorflow as tf
-
-    from trainer import callbacks
-
-    strategy = distribute.get_strategy(config.accelerator)
+    strategy = role.strategy if role is not None else distribute.get_strategy(config.accelerator)
     settings = _settings(config, prepared.info, strategy)
     model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
-    manager = tf.train.CheckpointManager(checkpoint, prepared.ckpt_dir, max_to_keep=3)
-    resumed_from = _restore(checkpoint, manager, optimizer, settings.total_steps(config))
-    # Keep only the epochs the restored weights have actually finished.
-    history = [h for h in prepared.history if h["epoch"] * settings.steps_per_epoch <= resumed_from]
-    _gfile().makedirs(prepared.ckpt_dir)
-    _write_state(prepared, history)
-    train_ds, val_ds, val_steps, cache = _inputs(dataset_dir, config, prepared, settings)
-
-    saver = callbacks.Checkpointer(manager, config.checkpoint_every_steps, config.checkpoint_every_seconds)
-    meter = callbacks.Throughput(settings.global_batch)
-    fit_callbacks = [
-        callbacks.DivergenceGuard(),
-        saver,
-        meter,
-        callbacks.ScalarLogger(_join(model_dir, "logs", "train"), meter),
-    ]
+    chief = role is None or role.chief
+    out_dir = model_dir if chief else role.scratch_dir
+    fit, meter, resumed_from, history, cache = _start(
+        dataset_dir, out_dir, config, prepared, settings, (model, optimizer, checkpoint), chief
+    )
     started = time.perf_counter()
-    fit = _Fit(model, optimizer, train_ds, val_ds, val_steps, fit_callbacks, saver)
-    step = _fit_epochs(fit, prepared, settings, config, history, resumed_from)
+    step = _run_epochs(fit, prepared, settings, config, history, resumed_from, role)
     train_seconds = time.perf_counter() - started
     if step != settings.total_steps(config):
         raise TrainingError(f"training ended at step {step}, expected {settings.total_steps(config)}; re-run to resume")
@@ -394,8 +423,70 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
         steps_per_execution=settings.steps_per_execution,
         jit_compile=settings.jit_compile,
     )
-    _export(model, model_dir, effective, summary, prepared)
+    _export(model, out_dir, effective, summary, prepared, chief)
     return summary
+
+
+def _check_role(config: TrainConfig, role: Optional[WorkerRole]) -> None:
+    if role is None and config.workers > 1:
+        raise TrainingError(
+            f"train.workers: {config.workers} workers are started by the train step's launcher "
+            "(python -m components.train, the pipeline's train step); trainer.train alone trains in one "
+            "process: set workers: 1, or run the set"
+        )
+    if role is not None and role.workers != config.workers:
+        raise TrainingError(f"train.workers: the config says {config.workers}, the worker set has {role.workers}")
+    if role is not None and not role.chief and role.scratch_dir is None:
+        raise TrainingError(f"worker {role.index}: a worker other than the chief needs a scratch folder")
+
+
+def _start(
+    dataset_dir: str,
+    out_dir: str,
+    config: TrainConfig,
+    prepared: _Prepared,
+    settings: _Settings,
+    built: tuple[Any, Any, Any],
+    chief: bool,
+) -> tuple[_Fit, Any, int, list[dict[str, Any]], bool]:
+    """Restores the checkpoint, writes the state, makes the inputs and callbacks.
+
+    Checkpoints are restored from ``prepared.ckpt_dir`` (the chief's) and saved into the folder
+    of ``out_dir`` (the chief's own, or a worker's scratch folder).
+
+    Returns:
+        What the epochs fit with, the throughput meter, the step resumed from, the history of
+        the epochs the restored weights finished, and whether the input is cached.
+    """
+    import tensorflow as tf
+
+    from trainer import callbacks
+
+    model, optimizer, checkpoint = built
+    own_ckpt = prepared.ckpt_dir if chief else model_folder.checkpoints_dir(out_dir)
+    manager = tf.train.CheckpointManager(checkpoint, own_ckpt, max_to_keep=3)
+    resumed_from = _restore(checkpoint, prepared.ckpt_dir, optimizer, settings.total_steps(config))
+    # Keep only the epochs the restored weights have actually finished.
+    history = [h for h in prepared.history if h["epoch"] * settings.steps_per_epoch <= resumed_from]
+    _gfile().makedirs(own_ckpt)
+    if chief:
+        _write_state(prepared, history)
+    train_ds, val_ds, val_steps, cache = _inputs(dataset_dir, config, prepared, settings)
+    every_seconds = config.checkpoint_every_seconds
+    if every_seconds is not None and settings.workers > 1:
+        # A clock differs between workers, and every worker must save at the same step.
+        log.warning("checkpoint_every_seconds is ignored with several workers; checkpoints follow steps")
+        every_seconds = None
+    saver = callbacks.Checkpointer(manager, config.checkpoint_every_steps, every_seconds)
+    meter = callbacks.Throughput(settings.global_batch)
+    fit_callbacks = [
+        callbacks.DivergenceGuard(),
+        saver,
+        meter,
+        callbacks.ScalarLogger(_join(out_dir, "logs", "train"), meter),
+    ]
+    fit = _Fit(model, optimizer, train_ds, val_ds, val_steps, fit_callbacks, saver)
+    return fit, meter, resumed_from, history, cache
 
 
 def _prepare(
@@ -480,10 +571,16 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
     replicas = strategy.num_replicas_in_sync
     global_batch = resolve_global_batch(config, replicas)
     spe = config.steps_per_execution or defaults.steps_per_execution
-    if spe > 1 and isinstance(strategy, tf.distribute.MirroredStrategy):
+    mirrored = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+    if spe > 1 and isinstance(strategy, mirrored):
         # Keras 3 fails under MirroredStrategy with several steps per execution ("You must feed a
-        # value for placeholder tensor", keras-team/keras#19246, reproduced here with 2 replicas).
-        log.warning("steps_per_execution %d is not supported by Keras under MirroredStrategy; using 1", spe)
+        # value for placeholder tensor", keras-team/keras#19246, reproduced here with 2 replicas),
+        # and so does it under MultiWorkerMirroredStrategy, which is not its subclass.
+        log.warning(
+            "steps_per_execution %d is not supported by Keras under %s; using 1",
+            spe,
+            distribute.strategy_name(strategy),
+        )
         spe = 1
     steps_per_epoch, spe = _align_steps(config, spe, info, global_batch, defaults.drop_remainder)
     train_count = info.split_count(config.train_split)
@@ -505,13 +602,14 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         drop_remainder=defaults.drop_remainder,
         steps_per_epoch=steps_per_epoch,
         learning_rate=scaled_learning_rate(config, global_batch),
+        workers=config.workers,
     )
     log.info(
         "training %s on %s (%s, %d replicas): global batch %d, lr %.3g, %s, steps_per_execution %d, "
         "jit %s, %d epochs x %d steps",
         config.model,
         kind,
-        type(strategy).__name__,
+        distribute.strategy_name(strategy),
         replicas,
         global_batch,
         settings.learning_rate,
@@ -587,7 +685,10 @@ def _inputs(
     )
     val_count = info.split_count(prepared.val_split)
     batch = settings.global_batch
-    full = val_count // batch if settings.drop_remainder else math.ceil(val_count / batch)
+    # Several workers split a short last batch unevenly, and a replica with no example would
+    # score nothing as NaN: they validate on whole batches.
+    whole_batches = settings.drop_remainder or settings.workers > 1
+    full = val_count // batch if whole_batches else math.ceil(val_count / batch)
     # A bounded count: Keras then neither warns about running out of data nor reads past the end.
     val_steps = min(config.validation_steps or full, full)
     if val_steps < 1:
@@ -626,9 +727,10 @@ def _summary(
         batch_size_per_replica=settings.global_batch // settings.replicas,
         replicas=settings.replicas,
         accelerator=settings.kind,
-        strategy=type(strategy).__name__,
+        strategy=distribute.strategy_name(strategy),
         precision=settings.precision,
         precision_reason=settings.precision_reason,
+        workers=settings.workers,
         steps_per_execution=settings.steps_per_execution,
         jit_compile=bool(settings.jit_compile),
         input_cached=cache,
@@ -650,14 +752,20 @@ def _summary(
     )
 
 
-def _export(model: Any, model_dir: str, effective: TrainConfig, summary: TrainingSummary, prepared: _Prepared) -> None:
+def _export(
+    model: Any, model_dir: str, effective: TrainConfig, summary: TrainingSummary, prepared: _Prepared, chief: bool
+) -> None:
+    """The SavedModel and the Keras file, then (the chief only) the config, the card and the summary."""
     gfile = _gfile()
     saved = model_folder.saved_model_dir(model_dir)
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
+    # Every worker of a set saves (saving may run collectives); the others into their scratch folder.
     prepared.task.export(model, saved, prepared.info)
     model.save(_join(model_dir, model_folder.KERAS_MODEL))
+    if not chief:
+        return
     storage.write_text(_join(model_dir, model_folder.CONFIG), effective.to_yaml())
     storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
@@ -683,7 +791,8 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         "",
         "## Training",
         f"- task: {summary.task}",
-        f"- accelerator: {summary.accelerator} ({summary.strategy}, {summary.replicas} replicas), "
+        f"- accelerator: {summary.accelerator} ({summary.strategy}, {summary.replicas} replicas"
+        f"{f' over {summary.workers} workers' if summary.workers > 1 else ''}), "
         f"precision {summary.precision}, XLA {summary.jit_compile}",
         f"- {summary.steps} steps = {summary.epochs} epochs x {summary.steps_per_epoch} steps, global "
         f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",

@@ -11,6 +11,10 @@ Examples:
     python -m components.train --dataset data/fashion-mnist --model-dir models/run1 --epochs 3
     python -m components.train --dataset gs://bucket/ds --model-dir gs://bucket/models/run1 \
         --config train.yaml --set precision=float32 --accelerator tpu
+    python -m components.train --dataset data/fashion-mnist --model-dir models/run2 --set workers=2
+
+With ``workers`` > 1 the step starts that many workers through its launcher (``--set launcher=local``
+runs them as processes here, on loopback; docs/training.md) and prints the chief's summary.
 """
 
 from __future__ import annotations
@@ -20,10 +24,19 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs ``python -m trainer`` with these arguments (exit status: 0 done, 2 bad input, 1 failed)."""
+    """Runs ``python -m trainer`` with these arguments (exit status: 0 done, 2 bad input, 1 failed).
+
+    The training is the step's (``components.train.run.run_training``): one process, or the workers.
+    """
+    from components.train.launchers import LaunchError
+    from components.train.run import run_training
     from trainer.__main__ import main as trainer_main
 
-    return trainer_main(argv, prog="python -m components.train")
+    try:
+        return trainer_main(argv, prog="python -m components.train", train_fn=run_training)
+    except LaunchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

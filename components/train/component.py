@@ -55,8 +55,7 @@ def train_model(
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.artifacts import checkpoint_uri
     from components.train.launchers.locations import training_locations
-    from components.train.run import describe_model, scalar_metrics, train_config
-    from trainer.train import train
+    from components.train.run import describe_model, run_training, scalar_metrics, train_config
 
     config = train_config(
         config_yaml,
@@ -74,7 +73,7 @@ def train_model(
     dataset_dir, model_dir = training_locations(
         (dataset.path, dataset.uri), (model.path, model.uri), config.workers, config.launcher
     )
-    summary = train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_uri(model.uri))
+    summary = run_training(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_uri(model.uri))
     model.metadata.update(describe_model(summary, config))
     for name, value in scalar_metrics(summary).items():
         metrics.log_metric(name, value)
