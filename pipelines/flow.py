@@ -14,10 +14,10 @@ from kfp import dsl, kubernetes
 from components.benchmark.component import benchmark_inference
 from components.convert.component import convert_to_tfrecords
 from components.evaluate.component import evaluate_model
+from components.launchers.identity import POD_FIELD_PATHS
 from components.promote.component import promote_model
 from components.report.component import build_report
 from components.train.component import train_model
-from components.train.launchers.identity import POD_FIELD_PATHS
 from pipelines import accelerators
 from trainer.config import BenchmarkConfig, PromoteConfig, TrainConfig
 from trainer.tasks import get_task

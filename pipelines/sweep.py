@@ -20,8 +20,8 @@ from typing import Optional
 from kfp import dsl, kubernetes
 
 from components.convert.component import convert_to_tfrecords
+from components.launchers.identity import POD_FIELD_PATHS
 from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
-from components.train.launchers.identity import POD_FIELD_PATHS
 from pipelines import accelerators, grid
 
 NAME = "sweep"

@@ -96,7 +96,7 @@ def _grid(args: argparse.Namespace) -> int:
     rows_root = args.rows_root or os.path.join(args.output_dir, "rows")
     for cell in cells:
         model_dir = os.path.join(args.output_dir, "models", f"{cell.key}")
-        result = run_one_cell(args.dataset, model_dir, cell.to_dict(), rows_root)
+        result = run_one_cell((args.dataset, args.dataset), (model_dir, model_dir), cell.to_dict(), rows_root)
         print(f"{cell.name} (repeat {cell.repeat + 1} of {cell.repeats}): {result.reason or result.status}")
     tables = join_grid(cells, rows_root, args.price_table)
     paths = write_files(

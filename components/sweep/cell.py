@@ -189,10 +189,10 @@ def run_cell(
         GridError: ``image_size`` on a task without one (classification trains at the dataset's size).
         Exception: whatever training or evaluation raised (see :func:`run_cell_recorded`).
     """
+    from components.launchers.training import run_training
     from trainer import tfrecords
     from trainer.config import EvaluateConfig, TrainConfig
     from trainer.tasks import task_of_manifest
-    from trainer.train import train
 
     task = task_of_manifest(tfrecords.load_dataset_info(dataset_dir))
     if cell.image_size is not None and not task.accepts_image_size():
@@ -202,7 +202,7 @@ def run_cell(
             "size instead"
         )
     config = TrainConfig.from_dict(cell.train_fields())
-    summary = train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir)
+    summary = run_training(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir)
     result = task.evaluate(model_folder.saved_model_dir(model_dir), dataset_dir, EvaluateConfig(split="test"))
     epoch_s, per_sec = _steady_epoch(summary)
     return CellResult(

@@ -155,7 +155,11 @@ def train_grid_cell(
     from components.sweep.run import run_one_cell
 
     result = run_one_cell(
-        dataset.path, model.path, cell, resolve_rows_root(rows_root, pipeline_root), checkpoint_uri(model.uri)
+        (dataset.path, dataset.uri),
+        (model.path, model.uri),
+        cell,
+        resolve_rows_root(rows_root, pipeline_root),
+        checkpoint_uri(model.uri),
     )
     model.metadata.update({"status": result.status, "cell": result.cell.name})
     for name, value in {"fit_s": result.fit_s, "billed_s": result.billed_s, **result.metrics}.items():

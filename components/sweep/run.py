@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from components.launchers.locations import training_locations
 from components.pricing import load_price_table
 from components.sweep.cell import CellResult, process_start_time, run_cell_recorded
 from components.sweep.grid import GridCell, grid_settings, plan_grid
@@ -45,16 +46,25 @@ def plan_cells(grid: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -
 
 
 def run_one_cell(
-    dataset_dir: str,
-    model_dir: str,
+    dataset: tuple[str, str],
+    model: tuple[str, str],
     cell: Mapping[str, Any],
     rows_root: str,
     checkpoint_dir: Optional[str] = None,
 ) -> CellResult:
-    """Trains and evaluates one planned cell (``GridCell.to_dict``), its row on record under ``rows_root``."""
-    return run_cell_recorded(
-        dataset_dir, model_dir, GridCell.from_dict(cell), rows_root, process_start_time(), checkpoint_dir
-    )
+    """Trains and evaluates one planned cell (``GridCell.to_dict``), its row on record under ``rows_root``.
+
+    Args:
+        dataset: the dataset's (local path, URI); a cell of several worker pods reads the URI.
+        model: the model folder's (local path, URI); the chief of worker pods writes the URI.
+        cell: the planned cell.
+        rows_root: where the cell's row is written.
+        checkpoint_dir: where checkpoints go (None: under the model folder).
+    """
+    planned = GridCell.from_dict(cell)
+    # The launcher is the run's default (auto): local processes outside a cluster, worker pods in one.
+    dataset_dir, model_dir = training_locations(dataset, model, planned.workers, "auto")
+    return run_cell_recorded(dataset_dir, model_dir, planned, rows_root, process_start_time(), checkpoint_dir)
 
 
 def join_grid(cells: Sequence[GridCell], rows_root: str, price_table: Optional[str] = None) -> GridReport:

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs ``python -m trainer`` with these arguments (exit status: 0 done, 2 bad input, 1 failed).
 
-    The training is the step's (``components.train.run.run_training``): one process, or the workers.
+    The training is the step's (``components.launchers.training.run_training``): one process, or the workers.
     """
-    from components.train.launchers import LaunchError
-    from components.train.run import run_training
+    from components.launchers import LaunchError
+    from components.launchers.training import run_training
     from trainer.__main__ import main as trainer_main
 
     try:

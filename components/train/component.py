@@ -54,8 +54,9 @@ def train_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.artifacts import checkpoint_uri
-    from components.train.launchers.locations import training_locations
-    from components.train.run import describe_model, run_training, scalar_metrics, train_config
+    from components.launchers.locations import training_locations
+    from components.launchers.training import run_training
+    from components.train.run import describe_model, scalar_metrics, train_config
 
     config = train_config(
         config_yaml,

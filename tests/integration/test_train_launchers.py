@@ -12,10 +12,10 @@ import signal
 import kubernetes
 import pytest
 
-from components.train.launchers import LaunchError, WorkerSet
-from components.train.launchers.cluster import SET_LABEL, ClusterSettings
-from components.train.launchers.job import AutoClusterLauncher, IndexedJobLauncher, choose_cluster_launcher
-from components.train.launchers.jobset import JobSetLauncher
+from components.launchers import LaunchError, WorkerSet
+from components.launchers.cluster import SET_LABEL, ClusterSettings
+from components.launchers.job import AutoClusterLauncher, IndexedJobLauncher, choose_cluster_launcher
+from components.launchers.jobset import JobSetLauncher
 from tests.integration.fake_kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.integration
@@ -97,7 +97,7 @@ def deletes(fake):
 
 
 def test_jobset_runs_to_completion_and_is_deleted(fake, api, caplog):
-    caplog.set_level("INFO", logger="components.train.launchers.cluster")
+    caplog.set_level("INFO", logger="components.launchers.cluster")
     seen = {}
 
     def controller(obj, nth):

@@ -7,10 +7,10 @@ the Role must grant exactly what the launchers do, and the policy must select th
 import kubernetes_validate
 import pytest
 
-from components.train.launchers import WorkerSet
-from components.train.launchers.cluster import ClusterSettings, worker_pod
-from components.train.launchers.job import IndexedJobLauncher
-from components.train.launchers.jobset import JobSetLauncher
+from components.launchers import WorkerSet
+from components.launchers.cluster import ClusterSettings, worker_pod
+from components.launchers.job import IndexedJobLauncher
+from components.launchers.jobset import JobSetLauncher
 from tests.unit.test_manifests_serving import KUBERNETES_VERSION, PIPELINE_SA, _grants, objects, one
 
 SETTINGS = ClusterSettings(namespace="kubeflow-user-example-com", pod_name="p", pod_uid="u-1")

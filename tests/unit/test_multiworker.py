@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-from components.train.launchers import (
+from components.launchers import (
     LaunchError,
     WorkerSet,
     choose_launcher,
     get_launcher,
     launcher_names,
 )
-from components.train.launchers.local import LocalLauncher, free_ports, worker_env
+from components.launchers.local import LocalLauncher, free_ports, worker_env
 from trainer.config import ConfigError, TrainConfig
 from trainer.worker import (
     WorkerEnvError,
@@ -189,8 +189,8 @@ def test_bad_input_is_not_restarted_and_its_error_is_named(tmp_path):
 LAUNCH = textwrap.dedent(
     """
     import sys
-    from components.train.launchers import WorkerSet
-    from components.train.launchers.local import LocalLauncher
+    from components.launchers import WorkerSet
+    from components.launchers.local import LocalLauncher
     argv = (sys.executable, "-c", sys.argv[2], sys.argv[1], "hang")
     LocalLauncher(grace_s=2).run(WorkerSet(workers=2, config_path="x", model_dir=sys.argv[1], argv=argv))
     """

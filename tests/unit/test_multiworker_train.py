@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from components.train.run import run_training
+from components.launchers.training import run_training
 from tests.comparable import make_comparable
 from tests.datasets import write_test_dataset
 from trainer.config import TrainConfig

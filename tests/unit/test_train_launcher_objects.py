@@ -8,9 +8,9 @@ drop unknown keys silently, so a misspelt field shows as a difference.
 import pytest
 from kubeflow_trainer_api import models
 
-from components.train.launchers import LaunchError, WorkerSet, choose_launcher, jobset
-from components.train.launchers import job as job_launcher
-from components.train.launchers.cluster import SET_LABEL, ClusterSettings, worker_pod
+from components.launchers import LaunchError, WorkerSet, choose_launcher, jobset
+from components.launchers import job as job_launcher
+from components.launchers.cluster import SET_LABEL, ClusterSettings, worker_pod
 
 SETTINGS = ClusterSettings(namespace="kubeflow-user", pod_name="end-to-end-abc-train-42", pod_uid="0f1e2d3c-aaaa-bbbb")
 WORKERS = WorkerSet(
@@ -156,7 +156,7 @@ def test_bad_settings_are_refused(env, message):
 
 
 def test_worker_pods_train_on_the_artifacts_uris_and_everything_else_on_local_paths(monkeypatch):
-    from components.train.launchers.locations import training_locations
+    from components.launchers.locations import training_locations
 
     dataset, model = ("/gcs/b/ds", "gs://b/ds"), ("/gcs/b/model", "gs://b/model")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from components import kube
-from components.train.launchers.base import WorkerSet
-from components.train.launchers.cluster import (
+from components.launchers.base import WorkerSet
+from components.launchers.cluster import (
     SET_LABEL,
     ClusterLauncher,
     ClusterSettings,

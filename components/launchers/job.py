@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from components import kube
-from components.train.launchers.base import Launcher, LaunchError, WorkerSet
-from components.train.launchers.cluster import (
+from components.launchers.base import Launcher, LaunchError, WorkerSet
+from components.launchers.cluster import (
     SET_LABEL,
     ClusterLauncher,
     ClusterSettings,
@@ -121,7 +121,7 @@ def choose_cluster_launcher(settings: Optional[ClusterSettings] = None, api_clie
     The fallback carries why it was chosen, so a cluster with neither the CRD nor the rights for
     the fallback gets one error naming both.
     """
-    from components.train.launchers.jobset import API_VERSION, JobSetLauncher
+    from components.launchers.jobset import API_VERSION, JobSetLauncher
 
     api = api_client or kube.load_api_client()
     if kube.serves_kind(api, API_VERSION, "JobSet"):

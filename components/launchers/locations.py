@@ -22,7 +22,7 @@ def training_locations(
         workers: ``TrainConfig.workers``.
         launcher: ``TrainConfig.launcher``.
     """
-    from components.train.launchers import choose_launcher
+    from components.launchers import choose_launcher
 
     if workers > 1 and choose_launcher(launcher) != "local":
         return dataset[1], model[1]

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import IO, Optional
 
-from components.train.launchers.base import DEFAULT_MAX_RESTARTS, Launcher, LaunchError, WorkerSet
+from components.launchers.base import DEFAULT_MAX_RESTARTS, Launcher, LaunchError, WorkerSet
 from trainer.worker import tf_config
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Optional
 
-from components.train.launchers.base import Launcher, LaunchError, WorkerSet
+from components.launchers.base import Launcher, LaunchError, WorkerSet
 
 __all__ = [
     "LaunchError",
@@ -68,13 +68,13 @@ def choose_launcher(requested: str, environ: Optional[Mapping[str, str]] = None)
 def _load_builtins() -> None:
     if "jobset" not in _REGISTRY:
         # The cluster launchers import the kubernetes client: loaded on first use only.
-        from components.train.launchers.job import AutoClusterLauncher, IndexedJobLauncher
-        from components.train.launchers.jobset import JobSetLauncher
+        from components.launchers.job import AutoClusterLauncher, IndexedJobLauncher
+        from components.launchers.jobset import JobSetLauncher
 
         register("jobset", JobSetLauncher)
         register("job", IndexedJobLauncher)
         register("auto", AutoClusterLauncher)
     if "local" not in _REGISTRY:
-        from components.train.launchers.local import LocalLauncher
+        from components.launchers.local import LocalLauncher
 
         register("local", LocalLauncher)

@@ -5,7 +5,7 @@ The train step's pod is the *launcher*: it creates the workers' objects in its o
 owned by itself (an ownerReference to its pod, so Kubernetes' garbage collector removes them if
 the launcher pod goes first), follows them while reporting progress, and deletes them on
 success, on failure and on SIGTERM (a terminated run). Everything a launcher needs beyond the
-:class:`~components.train.launchers.base.WorkerSet` is one :class:`ClusterSettings`, read from the
+:class:`~components.launchers.base.WorkerSet` is one :class:`ClusterSettings`, read from the
 launcher pod's environment (docs/training.md lists the variables); what the workers run on (the
 image, the accelerator request, node selectors, tolerations, the service account) is by default
 the launcher pod's own, read from the API.
@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from components import kube
-from components.train.launchers.base import DEFAULT_MAX_RESTARTS, Launcher, LaunchError, WorkerSet
-from components.train.launchers.identity import POD_FIELD_PATHS
+from components.launchers.base import DEFAULT_MAX_RESTARTS, Launcher, LaunchError, WorkerSet
+from components.launchers.identity import POD_FIELD_PATHS
 from trainer import storage
 
 log = logging.getLogger(__name__)
