@@ -658,6 +658,9 @@ def _export(model: Any, model_dir: str, effective: TrainConfig, summary: Trainin
         gfile.rmtree(saved)
     prepared.task.export(model, saved, prepared.info)
     model.save(_join(model_dir, model_folder.KERAS_MODEL))
+    preset = prepared.task.save_preset(model, model_folder.preset_dir(model_dir))
+    if preset is not None:
+        log.info("saved a keras-hub preset to %s (model_options.weights can start from it)", preset)
     storage.write_text(_join(model_dir, model_folder.CONFIG), effective.to_yaml())
     storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))

@@ -181,6 +181,12 @@ class Detection(Task):
         export_detector(model, export_dir, list(info.classes), self.options)
         return export_dir
 
+    def save_preset(self, model: Any, preset_dir: str) -> str:
+        """keras-hub's ``save_to_preset`` (backbone, heads, pixel scaling): ``weights`` can name it."""
+        from trainer import presets
+
+        return presets.save_preset(model, preset_dir)
+
     def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """``serving_default``, checked to return the detection outputs."""
         import os
