@@ -69,6 +69,12 @@ class WeightsSource:
         return f"{where} {self.spec!r}"
 
 
+def brief(err: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line, cut to ``limit`` characters (Keras' run to pages)."""
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def builtin_presets() -> dict[str, str]:
     """keras-hub's built-in preset names and their Kaggle handles (no download)."""
     import keras_hub  # noqa: F401 - registers the built-in presets
@@ -128,7 +134,7 @@ def _hub_error(source: WeightsSource, option: str, err: OSError) -> PresetError:
             "(kaggle://<org>/<model>/keras/<variant>[/<version>], hf://<org>/<model>)"
         )
     return PresetError(
-        f"{option}: cannot download {source.spec!r} from its hub ({type(err).__name__}: {str(err)[:200]}); "
+        f"{option}: cannot download {source.spec!r} from its hub ({type(err).__name__}: {brief(err)}); "
         f"{CREDENTIALS_HINT}"
     )
 
@@ -231,7 +237,7 @@ def load_weights_file(model: Any, source: WeightsSource, option: str) -> None:
         model.load_weights(local_file(source.location))
     except ValueError as err:
         raise PresetError(
-            f"{option}: {source.spec!r} does not fit the {model.name} these options build ({str(err)[:300]}): "
+            f"{option}: {source.spec!r} does not fit the {model.name} these options build ({brief(err, 300)}): "
             "weights of another architecture; give the options it was trained with, or a preset directory "
             "(which carries its architecture)"
         ) from err

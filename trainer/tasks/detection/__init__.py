@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
 from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
@@ -159,6 +159,14 @@ class Detection(Task):
             0.0, max(1, total_steps - warmup), alpha=0.0, warmup_target=learning_rate, warmup_steps=warmup
         )
         return keras.optimizers.Adam(schedule, global_clipnorm=opts.clipnorm)
+
+    def resolve_model(self, model_name: str, info: DatasetInfo) -> tuple[str, Optional[str]]:
+        """``auto`` is the one detector, RetinaNet."""
+        from trainer.tasks.detection.model import MODEL_NAME
+
+        if model_name == "auto":
+            return MODEL_NAME, "the detection task's model"
+        return model_name, None
 
     def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The RetinaNet detector for the dataset's classes; its anchors checked against the boxes."""

@@ -208,7 +208,7 @@ def _keep_heads(model: Any, loader: Any, num_classes: int) -> Optional[str]:
     try:
         model.load_task_weights(preset_utils.get_file(loader.preset, preset_utils.TASK_WEIGHTS_FILE))
     except ValueError as err:
-        return f"its heads do not fit these anchors or head convolutions ({str(err)[:160]})"
+        return f"its heads do not fit these anchors or head convolutions ({presets.brief(err, 160)})"
     return None
 
 
