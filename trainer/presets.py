@@ -126,15 +126,23 @@ def resolve_weights(spec: str, option: str, suggest: tuple[str, ...] = ()) -> We
     )
 
 
-def _hub_error(source: WeightsSource, option: str, err: OSError) -> PresetError:
-    """The one error for a hub that failed: the preset is not there, or the hub cannot be reached."""
-    if isinstance(err, FileNotFoundError):
+def _hub_error(source: WeightsSource, option: str, err: Exception) -> PresetError:
+    """The one error for a preset that failed to load: not there, not reachable, or not allowed.
+
+    keras-hub turns a hub's "not found" and huggingface_hub's "offline and not cached" alike into
+    a ValueError ("has no config.json"), so those two cannot be told apart: the message says both.
+    """
+    if isinstance(err, OSError) and not isinstance(err, FileNotFoundError):
         return PresetError(
-            f"{option}: the hub has no preset {source.spec!r} ({err}); check the handle's spelling and version "
-            "(kaggle://<org>/<model>/keras/<variant>[/<version>], hf://<org>/<model>)"
+            f"{option}: cannot download {source.spec!r} from its hub ({type(err).__name__}: {brief(err)}); "
+            f"{CREDENTIALS_HINT}"
         )
+    if not source.hub:
+        return PresetError(f"{option}: {source.spec!r} is not a readable keras-hub preset ({brief(err)})")
     return PresetError(
-        f"{option}: cannot download {source.spec!r} from its hub ({type(err).__name__}: {brief(err)}); "
+        f"{option}: cannot load {source.spec!r}: the hub has no such preset, or it cannot be reached or needs "
+        f"credentials ({type(err).__name__}: {brief(err)}). Check the handle "
+        "(kaggle://<org>/<model>/keras/<variant>[/<version>], hf://<org>/<model>); "
         f"{CREDENTIALS_HINT}"
     )
 
@@ -143,13 +151,13 @@ def preset_loader(source: WeightsSource, option: str) -> Any:
     """keras-hub's loader of a preset (it reads ``config.json``; a hub handle downloads it).
 
     Raises:
-        PresetError: the hub has no such preset, or cannot be reached.
+        PresetError: the hub has no such preset, cannot be reached, or refuses without credentials.
     """
     from keras_hub.src.utils import preset_utils
 
     try:
         return preset_utils.get_preset_loader(source.location)
-    except OSError as err:  # requests' ConnectionError and HTTP errors are OSErrors too
+    except (OSError, ValueError) as err:  # requests' ConnectionError and HTTP errors are OSErrors
         raise _hub_error(source, option, err) from err
 
 

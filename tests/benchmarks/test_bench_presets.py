@@ -47,8 +47,12 @@ def test_fine_tuning_from_a_preset_directory_beats_training_from_scratch(tmp_pat
     from trainer.train import train
 
     source = tmp_path / "source"
-    convert(ConvertConfig(source=str(shapes.generate(tmp_path / "coco-source", SOURCE, seed=11)), workers=2), str(source))
-    coco = _two_class_coco(shapes.generate(tmp_path / "coco-target", TARGET, seed=12), tmp_path / "two" / "instances.json")
+    convert(
+        ConvertConfig(source=str(shapes.generate(tmp_path / "coco-source", SOURCE, seed=11)), workers=2), str(source)
+    )
+    coco = _two_class_coco(
+        shapes.generate(tmp_path / "coco-target", TARGET, seed=12), tmp_path / "two" / "instances.json"
+    )
     target = tmp_path / "target"
     convert(ConvertConfig(source=str(coco), workers=2), str(target))
     train(str(source), str(tmp_path / "pretrained"), _config(SOURCE_STEPS))

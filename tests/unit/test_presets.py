@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
 
 from trainer import model_folder
-from trainer.presets import PresetError, resolve_weights
+from trainer.presets import PresetError, pixel_scale_of, resolve_weights
 from trainer.tasks import get_task
 
+# ImageNet's mean and standard deviation as keras-hub's converters apply them to 0..255 pixels.
+SCALE = [1 / (255 * 0.229), 1 / (255 * 0.224), 1 / (255 * 0.225)]
+OFFSET = [-0.485 / 0.229, -0.456 / 0.224, -0.406 / 0.225]
 # A few steps of the small detector on a few dozen 64 px images: plumbing, not quality.
 TINY = {"model": "retinanet", "epochs": 1, "steps_per_epoch": 3, "batch_size_per_replica": 8, "validation_steps": 1}
 
@@ -62,14 +66,23 @@ def trained(datasets):
 
 
 def test_a_trained_detector_is_a_preset_a_run_on_other_classes_fine_tunes_from(datasets, trained, tmp_path, caplog):
+    import keras
+    import keras_hub
+    import numpy as np
+    from keras_hub.src.utils import preset_utils
+
     from trainer import tfrecords
     from trainer.config import TrainConfig
     from trainer.tasks.detection.export import predict_in_process
     from trainer.tasks.detection.input import read_detection_split
     from trainer.train import train
 
-    preset = model_folder.preset_dir(trained)
-    assert (Path(preset) / "config.json").is_file() and (Path(preset) / "task.weights.h5").is_file()
+    saved = model_folder.preset_dir(trained)
+    assert (Path(saved) / "config.json").is_file() and (Path(saved) / "task.weights.h5").is_file()
+    # As a COCO or ImageNet preset does, this one carries ImageNet's pixel scaling in its image converter.
+    preset = str(tmp_path / "preset")
+    shutil.copytree(saved, preset)
+    keras_hub.layers.ImageConverter(scale=SCALE, offset=OFFSET).save_to_preset(preset)
     assert resolve_weights(preset, "weights").kind == "preset"
 
     config = TrainConfig(**TINY, model_options={"weights": preset})
@@ -78,6 +91,13 @@ def test_a_trained_detector_is_a_preset_a_run_on_other_classes_fine_tunes_from(d
     log = " ".join(r.getMessage() for r in caplog.records)
     assert "re-headed" in log and "3 classes, the dataset 2" in log, log
     assert summary.class_names == ["round", "angular"]
+
+    # The pixel scaling trained with is the tuned model's preprocessor, in its preset too.
+    tuned = keras.saving.load_model(str(tmp_path / "tuned" / "model.keras"))
+    assert np.allclose(tuned.preprocessor.scale, [255 * s for s in SCALE])
+    loader = preset_utils.get_preset_loader(model_folder.preset_dir(str(tmp_path / "tuned")))
+    scale, offset = pixel_scale_of(loader)
+    assert np.allclose(scale, SCALE) and np.allclose(offset, OFFSET)
 
     info = tfrecords.load_dataset_info(datasets["two"])
     task = get_task("detection", config.model_options)
@@ -115,8 +135,10 @@ def test_a_preset_that_does_not_exist_is_one_error_naming_the_forms(tmp_path):
 
 
 def test_an_unreachable_hub_is_one_error_naming_credentials_and_the_mirror(monkeypatch, datasets):
+    import huggingface_hub
     import kagglehub
     import requests
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
     from trainer import tfrecords
 
@@ -126,6 +148,15 @@ def test_an_unreachable_hub_is_one_error_naming_credentials_and_the_mirror(monke
     monkeypatch.setattr(kagglehub, "model_download", offline)
     task = get_task("detection", {"weights": "retinanet_resnet50_fpn_coco", "image_size": 128})
     with pytest.raises(PresetError, match="cannot download 'retinanet_resnet50_fpn_coco'.*KAGGLE_KEY.*gs://"):
+        task.build_model("retinanet", tfrecords.load_dataset_info(datasets["three"]))
+
+    # huggingface_hub offline and without a cached copy: keras-hub reports "no config.json".
+    def not_cached(*args, **kwargs):
+        raise LocalEntryNotFoundError("Connection error, and the requested file is not in the disk cache")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", not_cached)
+    task = get_task("detection", {"weights": "hf://keras/no-such-retinanet", "image_size": 128})
+    with pytest.raises(PresetError, match="cannot load 'hf://keras/no-such-retinanet'.*HF_TOKEN"):
         task.build_model("retinanet", tfrecords.load_dataset_info(datasets["three"]))
 
 

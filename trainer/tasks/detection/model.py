@@ -42,6 +42,8 @@ def build_detector(opts: DetectorOptions, num_classes: int) -> Any:
     if opts.weights:
         source = presets.resolve_weights(opts.weights, WEIGHTS, PRESETS)
         if source.kind == "preset":
+            if opts.backbone_weights:
+                log.warning("%s is not used: %s brings the whole detector", BACKBONE_WEIGHTS, WEIGHTS)
             return _detector_from_preset(opts, num_classes, source)
     backbone, pixels = _backbone(opts)
     model = _assemble(opts, backbone, num_classes, pixels)
