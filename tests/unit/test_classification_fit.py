@@ -69,3 +69,22 @@ def test_classifier_weights_of_another_backbone_are_refused_with_the_fix(tmp_pat
     other.save_weights(tmp_path / "small.weights.h5")
     with pytest.raises(ModelError, match="does not fit MobileNetV2.*another architecture"):
         build_model("transfer_classifier", (32, 32, 3), 2, weights=str(tmp_path / "small.weights.h5"))
+
+
+def test_the_console_and_the_run_report_say_which_model_was_chosen(tmp_path):
+    from components.report.run import training_section
+    from pipelines.run_local import headline
+
+    reason = "150x200x3 images: a transfer classifier (mobilenet_v2) seeing them at 128 x 128"
+    step = tmp_path / "train-model"
+    step.mkdir()
+    metadata = {"model": "transfer_classifier", "model_reason": reason}
+    artifacts = {
+        "model": {"artifacts": [{"metadata": metadata}]},
+        "metrics": {"artifacts": [{"metadata": {"images_per_sec": 100.0}}]},
+    }
+    (step / "executor_output.json").write_text(json.dumps({"artifacts": artifacts}))
+    assert headline(tmp_path, "train-model").startswith(f"transfer_classifier ({reason}), 100 training images/s")
+    summary = {"model": "transfer_classifier", "model_reason": reason, "task": "classification", "history": []}
+    (tmp_path / "training.json").write_text(json.dumps(summary))
+    assert f"; chosen: {reason}" in training_section(str(tmp_path)).replace("&#x27;", "'")
