@@ -52,7 +52,8 @@ def pipeline(
         source: an image folder (one subfolder per class), a CSV/JSONL manifest, .npz, an IDX folder
             or COCO JSON, local or gs://; or a built-in dataset: fashion-mnist, digits.
         limit_per_split: keep at most this many images per split (a quick subset); 0 keeps all.
-        model: the model builder (mnist_cnn is the GPU-vs-TPU notebook's CNN).
+        model: the model builder; auto chooses from the images (mnist_cnn, the GPU-vs-TPU notebook's
+            CNN, for small ones; transfer_classifier at a fitted size for photos).
         model_options: extra arguments of the model builder, e.g. {backbone: mobilenet_v2} for
             transfer_classifier; empty for none.
         epochs: training epochs.

@@ -143,7 +143,10 @@ def headline(run_dir: Optional[Path], task: str) -> str:
         m = arts.get("metrics", {})
         score = next(((k, m[k]) for k in ("val_accuracy", "val_ap", "val_map", "train_accuracy") if k in m), None)
         figure = f", final {score[0]} {score[1]:.4f}" if score else ""
-        return f"{m.get('images_per_sec', 0):,.0f} training images/s{figure}"
+        trained = arts.get("model", {})
+        # The model the task chose (model: auto), and why: the user did not name it.
+        chosen = f"{trained['model']} ({trained['model_reason']}), " if trained.get("model_reason") else ""
+        return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}"
     if task.startswith("evaluate"):
         m, reasons = arts.get("metrics", {}), arts.get("blessing", {}).get("reasons", [])
         score = _evaluation_headline(m)

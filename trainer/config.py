@@ -90,7 +90,8 @@ class TrainConfig(ConfigBase):
 
     Attributes:
         model: a model builder name of the dataset's task (``mnist_cnn``, ``transfer_classifier`` in
-            ``trainer.tasks.classification.model``; ``retinanet`` for detection).
+            ``trainer.tasks.classification.model``; ``retinanet`` for detection), or ``auto``: the
+            task chooses from the dataset's images (``Task.resolve_model``).
         epochs: passes over the training split (or ``steps_per_epoch`` steps each).
         steps_per_epoch: steps per epoch; ``None`` means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 is the TPU target).

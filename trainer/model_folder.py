@@ -7,6 +7,8 @@
 <model>/training.json   the training summary (``trainer.train.TrainingSummary``)
 <model>/model_card.md   the model card
 <model>/checkpoints/    checkpoints while training runs (a restarted step resumes from them)
+<model>/preset/         a keras-hub preset of the model, for tasks that write one (detection):
+                        ``model_options.weights`` of a later run can start from it
 ```
 
 No TensorFlow here: the pipelines' steps use these names freely.
@@ -22,6 +24,7 @@ CONFIG = "config.yaml"
 SUMMARY = "training.json"
 MODEL_CARD = "model_card.md"
 CHECKPOINTS = "checkpoints"
+PRESET = "preset"
 
 
 def saved_model_dir(model_dir: str) -> str:
@@ -37,3 +40,8 @@ def summary_path(model_dir: str) -> str:
 def checkpoints_dir(model_dir: str) -> str:
     """Where training keeps its checkpoints in a model folder (local or gs://)."""
     return storage.join(model_dir, CHECKPOINTS)
+
+
+def preset_dir(model_dir: str) -> str:
+    """The keras-hub preset folder of a model folder (local or gs://)."""
+    return storage.join(model_dir, PRESET)

@@ -181,6 +181,7 @@ class TrainingSummary:
         history: one row per epoch: ``epoch``, ``step`` and Keras' logs.
         finished_at: ISO time in UTC.
         precision_reason: why that policy (``precision: auto`` decides per device).
+        model_reason: why that model, when the task chose it (``model: auto``); None: as configured.
         epoch_seconds: each epoch's time in this process (start to last training step, validation
             excluded), the first (compiling) one included; a resumed run lists only its own epochs.
         workers: training processes (pods) under ``MultiWorkerMirroredStrategy``; 1 for one process.
@@ -218,6 +219,7 @@ class TrainingSummary:
     epoch_seconds: list[float] = dataclasses.field(default_factory=list)
     precision_reason: Optional[str] = None
     workers: int = 1
+    model_reason: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``)."""
@@ -236,6 +238,8 @@ class _Prepared:
 
     info: DatasetInfo
     task: Task
+    model: str  # the model to build: the config's, or the task's choice for ``auto``
+    model_reason: Optional[str]
     val_split: Optional[str]
     ckpt_dir: str
     fingerprint: str
@@ -419,6 +423,7 @@ def train(
     )
     effective = _effective_config(
         config,
+        model=prepared.model,
         precision=settings.precision,
         steps_per_execution=settings.steps_per_execution,
         jit_compile=settings.jit_compile,
@@ -515,6 +520,9 @@ def _prepare(
     if val_split is not None:
         info.split_count(val_split)
     check_writable(model_dir)
+    model, model_reason = task.resolve_model(config.model, info)
+    if model_reason is not None:
+        log.info("model %s: %s", model, model_reason)
 
     fingerprint = config.fingerprint()
     dataset_fp = _dataset_fingerprint(info)
@@ -545,6 +553,8 @@ def _prepare(
     return _Prepared(
         info=info,
         task=task,
+        model=model,
+        model_reason=model_reason,
         val_split=val_split,
         ckpt_dir=ckpt_dir,
         fingerprint=fingerprint,
@@ -633,7 +643,7 @@ def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strate
     try:
         with strategy.scope():
             try:
-                model = prepared.task.build_model(config.model, prepared.info)
+                model = prepared.task.build_model(prepared.model, prepared.info)
             except TaskError as err:
                 raise TrainingError(str(err)) from err
             prepared.task.compile(
@@ -719,7 +729,8 @@ def _summary(
     last = history[-1] if history else {}
     return TrainingSummary(
         task=prepared.task.name,
-        model=config.model,
+        model=prepared.model,
+        model_reason=prepared.model_reason,
         steps=step,
         epochs=config.epochs,
         steps_per_epoch=settings.steps_per_epoch,
@@ -764,8 +775,11 @@ def _export(
     # Every worker of a set saves (saving may run collectives); the others into their scratch folder.
     prepared.task.export(model, saved, prepared.info)
     model.save(_join(model_dir, model_folder.KERAS_MODEL))
+    preset = prepared.task.save_preset(model, model_folder.preset_dir(model_dir))
     if not chief:
         return
+    if preset is not None:
+        log.info("saved a keras-hub preset to %s (model_options.weights can start from it)", preset)
     storage.write_text(_join(model_dir, model_folder.CONFIG), effective.to_yaml())
     storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
@@ -791,6 +805,7 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         "",
         "## Training",
         f"- task: {summary.task}",
+        *([f"- model chosen: {summary.model_reason}"] if summary.model_reason else []),
         f"- accelerator: {summary.accelerator} ({summary.strategy}, {summary.replicas} replicas"
         f"{f' over {summary.workers} workers' if summary.workers > 1 else ''}), "
         f"precision {summary.precision}, XLA {summary.jit_compile}",

@@ -405,7 +405,8 @@ def training_section(model_dir: Optional[str]) -> str:
         ]
     )
     parts = [
-        f"<p>Model <code>{_e(summary.get('model', '?'))}</code> ({_e(summary.get('task', '?'))}) on "
+        f"<p>Model <code>{_e(summary.get('model', '?'))}</code> ({_e(summary.get('task', '?'))}"
+        f"{_e('; chosen: ' + summary['model_reason'] if summary.get('model_reason') else '')}) on "
         f"{_e(summary.get('accelerator', '?'))} × {_e(summary.get('replicas', '?'))}, global batch "
         f"{_e(summary.get('global_batch_size', '?'))}, {_e(summary.get('precision', '?'))}"
         f"{_e(' (' + summary['precision_reason'] + ')' if summary.get('precision_reason') else '')}, learning rate "

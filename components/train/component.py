@@ -33,7 +33,8 @@ def train_model(
         model: the model folder: saved_model/, model.keras, config.yaml, model_card.md,
             checkpoints/, logs/ (TensorBoard), training.json.
         metrics: final loss/accuracy (train and validation), images/s, steps.
-        model_name: a model builder of ``trainer.tasks.classification.model`` (``mnist_cnn``, ``transfer_classifier``).
+        model_name: a model builder of the dataset's task (``mnist_cnn``, ``transfer_classifier``,
+            ``retinanet``), or ``auto``: the task chooses from the dataset's images.
         epochs: training epochs.
         steps_per_epoch: steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).

@@ -51,6 +51,7 @@ def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, A
         "framework": "tensorflow",
         "task": summary.task,
         "model": summary.model,
+        **({"model_reason": summary.model_reason} if summary.model_reason else {}),
         "accelerator": summary.accelerator,
         "strategy": summary.strategy,
         "replicas": summary.replicas,

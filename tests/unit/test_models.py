@@ -82,7 +82,7 @@ def test_transfer_classifier_loads_local_weights(tmp_path):
         ("mnist_cnn", (28, 28, 1), 10, {"backbone": "x"}, "unknown argument(s) backbone"),
         ("transfer_classifier", (28, 28, 1), 10, {"backbone": "vgg99"}, "unknown 'vgg99'"),
         ("transfer_classifier", (28, 28, 2), 10, {}, "1 or 3 channels"),
-        ("transfer_classifier", (28, 28, 1), 10, {"weights": "/nonexistent/w.h5"}, "nothing is downloaded"),
+        ("transfer_classifier", (28, 28, 1), 10, {"weights": "/nonexistent/w.h5"}, "does not exist"),
     ],
 )
 def test_bad_requests_name_the_problem(name, shape, classes, kwargs, message):

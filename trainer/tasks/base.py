@@ -266,6 +266,14 @@ class Task(abc.ABC):
     def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """Writes the SavedModel with the task's signatures; returns ``export_dir``."""
 
+    def save_preset(self, model: Any, preset_dir: str) -> Optional[str]:
+        """Saves the trained model as a preset a later run can start from; None: the task has none."""
+        return None
+
+    def resolve_model(self, model_name: str, info: DatasetInfo) -> tuple[str, Optional[str]]:
+        """The model to build for ``model_name`` (``auto``: the task's choice) and why; None: as asked."""
+        return model_name, None
+
     @abc.abstractmethod
     def evaluate(
         self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None

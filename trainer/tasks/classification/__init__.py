@@ -20,6 +20,9 @@ from trainer.tasks.classification.evaluation import METRICS, ClassificationEvalu
 from trainer.tasks.classification.options import ClassifierOptions
 from trainer.tfrecords import DatasetInfo
 
+AUTO = "auto"  # train.model: the task chooses from the dataset's images
+SMALL_SIDE = 64  # images up to this side go to the notebook's CNN
+
 
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else format(value, ".4f")
@@ -41,7 +44,7 @@ class Classification(Task):
         limit=20000,
         epochs=3,
         served_model_name="classifier",
-        model="mnist_cnn",
+        model="auto",
         headline=("accuracy",),
         form={"epochs": 5, "change_thresholds": {"accuracy": -0.01}},
     )
@@ -130,6 +133,32 @@ class Classification(Task):
         import keras
 
         return keras.optimizers.Adam(learning_rate=learning_rate)
+
+    def resolve_model(self, model_name: str, info: DatasetInfo) -> tuple[str, Optional[str]]:
+        """``auto``: the notebook's CNN for small images, a transfer classifier for photos (and why).
+
+        Small images (at most ``SMALL_SIDE`` px a side, such as MNIST's and Fashion-MNIST's 28 x 28
+        grayscale) suit the notebook's CNN at their own size; larger photos suit a transfer
+        classifier, which sees them at :func:`~trainer.tasks.classification.model.fitted_side`.
+        Options that only the transfer classifier takes choose it too. A named model is kept.
+        """
+        from trainer import data
+
+        if model_name != AUTO:
+            return model_name, None
+        height, width, channels = data.image_shape_of(info)
+        given = sorted(self.options.builder_kwargs())
+        if max(height, width) <= SMALL_SIDE and not given:
+            return "mnist_cnn", (
+                f"{height}x{width}x{channels} images, at most {SMALL_SIDE} px a side: the notebook's CNN at their size"
+            )
+        from trainer.tasks.classification.model import fitted_side
+
+        side = self.options.image_size or fitted_side(height, width)
+        why = f"options {', '.join(given)} given" if given else f"{height}x{width}x{channels} images"
+        return "transfer_classifier", (
+            f"{why}: a transfer classifier ({self.options.backbone or 'mobilenet_v2'}) seeing them at {side} x {side}"
+        )
 
     def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The named classifier for the dataset's shape and classes, checked against both."""

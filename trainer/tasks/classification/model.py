@@ -65,6 +65,19 @@ def mnist_cnn(input_shape: tuple[int, int, int], num_classes: int) -> keras.Mode
     return model
 
 
+# The side the transfer classifier sees when none is given: the images' short side, rounded down
+# to a multiple of 32 (whole cells for the backbone's five stride-2 stages), within 32..224 px
+# (the smallest side keras.applications take, and the ImageNet size beyond which a photo
+# classifier gains little for its cost).
+MIN_SIDE, MAX_SIDE = 32, 224
+IMAGENET = "imagenet"  # keras.applications' own weights: downloaded from storage.googleapis.com
+
+
+def fitted_side(height: int, width: int) -> int:
+    """The input side that suits images of ``height`` x ``width`` for a transfer classifier."""
+    return max(MIN_SIDE, min(MAX_SIDE, min(height, width) // 32 * 32))
+
+
 def transfer_classifier(
     input_shape: tuple[int, int, int],
     num_classes: int,
@@ -72,60 +85,88 @@ def transfer_classifier(
     weights: str | None = None,
     trainable_backbone: bool = False,
     dropout: float = 0.2,
+    image_size: int | None = None,
 ) -> keras.Model:
     """An image classifier on a ``keras.applications`` backbone (transfer learning).
 
-    Nothing is downloaded: ``weights`` is a local or ``gs://`` path to the backbone's weights
-    (a ``.weights.h5``/``.h5`` file saved from the same application with ``include_top=False``),
-    or ``None`` for random initialisation.
+    ``weights`` is a local or ``gs://`` path to the backbone's weights (a ``.weights.h5``/``.h5``
+    file saved from the same application with ``include_top=False``), ``imagenet`` (Keras
+    downloads them: a cluster needs access to storage.googleapis.com, or a copy given as a
+    path), or ``None`` for random initialisation.
 
-    Grayscale input is repeated to three channels and images smaller than the backbone's minimum
-    are resized up inside the model, so the model still takes the dataset's images as they are.
+    Grayscale input is repeated to three channels and images are resized inside the model to
+    ``image_size`` (square), so the model still takes the dataset's images as they are.
 
     Args:
         input_shape: ``(height, width, channels)`` of the dataset's images, channels 1 or 3.
         num_classes: output classes.
         backbone: one of ``mobilenet_v2``, ``mobilenet_v3_small``, ``efficientnet_b0``, ``resnet50``.
-        weights: path to the backbone weights, or ``None``.
+        weights: path to the backbone weights, ``imagenet``, or ``None``.
         trainable_backbone: fine-tune the backbone too (else only the new head trains).
         dropout: dropout before the classification layer.
+        image_size: the side the backbone sees; ``None``: :func:`fitted_side` of the images.
 
     Returns:
         An uncompiled ``keras.Model``.
 
     Raises:
-        ModelError: unknown backbone, unsupported channel count, or a weights path that does not exist.
+        ModelError: unknown backbone, unsupported channel count, a weights path that does not
+            exist or holds another architecture, or ImageNet weights that cannot be downloaded.
     """
     if backbone not in _BACKBONES:
         raise ModelError(f"backbone: unknown {backbone!r}; expected one of {', '.join(sorted(_BACKBONES))}")
     height, width, channels = input_shape
     if channels not in (1, 3):
         raise ModelError(f"input_shape: the {backbone} backbone takes 1 or 3 channels, got {channels} in {input_shape}")
-    if weights is not None and not _exists(weights):
+    if weights is not None and weights != IMAGENET and not _exists(weights):
         raise ModelError(
             f"weights: {weights!r} does not exist; give a local or gs:// path to {backbone} weights "
-            "saved with include_top=False, or None to start from random weights (nothing is downloaded)"
+            f"saved with include_top=False, {IMAGENET!r} (downloaded), or None to start from random weights"
         )
     attr, scale, offset, min_side = _BACKBONES[backbone]
-    side_h, side_w = max(height, min_side), max(width, min_side)
+    side = max(min_side, image_size or fitted_side(height, width))
 
     inputs = keras.Input(shape=input_shape, name="images")
     x = inputs
     if channels == 1:
         x = keras.layers.Concatenate(axis=-1, name="to_rgb")([x, x, x])
-    if (side_h, side_w) != (height, width):
-        x = keras.layers.Resizing(side_h, side_w, name="upsize")(x)
+    if (side, side) != (height, width):
+        x = keras.layers.Resizing(side, side, antialias=True, name="resize")(x)
     x = keras.layers.Rescaling(scale, offset=offset, name="backbone_scale")(x)
-    base = getattr(keras.applications, attr)(
-        include_top=False, weights=None, input_shape=(side_h, side_w, 3), pooling="avg"
-    )
-    if weights is not None:
-        base.load_weights(weights)
+    base = _application(attr, side, weights)
     base.trainable = trainable_backbone
     x = base(x, training=trainable_backbone)
     x = keras.layers.Dropout(dropout)(x)
     outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
     return keras.Model(inputs, outputs, name=f"transfer_{backbone}")
+
+
+def _application(attr: str, side: int, weights: str | None) -> keras.Model:
+    """The ``keras.applications`` backbone without its top, with ``weights`` loaded (see above)."""
+    from trainer import presets
+
+    build = getattr(keras.applications, attr)
+    if weights == IMAGENET:
+        try:
+            return build(include_top=False, weights=IMAGENET, input_shape=(side, side, 3), pooling="avg")
+        except Exception as err:  # noqa: BLE001 - Keras' downloader raises whatever the network gave it
+            raise ModelError(
+                f"weights: cannot download {attr}'s ImageNet weights "
+                f"({type(err).__name__}: {presets.brief(err, 160)}); "
+                "without access to storage.googleapis.com, save them once where there is "
+                f"(keras.applications.{attr}(include_top=False, weights='imagenet').save_weights"
+                "('notop.weights.h5')) and give that file's local or gs:// path"
+            ) from err
+    base = build(include_top=False, weights=None, input_shape=(side, side, 3), pooling="avg")
+    if weights is not None:
+        try:
+            base.load_weights(presets.local_file(weights))
+        except ValueError as err:
+            raise ModelError(
+                f"weights: {weights!r} does not fit {attr} with include_top=False ({presets.brief(err)}): weights of "
+                "another architecture; give the backbone option they were saved from"
+            ) from err
+    return base
 
 
 def _exists(path: str) -> bool:

@@ -18,9 +18,13 @@ class ClassifierOptions(ConfigBase):
 
     Attributes:
         backbone: the ``keras.applications`` backbone of ``transfer_classifier``.
-        weights: a local or gs:// path to the backbone's weights.
+        weights: the backbone's weights: a local or gs:// ``.weights.h5`` saved from the same
+            ``keras.applications`` backbone with ``include_top=False``, or ``imagenet`` (Keras
+            downloads them: the cluster needs access to storage.googleapis.com).
         trainable_backbone: fine-tune the backbone too.
         dropout: dropout before the classification layer.
+        image_size: the side the transfer classifier resizes images to inside the model; None:
+            fitted to the images (their short side, rounded down to a multiple of 32, in 32..224).
     """
 
     _section: ClassVar[str] = "model_options."
@@ -29,6 +33,11 @@ class ClassifierOptions(ConfigBase):
     weights: Optional[str] = None
     trainable_backbone: Optional[bool] = None
     dropout: Optional[float] = None
+    image_size: Optional[int] = None
+
+    def validate(self) -> None:
+        if self.image_size is not None and not 32 <= self.image_size <= 1024:
+            self._fail("image_size", f"must be in 32..1024 or null, got {self.image_size}")
 
     def builder_kwargs(self) -> dict[str, Any]:
         """The options that were given, as the builder's keyword arguments."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
 from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
@@ -160,6 +160,14 @@ class Detection(Task):
         )
         return keras.optimizers.Adam(schedule, global_clipnorm=opts.clipnorm)
 
+    def resolve_model(self, model_name: str, info: DatasetInfo) -> tuple[str, Optional[str]]:
+        """``auto`` is the one detector, RetinaNet."""
+        from trainer.tasks.detection.model import MODEL_NAME
+
+        if model_name == "auto":
+            return MODEL_NAME, "the detection task's model"
+        return model_name, None
+
     def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The RetinaNet detector for the dataset's classes; its anchors checked against the boxes."""
         from trainer.tasks.detection.model import MODEL_NAME, build_detector, report_anchor_coverage
@@ -180,6 +188,12 @@ class Detection(Task):
 
         export_detector(model, export_dir, list(info.classes), self.options)
         return export_dir
+
+    def save_preset(self, model: Any, preset_dir: str) -> str:
+        """keras-hub's ``save_to_preset`` (backbone, heads, pixel scaling): ``weights`` can name it."""
+        from trainer import presets
+
+        return presets.save_preset(model, preset_dir)
 
     def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """``serving_default``, checked to return the detection outputs."""

@@ -30,8 +30,11 @@ def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):
     anchors = tf.constant(anchors_of(model.anchor_generator, size))
     names = tf.constant(["", *class_names])
 
+    # A preset's pixel scaling (the task's preprocessor, which fit applies in the input pipeline).
+    pixels = model.preprocessor
+
     def detect(images, scales, heights, widths):
-        raw = model(images, training=False)
+        raw = model(images if pixels is None else pixels(images), training=False)
         deltas = tf.cast(raw["bbox_regression"], tf.float32)
         scores = tf.sigmoid(tf.cast(raw["cls_logits"], tf.float32))
         boxes = keras.utils.bounding_boxes.decode_deltas_to_boxes(

@@ -1,17 +1,18 @@
 """Detection's model: keras-hub's RetinaNet over a ResNet, and a check of its anchors against the data.
 
 ``keras_hub.models.RetinaNetObjectDetector`` over a ``RetinaNetBackbone`` whose ResNet depth and
-width are options, randomly initialised (nothing is downloaded) or loaded from local/gs://
-weights. keras-hub 0.32.0 puts the focal-loss prior bias on the box head and leaves the class
-head at p = 0.5; from random initialisation that is corrected (class bias -log(99), box bias 0):
-it roughly doubled AP at equal training time here.
+width are options, randomly initialised, loaded from a weights file, or taken from a keras-hub
+preset (``trainer.presets``: a hub handle, or a local or gs:// preset directory). Every encoder
+takes any input size. keras-hub 0.32.0 puts the focal-loss prior bias on the box head and leaves
+the class head at p = 0.5; fresh heads are corrected (class bias -log(99), box bias 0): it
+roughly doubled AP at equal training time here.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Optional
 
 from trainer.tasks.detection.input import read_detection_split
 from trainer.tasks.detection.options import DetectorOptions
@@ -21,55 +22,196 @@ log = logging.getLogger(__name__)
 MODEL_NAME = "retinanet"
 
 
-def build_detector(opts: DetectorOptions, num_classes: int) -> Any:
-    """keras-hub's RetinaNet for ``opts``, randomly initialised or from the given weights."""
-    import keras_hub
-    import numpy as np
+FREE_SHAPE = (None, None, 3)  # any input size, so a saved preset can be fine-tuned at another one
+WEIGHTS, BACKBONE_WEIGHTS = "model_options.weights", "model_options.backbone_weights"
+PRESETS = ("retinanet_resnet50_fpn_coco", "retinanet_resnet50_fpn_v2_coco")
+_DETECTOR_FIX = (
+    "give a RetinaNet preset (retinanet_resnet50_fpn_coco, or the preset/ folder of a detection run); "
+    "a preset of an image encoder (e.g. a ResNet) goes in model_options.backbone_weights"
+)
 
-    shape = (opts.image_size, opts.image_size, 3)
-    encoder = keras_hub.models.ResNetBackbone(
+
+def build_detector(opts: DetectorOptions, num_classes: int) -> Any:
+    """keras-hub's RetinaNet for ``opts``: randomly initialised, or from weights or a preset.
+
+    ``weights`` naming a preset takes its backbone and FPN, and its heads too when they fit the
+    dataset's classes and these anchors; otherwise the detector is re-headed (said in the log).
+    """
+    from trainer import presets
+
+    if opts.weights:
+        source = presets.resolve_weights(opts.weights, WEIGHTS, PRESETS)
+        if source.kind == "preset":
+            if opts.backbone_weights:
+                log.warning("%s is not used: %s brings the whole detector", BACKBONE_WEIGHTS, WEIGHTS)
+            return _detector_from_preset(opts, num_classes, source)
+    backbone, pixels = _backbone(opts)
+    model = _assemble(opts, backbone, num_classes, pixels)
+    if opts.weights:
+        presets.load_weights_file(model, source, WEIGHTS)
+        log.info("detector weights from %s", source.describe())
+    else:
+        _prior_bias(model)
+    return model
+
+
+def _fresh_encoder(opts: DetectorOptions) -> Any:
+    import keras_hub
+
+    return keras_hub.models.ResNetBackbone(
         input_conv_filters=[opts.stem_filters],
         input_conv_kernel_sizes=[7],
         stackwise_num_filters=list(opts.stackwise_filters),
         stackwise_num_blocks=list(opts.stackwise_blocks),
         stackwise_num_strides=list(opts.stackwise_strides),
         block_type=opts.block_type,
-        image_shape=shape,
+        image_shape=FREE_SHAPE,
     )
-    if opts.backbone_weights:
-        encoder.load_weights(opts.backbone_weights)
+
+
+def _free_shapes(config: Any) -> Any:
+    """A serialized config with every ``image_shape`` set to any size (a fixed one refuses others)."""
+    if isinstance(config, dict):
+        return {k: (list(FREE_SHAPE) if k == "image_shape" else _free_shapes(v)) for k, v in config.items()}
+    if isinstance(config, list):
+        return [_free_shapes(v) for v in config]
+    return config
+
+
+def _preset_backbone(cls: type, loader: Any) -> Any:
+    """A backbone from a preset at any input size, its nested encoder's shape freed too."""
+    kwargs: dict[str, Any] = {"image_shape": FREE_SHAPE}
+    if "image_encoder" in loader.config.get("config", {}):
+        kwargs["image_encoder"] = _free_shapes(loader.config["config"]["image_encoder"])
+    return cls.from_preset(loader.preset, **kwargs)
+
+
+def _encoder(opts: DetectorOptions) -> tuple[Any, Any]:
+    """The image encoder (fresh, from a weights file or from a preset) and a preset's pixel scaling."""
+    import keras_hub
+
+    from trainer import presets
+
+    if not opts.backbone_weights:
+        return _fresh_encoder(opts), None
+    source = presets.resolve_weights(opts.backbone_weights, BACKBONE_WEIGHTS, PRESETS)
+    if source.kind == "file":
+        encoder = _fresh_encoder(opts)
+        presets.load_weights_file(encoder, source, BACKBONE_WEIGHTS)
+        log.info("image encoder weights from %s", source.describe())
+        return encoder, None
+    loader = presets.preset_loader(source, BACKBONE_WEIGHTS)
+    fix = "give a preset of an image encoder with feature pyramid outputs (a ResNet) or of a RetinaNet"
+    cls = presets.check_class(loader, keras_hub.models.Backbone, BACKBONE_WEIGHTS, fix)
+    backbone = _preset_backbone(cls, loader)
+    encoder = getattr(backbone, "image_encoder", backbone)
+    if not getattr(encoder, "pyramid_outputs", None):
+        raise presets.PresetError(f"{BACKBONE_WEIGHTS}: {cls.__name__} has no pyramid outputs; {fix}")
+    log.info("image encoder %s from %s (the FPN and heads start fresh)", encoder.name, source.describe())
+    return encoder, presets.pixel_scale_of(loader)
+
+
+def _backbone(opts: DetectorOptions) -> tuple[Any, Any]:
+    """The RetinaNet backbone (encoder + FPN) for ``opts`` and its pixel scaling."""
+    import keras_hub
+
+    encoder, pixels = _encoder(opts)
     backbone = keras_hub.models.RetinaNetBackbone(
         image_encoder=encoder,
         min_level=opts.min_level,
         max_level=opts.max_level,
         use_p5=opts.use_p5,
-        image_shape=shape,
+        image_shape=FREE_SHAPE,
     )
+    return backbone, pixels
+
+
+def _assemble(opts: DetectorOptions, backbone: Any, num_classes: int, pixels: Any) -> Any:
+    """The detector over ``backbone``: fresh heads, the options' anchors at the backbone's levels."""
+    import keras_hub
+
+    from trainer import presets
+
     anchors = keras_hub.layers.AnchorGenerator(
         "yxyx",
-        min_level=opts.min_level,
-        max_level=opts.max_level,
+        min_level=backbone.min_level,
+        max_level=backbone.max_level,
         num_scales=opts.num_scales,
         aspect_ratios=list(opts.aspect_ratios),
         anchor_size=opts.anchor_size,
     )
-    model = keras_hub.models.RetinaNetObjectDetector(
+    return keras_hub.models.RetinaNetObjectDetector(
         backbone=backbone,
         num_classes=num_classes,
         bounding_box_format="yxyx",
         anchor_generator=anchors,
         pre_logits_num_conv_layers=opts.head_convs,
+        # The preset's pixel scaling: fit applies it in the input pipeline, the export before the model.
+        preprocessor=presets.unit_rescaling(pixels),
     )
-    if opts.weights:
-        model.load_weights(opts.weights)
+
+
+def _prior_bias(model: Any) -> None:
+    """The focal-loss prior on the class head (p = 0.01), none on the box head."""
+    import numpy as np
+
+    # keras-hub 0.32.0 initialises the *box* head with the focal-loss prior and the class head
+    # at p = 0.5 (read in its source), also when it re-heads a preset: put the prior where it belongs.
+    cls_bias = model.classification_head.prediction_layer.bias
+    cls_bias.assign(np.full(cls_bias.shape, -math.log(99.0), dtype="float32"))
+    box_bias = model.box_head.prediction_layer.bias
+    box_bias.assign(np.zeros(box_bias.shape, dtype="float32"))
+
+
+def _detector_from_preset(opts: DetectorOptions, num_classes: int, source: Any) -> Any:
+    """A detector whose backbone and FPN come from a RetinaNet preset; its heads when they fit."""
+    import keras_hub
+
+    from trainer import presets
+
+    loader = presets.preset_loader(source, WEIGHTS)
+    presets.check_class(loader, keras_hub.models.RetinaNetBackbone, WEIGHTS, _DETECTOR_FIX)
+    backbone = _preset_backbone(keras_hub.models.RetinaNetBackbone, loader)
+    if (backbone.min_level, backbone.max_level) != (opts.min_level, opts.max_level):
+        log.warning(
+            "the preset's pyramid is P%d-P%d (the options say P%d-P%d): its levels are used",
+            backbone.min_level, backbone.max_level, opts.min_level, opts.max_level,
+        )  # fmt: skip
+    if opts.image_size % 2**backbone.max_level:
+        raise presets.PresetError(
+            f"model_options.image_size: {opts.image_size} is not a multiple of {2**backbone.max_level}, which "
+            f"the preset's pyramid (P{backbone.min_level}-P{backbone.max_level}) needs; e.g. "
+            f"{max(1, round(opts.image_size / 2**backbone.max_level)) * 2**backbone.max_level}"
+        )
+    pixels = presets.pixel_scale_of(loader)
+    model = _assemble(opts, backbone, num_classes, pixels)
+    reason = _keep_heads(model, loader, num_classes)
+    if reason is not None:
+        model = _assemble(opts, backbone, num_classes, pixels)  # a failed load may have set some head weights
+        _prior_bias(model)
+        log.warning("re-headed the detector from %s: %s; its backbone and FPN are kept", source.describe(), reason)
     else:
-        # keras-hub 0.32.0 initialises the *box* head with the focal-loss prior and the class
-        # head at p = 0.5 (read in its source): put the prior where it belongs.
-        cls_bias = model.classification_head.prediction_layer.bias
-        cls_bias.assign(np.full(cls_bias.shape, -math.log(99.0), dtype="float32"))
-        box_bias = model.box_head.prediction_layer.bias
-        box_bias.assign(np.zeros(box_bias.shape, dtype="float32"))
+        log.info("detector from %s, heads included", source.describe())
     return model
+
+
+def _keep_heads(model: Any, loader: Any, num_classes: int) -> Optional[str]:
+    """Loads the preset's heads into ``model`` when they fit; else says why not (None: loaded)."""
+    from keras_hub.src.utils import preset_utils
+
+    from trainer import presets
+
+    task = presets.preset_json(loader, presets.PRESET_TASK)
+    if task is None or not preset_utils.check_file_exists(loader.preset, preset_utils.TASK_WEIGHTS_FILE):
+        return "the preset has no detection heads"
+    theirs = int(task.get("config", {}).get("num_classes", -1))
+    if theirs != num_classes:
+        return f"the preset's class head has {theirs} classes, the dataset {num_classes}"
+    try:
+        model.load_task_weights(preset_utils.get_file(loader.preset, preset_utils.TASK_WEIGHTS_FILE))
+    except ValueError as err:
+        return f"its heads do not fit these anchors or head convolutions ({presets.brief(err, 160)})"
+    return None
 
 
 def anchors_of(generator: Any, size: int) -> Any:

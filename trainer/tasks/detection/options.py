@@ -63,8 +63,13 @@ class DetectorOptions(ConfigBase):
         score_threshold: the lowest score exported (the precision-recall curve needs low ones).
         nms_iou: per-class NMS overlap.
         max_detections: detections per image.
-        weights: a ``.weights.h5`` of the whole detector (local or gs://) to start from.
-        backbone_weights: a ``.weights.h5`` of the ResNet image encoder to start from.
+        weights: the whole detector to start from: a keras-hub RetinaNet preset (a name such as
+            ``retinanet_resnet50_fpn_coco``, a ``kaggle://`` or ``hf://`` handle: downloaded, or a
+            local or gs:// preset directory such as a detection run's ``preset/``), whose
+            architecture and pixel scaling it brings and whose heads it keeps when the classes and
+            anchors fit (else re-headed); or a ``.weights.h5`` of the detector these options build.
+        backbone_weights: the image encoder to start from: a keras-hub preset of a ResNet (or of a
+            RetinaNet, whose encoder is taken), or a ``.weights.h5`` of the encoder these options build.
     """
 
     _section: ClassVar[str] = "model_options."
