@@ -100,9 +100,9 @@ def test_a_value_out_of_range_fails_in_the_step_s_own_config_before_anything_run
     ]
     # the task's own options: a classifier's are not the detector's
     (line,) = _problems(
-        params.parse_set("model_options.image_size=64"), pipeline=end_to_end.pipeline, task="classification"
+        params.parse_set("model_options.anchor_size=2"), pipeline=end_to_end.pipeline, task="classification"
     )
-    assert line.startswith("model_options.image_size: unknown key in ClassifierOptions")
+    assert line.startswith("model_options.anchor_size: unknown key in ClassifierOptions")
     # KFP's stand-ins for "none" pass: 0 steps is one pass, 0 images per split is all
     resolved = _resolve(params.parse_set("steps_per_epoch=0 limit_per_split=0 stages_root="))
     params.check_steps(detection.pipeline, resolved.values, "detection")
