@@ -31,7 +31,7 @@ from components import markdown
 from components.monitor import rules
 from components.serving import stages
 from components.serving.checks import CheckResult, ServingChecksError, run_checks
-from components.serving.targets import ServingTarget, get_target
+from components.serving.targets import ServingTarget, StageUnavailable, target_class
 from trainer.config import MonitorConfig
 from trainer.tasks import get_task
 
@@ -186,9 +186,10 @@ def check_objectives(prometheus_url: str, stage: str, window: str, timeout_s: fl
 
 
 def _checks(config: MonitorConfig, target: ServingTarget, stage: str, version: int) -> tuple[CheckResult, ...]:
+    """The stage's checks; a stage whose server the target finds missing or not ready fails ``health``."""
     examples = stages.load_examples(config.stages_root, stage, config.model_name)
-    with target.endpoints(config.stages_root, stage, {config.model_name: version}) as endpoints:
-        try:
+    try:
+        with target.endpoints(config.stages_root, stage, {config.model_name: version}) as endpoints:
             report = run_checks(
                 endpoints.url(config.model_name),
                 config.model_name,
@@ -199,8 +200,10 @@ def _checks(config: MonitorConfig, target: ServingTarget, stage: str, version: i
                 timeout_s=config.timeout_s,
                 load=None,  # the objectives come from the traffic Prometheus saw, not a new load
             )
-        except ServingChecksError as err:
-            return err.report.checks
+    except StageUnavailable as err:
+        return (CheckResult("health", False, str(err)),)
+    except ServingChecksError as err:
+        return err.report.checks
     return report.checks
 
 
@@ -209,7 +212,8 @@ def monitor(config: MonitorConfig, target: Optional[ServingTarget] = None) -> Mo
 
     Args:
         config: what to watch and how.
-        target: where the stages serve; None: ``get_target(config.target)``.
+        target: where the stages serve; None: the target ``config.target`` names, built from
+            ``config`` as the promotion builds it.
 
     Raises:
         TypeError: ``config`` is not a MonitorConfig.
@@ -217,7 +221,7 @@ def monitor(config: MonitorConfig, target: Optional[ServingTarget] = None) -> Mo
     """
     if not isinstance(config, MonitorConfig):
         raise TypeError(f"config must be a MonitorConfig, got {type(config).__name__}")
-    target = get_target(config.target) if target is None else target
+    target = target_class(config.target).from_config(config) if target is None else target
     statuses = []
     for stage in config.stages:
         current = stages.read_current(config.stages_root, stage, config.model_name)

@@ -303,3 +303,93 @@ def test_standard_mode_replaces_without_a_canary_and_rolls_back(fake, api, stage
     assert all(share is None for share, _ in checks["seen"])  # never a canaryTrafficPercent
     obj = isvc(fake, namespace="ltp-staging")
     assert served_version(obj) == 1 and obj["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
+
+
+# ---- the monitor through the kserve target: its checks over the v1 protocol against a real server
+
+
+@pytest.fixture
+def quiet_prometheus():
+    """A Prometheus query API that saw no traffic: every objective reads "no data" (and is kept)."""
+    import http.server
+    import json
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def demo_served(tmp_path, fake, kserve, target):
+    """Demo serves version 1 of a tiny model built (not trained) to say digit 3, with digits 3 as its
+    known images; its InferenceService's URL is a real ModelServer on loopback serving that version."""
+    from components.serving import stages
+    from components.serving.checks import KnownExample
+    from components.serving.server import ModelServer
+    from tests.promote_models import digits, export_tiny_model, png_bytes
+
+    root = str(tmp_path / "stages")
+    export_tiny_model(str(tmp_path / "model"), constant_class=3)
+    version = stages.publish(str(tmp_path / "model"), root, "demo", "classifier")
+    stages.record(
+        root, "demo", stages.StageEntry("promote", version, str(tmp_path / "model"), "run", model_name="classifier")
+    )
+    images, labels = digits()
+    known = tuple(KnownExample(png_bytes(image), 3) for image in images[labels == 3][:4])
+    stages.save_examples(root, "demo", "classifier", stages.StageExamples("classification", known))
+    with ModelServer(stages.model_base_path(root, "demo", "classifier"), "classifier", version=version) as server:
+        kserve.url_of = lambda name, namespace, tag: server.url  # the status is written when the spec changes
+        target.serve(root, "demo", {"classifier": version}, "classifier", timeout_s=5)
+        yield root
+
+
+def test_the_monitor_checks_each_inference_service_over_the_v1_protocol(demo_served, quiet_prometheus, target):
+    from components.monitor.run import monitor, status_line
+    from trainer.config import MonitorConfig
+
+    config = MonitorConfig(prometheus_url=quiet_prometheus, stages_root=demo_served, stages=("demo",), target="kserve")
+    report = monitor(config, target=target)
+    assert status_line(report) == "ok", report.to_markdown()
+    (demo,) = report.stages
+    checks = {c.name: c for c in demo.checks}
+    assert {"health", "metadata", "bad_requests", "prediction"} <= set(checks)
+    assert checks["prediction"].passed and demo.version == 1
+
+
+def test_the_monitor_reports_an_inference_service_that_is_not_ready_or_does_not_answer(
+    demo_served, quiet_prometheus, fake, kserve, target
+):
+    from components.monitor.run import monitor, status_line
+    from trainer.config import MonitorConfig
+
+    config = MonitorConfig(prometheus_url=quiet_prometheus, stages_root=demo_served, stages=("demo",), target="kserve")
+    message = "failed to download gs://models-bucket/stages/demo/models/classifier: 403 Forbidden"
+    kserve.load_failure = lambda obj: message
+    fake.update(PLURAL, "ltp-demo", "classifier", "kubectl-edit", {"spec": {"predictor": {"minReplicas": 2}}})
+    report = monitor(config, target=target)
+    assert status_line(report) == "broken: demo: check health"
+    (health,) = report.stages[0].checks
+    assert "is not Ready" in health.detail and "403 Forbidden" in health.detail
+    assert "| check health | NO |" in report.to_markdown()
+
+    kserve.load_failure = lambda obj: None
+    kserve.url_of = lambda name, namespace, tag: "http://127.0.0.1:9"  # Ready, but nothing answers there
+    fake.update(PLURAL, "ltp-demo", "classifier", "kubectl-edit", {"spec": {"predictor": {"minReplicas": 1}}})
+    report = monitor(config.replace(timeout_s=1.0), target=target)
+    assert status_line(report).startswith("broken: demo: check health")

@@ -103,3 +103,11 @@ def test_a_promotions_config_sets_the_kserve_targets_mode_and_canary_steps():
         PromoteConfig(canary_steps=(50, 10))
     with pytest.raises(ConfigError, match="promote.kserve_mode: expected 'knative' or 'standard', got 'Serverless'"):
         PromoteConfig(kserve_mode="Serverless")
+
+
+def test_a_monitors_config_builds_each_target_as_a_promotion_does():
+    expected_steps = {"local": (), "kubernetes": (), "kserve": (10, 50, 100)}
+    for name, steps in expected_steps.items():
+        target = target_class(name).from_config(MonitorConfig(target=name))
+        assert (target.name, target.canary_steps()) == (name, steps)
+    assert KServeTarget.from_config(MonitorConfig(target="kserve")).kserve_mode == "knative"

@@ -12,9 +12,9 @@ import importlib
 import pkgutil
 from typing import Any
 
-from components.serving.targets.base import Endpoints, ServingTarget, register, registered
+from components.serving.targets.base import Endpoints, ServingTarget, StageUnavailable, register, registered
 
-__all__ = ["Endpoints", "ServingTarget", "get_target", "register", "target_class", "target_names"]
+__all__ = ["Endpoints", "ServingTarget", "StageUnavailable", "get_target", "register", "target_class", "target_names"]
 
 
 def _load_all() -> None:

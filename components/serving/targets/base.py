@@ -14,7 +14,13 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, ClassVar, Optional
 
 if TYPE_CHECKING:
-    from trainer.config import PromoteConfig
+    from trainer.config import MonitorConfig, PromoteConfig
+
+
+class StageUnavailable(RuntimeError):
+    """A stage's servers are not up where the target looks (missing, or not ready): no URL would
+    answer for it. The message says which server and what its status reports.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +81,10 @@ class ServingTarget(abc.ABC):
     load_profile: ClassVar[str]
 
     @classmethod
-    def from_config(cls, config: PromoteConfig) -> ServingTarget:
-        """The target a promotion's config asks for, with the settings of it this target takes
-        (the canary steps, a mode); the default takes none.
+    def from_config(cls, config: PromoteConfig | MonitorConfig) -> ServingTarget:
+        """The target a step's config asks for, with the settings of it this target takes (a
+        promotion's canary steps, a mode); the default takes none. The monitor only asks for
+        :meth:`endpoints`, so a MonitorConfig carries no such settings.
         """
         return cls()
 
@@ -107,6 +114,9 @@ class ServingTarget(abc.ABC):
 
         A target whose servers run elsewhere just names their URLs; one that runs them itself
         (a loopback server) runs them for the duration.
+
+        Raises:
+            StageUnavailable: the target can tell that a model's server is missing or not ready.
         """
 
     def canary_steps(self) -> tuple[int, ...]:

@@ -25,10 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from components.serving.targets.base import Endpoints, ServingTarget, register
+from components.serving.targets.base import Endpoints, ServingTarget, StageUnavailable, register
 
 if TYPE_CHECKING:
-    from trainer.config import PromoteConfig
+    from trainer.config import MonitorConfig, PromoteConfig
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +228,14 @@ class KServeTarget(ServingTarget):
         self._podmonitors: Optional[bool] = None
 
     @classmethod
-    def from_config(cls, config: PromoteConfig) -> KServeTarget:
-        """``config.kserve_mode`` and ``config.canary_steps`` (None: :data:`DEFAULT_CANARY_STEPS`)."""
+    def from_config(cls, config: PromoteConfig | MonitorConfig) -> KServeTarget:
+        """A promotion's ``config.kserve_mode`` and ``config.canary_steps`` (None:
+        :data:`DEFAULT_CANARY_STEPS`); a monitor's config: the defaults (its endpoints depend on neither).
+        """
+        from trainer.config import PromoteConfig
+
+        if not isinstance(config, PromoteConfig):
+            return cls()
         steps = DEFAULT_CANARY_STEPS if config.canary_steps is None else config.canary_steps
         return cls(kserve_mode=config.kserve_mode, canary_steps=steps)
 
@@ -434,12 +440,35 @@ class KServeTarget(ServingTarget):
         self._apply(stages_root, stage, models)
         self._wait(namespace, changed, timeout_s)
 
+    def _ready(self, namespace: str, name: str) -> dict[str, Any]:
+        """The model's InferenceService, which must exist and be ``Ready`` to be given a URL.
+
+        Raises:
+            StageUnavailable: it does not exist, or its ``Ready`` condition is not True.
+        """
+        obj = self._get(namespace, name)
+        if obj is None:
+            raise StageUnavailable(
+                f"{KIND} {namespace}/{name} does not exist: the stage is not serving {name!r} on this cluster. "
+                "Fix: promote it again (or check that KServe and the stage's namespace are the ones expected)."
+            )
+        conditions = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+        if conditions.get("Ready") != "True":
+            found = "; ".join(_not_ready_conditions(obj)) or "no conditions yet"
+            raise StageUnavailable(
+                f"{KIND} {namespace}/{name} is not Ready (expected Ready=True): {found}. "
+                f"Look closer with: kubectl -n {namespace} describe inferenceservice/{name}"
+            )
+        return obj
+
     @contextlib.contextmanager
     def endpoints(self, stages_root: str, stage: str, models: Mapping[str, int]) -> Iterator[Endpoints]:
         """Each model answers at its InferenceService's cluster-local address; a canary in progress
         also at its ``latest`` tag URL (Knative tag routing).
 
         Raises:
+            StageUnavailable: a model has no InferenceService, or it is not ``Ready`` (its
+                conditions are in the message).
             components.kube.KubeDeployError: a canary is in progress but has no tag URL (tag
                 routing is off).
         """
@@ -448,7 +477,7 @@ class KServeTarget(ServingTarget):
         namespace = self._namespace(stage)
         urls, canaries = {}, {}
         for name in models:
-            obj = self._get(namespace, name) or {}
+            obj = self._ready(namespace, name)
             status = obj.get("status") or {}
             fallback = f"http://{name}.{namespace}.svc.{self.cluster_domain}"
             urls[name] = (status.get("address") or {}).get("url") or status.get("url") or fallback

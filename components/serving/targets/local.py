@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 from components.serving.targets.base import Endpoints, ServingTarget, register
 
 if TYPE_CHECKING:
-    from trainer.config import PromoteConfig
+    from trainer.config import MonitorConfig, PromoteConfig
 
 CHECKS_TIMEOUT_S = 60.0
 """The loopback server is up once :meth:`LocalTarget.endpoints` yields: no rollout to wait for."""
@@ -47,9 +47,11 @@ class LocalTarget(ServingTarget):
         self._split: Optional[tuple[str, int, int]] = None  # (model, canary version, percent) in progress
 
     @classmethod
-    def from_config(cls, config: PromoteConfig) -> LocalTarget:
-        """``config.canary_steps`` (None: no canary)."""
-        return cls(canary_steps=config.canary_steps or ())
+    def from_config(cls, config: PromoteConfig | MonitorConfig) -> LocalTarget:
+        """A promotion's ``config.canary_steps`` (None: no canary); a monitor's config: no canary."""
+        from trainer.config import PromoteConfig
+
+        return cls(canary_steps=(config.canary_steps or ()) if isinstance(config, PromoteConfig) else ())
 
     def check(self, stages_root: str) -> None:
         """Any stage store will do: a folder is served as it is, a gs:// one downloaded."""
