@@ -309,6 +309,9 @@ class _Model:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: load clients reuse connections
+    # The headers and the body go out in two writes: with Nagle's algorithm on, the body waited for
+    # the client's delayed ACK of the headers on a reused connection (40 ms a request on Linux).
+    disable_nagle_algorithm = True
     server_version = "lean-tpu-model-server/1"
     timeout = 60  # an idle keep-alive connection gives its thread back after this
 
