@@ -332,7 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: dict[str, Any], text: Optional[str] = None) -> None:
         self.answered = status
-        data = text.encode() if text is not None else json.dumps(payload).encode()
+        # Compact separators: a detector's answer is tens of thousands of numbers, and the spaces
+        # json.dumps puts after every comma made it a seventh larger to write, send and parse.
+        data = text.encode() if text is not None else json.dumps(payload, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; version=0.0.4" if text is not None else "application/json")
         self.send_header("Content-Length", str(len(data)))
