@@ -22,6 +22,18 @@ runs and its spread (lowest-highest), and CPU microseconds per photo (process CP
 workers' included), which move less with the host's load than wall time. Each time is from the
 start of the work to the last byte written, reading the source included.
 
+Why rounds are bimodal and runs disagree (the ``cores`` figure of each round, CPU seconds per wall
+second, shows it): a side's wall time is its CPU time divided by the cores it got, and on a shared
+2-core host the other tenants decide that. The converter needs both cores for its two workers;
+in a round where another process holds one, it takes about twice as long (the bimodal rounds seen
+on the reference CPU, about 0.53 s and 1.0 s, differ by that factor), while the one-process
+baseline and the copy, which need one core, move less. On this project's shared 2-core host at a
+load average of 8-12, each side got a third of a core (median) and the rounds spread threefold
+whichever side ran first. Worker start-up (a fork, milliseconds) and the page cache (warm for
+every side, each warmed the same way) do not explain it. So the wall ratio convert / baseline is
+about ``cores x baseline CPU per photo / convert CPU per photo``, and CPU per photo is the figure
+to compare between runs and hosts.
+
 Targets on 2 cores: (a) >= 1.8x the baseline; (b) >= 0.5x the concatenation rate and >= 1.3x the
 baseline. The figures are printed next to their targets, not asserted.
 """
@@ -202,7 +214,11 @@ def _report(name: str, runs: list[dict[str, list[dict]]], side: str, nbytes: flo
     seconds = statistics.median(_median(run[side], "seconds") for run in runs)
     cpu_us = statistics.median(_median(run[side], "cpu") for run in runs) / n * 1e6
     mb = (nbytes if nbytes is not None else all_results[0]["bytes"]) / seconds / 1e6
-    per_run = " | ".join(", ".join(f"{x['seconds']:.2f}" for x in run[side]) for run in runs)
+    # Each round as seconds/cores: the rounds of a side that has two workers split in two groups,
+    # those in which it got both cores and those in which another process held one (twice the time).
+    per_run = " | ".join(
+        ", ".join(f"{x['seconds']:.2f}/{x['cpu'] / x['seconds']:.1f}c" for x in run[side]) for run in runs
+    )
     # CPU seconds per wall second: how many cores the side got (2 at most here, 1 for one process);
     # on a shared machine the other processes decide it, so it explains a low or a noisy rate.
     cores = statistics.median(x["cpu"] / x["seconds"] for x in all_results)
