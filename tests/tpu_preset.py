@@ -4,7 +4,7 @@ The preset a TPU user runs (ResNet-50 bottleneck stacks, P3-P7, 9 anchors per lo
 is built from ``model_options: {preset: tpu-512}``, trained at batch 2 on a handful of built-in
 ``shapes`` images (letterboxed to 512 px), exported, served by the local Python server, and a few
 images are scored through the served signature. Shared by the slow test (fewest steps) and the
-benchmark (``python -m tests.tpu_preset --epochs 3 --steps 2``, a fresh process so that its peak
+benchmark (``python -m tests.tpu_preset --epochs 2 --steps 2``, a fresh process so that its peak
 memory is its own).
 """
 
@@ -108,9 +108,9 @@ def _serve_and_score(dataset_dir: str, saved_model: str, count: int) -> list[int
 def main(argv: list[str] | None = None) -> int:
     """Runs :func:`exercise` in a temporary folder and prints its :class:`PresetRun` as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=2, help="steps per epoch")
-    parser.add_argument("--served", type=int, default=4, help="images scored through the served signature")
+    parser.add_argument("--served", type=int, default=2, help="images scored through the served signature")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with tempfile.TemporaryDirectory(prefix="ltp-tpu512-") as root:

@@ -27,7 +27,10 @@ SERVED = 2
 def test_bench_tpu_512_preset():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     argv = [sys.executable, "-m", "tests.tpu_preset", "--epochs", str(EPOCHS), "--steps", str(STEPS)]
-    proc = subprocess.run([*argv, "--served", str(SERVED)], cwd=ROOT, env=env, capture_output=True, text=True)
+    # About 10 minutes on a loaded 2-core host (33 s a step there); the limit only stops a hang.
+    proc = subprocess.run(
+        [*argv, "--served", str(SERVED)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads(proc.stdout.strip().splitlines()[-1])
     assert run["image_shape"] == [512, 512, 3] and run["served_images"] == SERVED
