@@ -2,7 +2,8 @@
 #   docker build --build-arg VARIANT=cpu|gpu|tpu -t REGISTRY/lean-tpu-pipelines:TAG[-gpu|-tpu] .
 # cpu: tensorflow-cpu; gpu: tensorflow[and-cuda] (CUDA libraries from pip, any recent driver);
 # tpu: stock tensorflow, which talks to a TPU Node over gRPC (GKE's cloud-tpus.google.com path).
-# For TPU VM node pools (google.com/tpu) build with VARIANT=tpu-vm: tensorflow-tpu + libtpu.
+# For TPU VM node pools (google.com/tpu) build with VARIANT=tpu-vm: tensorflow-tpu + libtpu, and
+# keras-hub without its tensorflow-text (which would bring a second TensorFlow; detection does not use it).
 FROM python:3.11-slim-bookworm
 
 ARG VARIANT=cpu
@@ -28,10 +29,12 @@ COPY pipelines pipelines
 COPY manifests manifests
 RUN case "$VARIANT" in \
       cpu|gpu|tpu) pip install -e ".[$VARIANT]" ;; \
-      tpu-vm) pip install -e ".[tpu-vm]" -f https://storage.googleapis.com/libtpu-releases/index.html ;; \
+      tpu-vm) pip install -e ".[tpu-vm]" -f https://storage.googleapis.com/libtpu-releases/index.html \
+              && pip install --no-deps keras-hub==0.32.0 ;; \
       *) echo "unknown VARIANT=$VARIANT (cpu, gpu, tpu, tpu-vm)" >&2; exit 1 ;; \
     esac \
  && python -c "import trainer, kfp, tensorflow as tf; print('TensorFlow', tf.__version__)" \
+ && python -c "import keras_hub, trainer.tasks.detection.model; print('keras-hub', keras_hub.__version__)" \
  && python -c "from components.convert.sources import open_source; print('digits', len(open_source('digits').items))"
 
 # Components run as the pipeline's user; nothing needs root at run time.

@@ -105,7 +105,8 @@ def summarize(
         f"{scores}   (blessed: {metric('evaluate', 'parameters', 'Output')})",
         f"training:           {fmt(metric('train', 'metrics', 'images_per_sec'), ',.0f')} images/s",
         f"inference:          {fmt(metric('benchmark', 'metrics', 'images_per_sec'), ',.0f')} images/s in-process, "
-        f"{fmt(metric('benchmark', 'metrics', 'http_images_per_sec'), ',.0f')} images/s over REST",
+        f"{fmt(metric('benchmark', 'metrics', 'http_images_per_sec'), ',.0f')} images/s over REST "
+        "(local Python server)",
         f"stages ({stages_root}):",
     ]
     for stage in stages.STAGES:
@@ -153,7 +154,9 @@ def headline(run_dir: Optional[Path], task: str) -> str:
         return score + (reasons[0] if reasons else f"blessed: {params.get('Output')}")
     if task.startswith("benchmark"):
         m = arts.get("metrics", {})
-        rest = f", {m['http_images_per_sec']:,.0f} over REST" if "http_images_per_sec" in m else ""
+        rest = (
+            f", {m['http_images_per_sec']:,.0f} over REST (local Python server)" if "http_images_per_sec" in m else ""
+        )
         return f"{m.get('images_per_sec', 0):,.0f} images/s in process{rest}"
     if task.startswith("promote"):
         r = arts.get("report", {})

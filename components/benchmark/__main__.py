@@ -79,8 +79,8 @@ def _inference(args: argparse.Namespace) -> int:
     print(f"price: ${row.price_per_hour:.2f}/hour ({row.price_source}); images per dollar: {ipd}")
     if row.http is not None:
         print(
-            f"served (REST): {row.http.images_per_sec:,.1f} images/s, p50 {row.http.latency_p50_ms:.2f} ms; "
-            f"{row.http_overhead:.2f}x the in-process time"
+            f"served (REST, {row.http_server}): {row.http.images_per_sec:,.1f} images/s, "
+            f"p50 {row.http.latency_p50_ms:.2f} ms; {row.http_overhead:.2f}x the in-process time"
         )
     print("wrote: " + ", ".join(paths))
     return EXIT_OK

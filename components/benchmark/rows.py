@@ -32,6 +32,12 @@ def _float(name: str, value: Any) -> float:
     return float(value)
 
 
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise BenchmarkError(f"benchmark row: {name} must be a non-empty string, got {value!r}")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Timing:
     """The figures of one timed path (in process or served) that a result row carries flat.
@@ -104,7 +110,7 @@ class Timing:
 _ROW_KEYS = ("accelerator", "label", "kind", "cores", "price_per_hour", "price_source", "images_per_dollar")
 _TIMING_KEYS = tuple(f.name for f in dataclasses.fields(Timing))
 _KNOWN_KEYS = frozenset(
-    (*_ROW_KEYS, *_TIMING_KEYS, *(HTTP + k for k in _TIMING_KEYS), "http_overhead", "in_process", "http")
+    (*_ROW_KEYS, *_TIMING_KEYS, *(HTTP + k for k in _TIMING_KEYS), "http_overhead", "http_server", "in_process", "http")
 )
 
 # The scalar metrics a Metrics artifact gets (numbers only), in this order.
@@ -142,6 +148,9 @@ class BenchmarkRow:
         images_per_dollar: images for one dollar; None on free hardware (unbounded).
         http: the served path (REST through the model server), or None when it was not timed.
         http_overhead: served time / in-process time; set exactly when ``http`` is.
+        http_server: the server that answered the served path's requests, as tables name it
+            (``local Python server``: ``components.serving.server``, not TensorFlow Serving); set
+            exactly when ``http`` is.
         timing_stats: the in-process path's full statistics; None in a summary row.
         http_stats: the served path's full statistics; None in a summary row or without ``http``.
     """
@@ -156,14 +165,15 @@ class BenchmarkRow:
     images_per_dollar: Optional[float]
     http: Optional[Timing] = None
     http_overhead: Optional[float] = None
+    http_server: Optional[str] = None
     timing_stats: Optional[TimingStats] = None
     http_stats: Optional[TimingStats] = None
 
     def __post_init__(self) -> None:
-        if (self.http is None) != (self.http_overhead is None):
+        if not (self.http is None) == (self.http_overhead is None) == (self.http_server is None):
             raise BenchmarkError(
-                f"benchmark row {self.accelerator}: http and http_overhead come together, got "
-                f"http={self.http!r} and http_overhead={self.http_overhead!r}"
+                f"benchmark row {self.accelerator}: http, http_overhead and http_server come together, got "
+                f"http={self.http!r}, http_overhead={self.http_overhead!r} and http_server={self.http_server!r}"
             )
         if self.http_stats is not None and self.http is None:
             raise BenchmarkError(f"benchmark row {self.accelerator}: http_stats without http timings")
@@ -178,7 +188,7 @@ class BenchmarkRow:
         The keys are those the pipelines pass between tasks: ``accelerator``, ``label``, ``kind``,
         ``cores``, ``price_per_hour``, ``price_source``, the :class:`Timing` fields,
         ``images_per_dollar``, ``in_process`` (when the statistics are kept), and with the served
-        path the ``http_`` prefixed fields, ``http_overhead`` and ``http``.
+        path the ``http_`` prefixed fields, ``http_overhead``, ``http_server`` and ``http``.
         """
         out: dict[str, Any] = {
             "accelerator": self.accelerator,
@@ -195,6 +205,7 @@ class BenchmarkRow:
         if self.http is not None:
             out.update(self.http.to_dict(HTTP))
             out["http_overhead"] = self.http_overhead
+            out["http_server"] = self.http_server
         if self.http_stats is not None:
             out["http"] = self.http_stats.to_dict()
         return out
@@ -228,6 +239,7 @@ class BenchmarkRow:
             images_per_dollar=None if ipd is None else _float("images_per_dollar", ipd),
             http=Timing.from_dict(data, HTTP) if served else None,
             http_overhead=_float("http_overhead", data.get("http_overhead")) if served else None,
+            http_server=_text("http_server", data.get("http_server")) if served else None,
             timing_stats=TimingStats.from_dict(data["in_process"]) if data.get("in_process") is not None else None,
             http_stats=TimingStats.from_dict(data["http"]) if data.get("http") is not None else None,
         )

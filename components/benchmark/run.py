@@ -1,4 +1,4 @@
-"""Inference benchmark step: time the exported model in process and over REST, price the result.
+"""Inference benchmark step: time the exported model in process and over REST (the local Python server), price it.
 
 The KFP adapter (``component.py``) calls :func:`run_benchmark` and logs what it returns.
 """
@@ -16,6 +16,8 @@ from trainer.config import BenchmarkConfig
 
 DEFAULT_SPLIT = "test"
 SERVED_NAME = "benchmark"
+# What times the served path here: the project's own server, not TensorFlow Serving (tables say so).
+LOCAL_SERVER = "local Python server"
 
 
 def run_benchmark(
@@ -39,8 +41,8 @@ def run_benchmark(
 
     Returns:
         The result row, with the full statistics (``row.summary()`` drops them); with
-        ``config.http`` also the served path's timings and ``http_overhead`` (served time /
-        in-process time).
+        ``config.http`` also the served path's timings, ``http_overhead`` (served time /
+        in-process time) and ``http_server`` (the local Python server, which it timed).
     """
     from trainer.benchmark import benchmark_http, benchmark_signature, plan_batches
     from trainer.evaluate import read_encoded_split
@@ -94,6 +96,7 @@ def run_benchmark(
         images_per_dollar=images_per_dollar(stats.images_per_sec, price.price_per_hour),
         http=None if http is None else Timing.from_stats(http),
         http_overhead=None if http is None else http.total_s / stats.total_s,
+        http_server=None if http is None else LOCAL_SERVER,
         timing_stats=stats,
         http_stats=http,
     )
@@ -128,7 +131,7 @@ def render_single(row: BenchmarkRow) -> str:
         h = row.http_stats.latency_ms
         lines += [
             "",
-            f"Served path (REST, TensorFlow Serving API): {row.http.images_per_sec:.1f} images/s, "
+            f"Served path (REST, {row.http_server}): {row.http.images_per_sec:.1f} images/s, "
             f"p50 {h['p50']:.2f} ms, p95 {h['p95']:.2f} ms, p99 {h['p99']:.2f} ms, "
             f"spread {row.http.latency_spread:.1%}; HTTP takes {row.http_overhead:.2f}x the "
             "in-process time.",

@@ -128,7 +128,8 @@ def render_markdown(rows: Rows, title: str = "Inference benchmark") -> str:
         lines += ["", f"Prices marked as estimates (not from the case study): {', '.join(estimates)}."]
     served = [x.row for x in ranked if x.row.http is not None]
     if served:
-        lines += ["", "Served path (REST):", "", *_served_table(served)]
+        servers = ", ".join(sorted({r.http_server for r in served if r.http_server}))
+        lines += ["", f"Served path (REST, timed on the {servers}):", "", *_served_table(served)]
     return "\n".join(lines) + "\n"
 
 

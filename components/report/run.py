@@ -552,7 +552,7 @@ def benchmark_section(row: Optional[Mapping[str, Any]]) -> str:
         return _section("benchmark", "Benchmark", _missing("No benchmark: the step did not finish."))
     paths = [("in process", "")]
     if row.get("http_images_per_sec") is not None:
-        paths.append(("REST", "http_"))
+        paths.append((f"REST ({row.get('http_server') or 'server not recorded'})", "http_"))
     rows = []
     for label, p in paths:
         rows.append(

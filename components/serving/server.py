@@ -340,6 +340,9 @@ class _Model:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: load clients reuse connections
+    # The headers and the body go out in two writes: with Nagle's algorithm on, the body waited for
+    # the client's delayed ACK of the headers on a reused connection (40 ms a request on Linux).
+    disable_nagle_algorithm = True
     server_version = "lean-tpu-model-server/1"
     timeout = 60  # an idle keep-alive connection gives its thread back after this
 
@@ -360,7 +363,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: dict[str, Any], text: Optional[str] = None) -> None:
         self.answered = status
-        data = text.encode() if text is not None else json.dumps(payload).encode()
+        # Compact separators: a detector's answer is tens of thousands of numbers, and the spaces
+        # json.dumps puts after every comma made it a seventh larger to write, send and parse.
+        data = text.encode() if text is not None else json.dumps(payload, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; version=0.0.4" if text is not None else "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -14,12 +14,28 @@ and read once before any side is timed, so every side starts with the same warm 
 
 Every measurement runs in a fresh process, as each side runs for real: the baseline is a script
 that imports TensorFlow (its import is not timed), the converter runs without it (as in its step
-and its CLI). The sides alternate over ``ROUNDS`` rounds and the medians are compared, since the
-machine is shared and noisy. Each time is from the start of the work to the last byte written,
-reading the source included.
+and its CLI). The whole comparison is repeated ``RUNS`` times; in each run every side first runs
+once untimed (each side warmed the same way: its files in the page cache, its output folder's
+pages freed and reused), then the sides alternate over ``ROUNDS`` rounds, the first side of each
+round rotating, and the run's ratio is the ratio of its medians. Printed: the median ratio across
+runs and its spread (lowest-highest), and CPU microseconds per photo (process CPU time, the
+workers' included), which move less with the host's load than wall time. Each time is from the
+start of the work to the last byte written, reading the source included.
 
-Targets on 2 cores: (a) >= 1.8x the baseline; (b) >= 0.5x the concatenation rate. The figures are
-printed, not asserted.
+Why rounds are bimodal and runs disagree (the ``cores`` figure of each round, CPU seconds per wall
+second, shows it): a side's wall time is its CPU time divided by the cores it got, and on a shared
+2-core host the other tenants decide that. The converter needs both cores for its two workers;
+in a round where another process holds one, it takes about twice as long (the bimodal rounds seen
+on the reference CPU, about 0.53 s and 1.0 s, differ by that factor), while the one-process
+baseline and the copy, which need one core, move less. On this project's shared 2-core host at a
+load average of 8-12, each side got a third of a core (median) and the rounds spread threefold
+whichever side ran first. Worker start-up (a fork, milliseconds) and the page cache (warm for
+every side, each warmed the same way) do not explain it. So the wall ratio convert / baseline is
+about ``cores x baseline CPU per photo / convert CPU per photo``, and CPU per photo is the figure
+to compare between runs and hosts.
+
+Targets on 2 cores: (a) >= 1.8x the baseline; (b) >= 0.5x the concatenation rate and >= 1.3x the
+baseline. The figures are printed next to their targets, not asserted.
 """
 
 from __future__ import annotations
@@ -36,9 +52,12 @@ import time
 import numpy as np
 import pytest
 
+from tests.benchmarks.cpu import versus
+
 pytestmark = pytest.mark.benchmark
 
-ROUNDS = 5  # medians of 5: on the shared 2-core machine single rounds vary by 2x
+RUNS = 3  # whole comparisons: the host's noise moved one run's ratio threefold between runs
+ROUNDS = 3  # alternating rounds per run, after one untimed warm-up of each side
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -156,37 +175,82 @@ def _measure(side: str, src, out) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _rounds(sides: list[str], src, tmp_path) -> dict[str, list[dict]]:
-    """Each side once per round, alternating; outputs removed between runs (every run starts cold)."""
+def _run_once(side: str, src, out) -> dict:
+    """One fresh-process run of ``side``; its output removed afterwards (every run writes anew)."""
     import shutil
 
-    runs: dict[str, list[dict]] = {s: [] for s in sides}
-    for r in range(ROUNDS):
-        for side in sides if r % 2 == 0 else sides[::-1]:
-            out = tmp_path / f"{side}-{r}"
-            runs[side].append(_measure(side, src, out))
-            shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink()
+    result = _measure(side, src, out)
+    shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink()
+    return result
+
+
+def _rounds(sides: list[str], src, tmp_path) -> list[dict[str, list[dict]]]:
+    """``RUNS`` comparisons; in each, every side warmed once, then ``ROUNDS`` rotating rounds.
+
+    Each timed result carries ``position``: where the side ran in its round (0 = first), to see
+    whether the side that runs first is slower (a cold cache or frequency after another side).
+    """
+    runs = []
+    for r in range(RUNS):
+        for side in sides:
+            _run_once(side, src, tmp_path / f"warm-{side}")
+        timed: dict[str, list[dict]] = {s: [] for s in sides}
+        for k in range(ROUNDS):
+            shift = (r * ROUNDS + k) % len(sides)
+            for position, side in enumerate(sides[shift:] + sides[:shift]):
+                timed[side].append({**_run_once(side, src, tmp_path / f"{side}-{r}-{k}"), "position": position})
+        runs.append(timed)
     return runs
 
 
-def _report(name: str, runs: list[dict], nbytes: float | None = None) -> float:
-    """Prints a side's median rate; returns it in images/s."""
-    seconds = statistics.median(r["seconds"] for r in runs)
-    n = runs[0]["n"]
-    cpu = statistics.median(r["cpu"] for r in runs) / n * 1e6
-    mb = (nbytes if nbytes is not None else runs[0]["bytes"]) / seconds / 1e6
-    spread = ", ".join(f"{r['seconds']:.2f}" for r in runs)
-    rate = f"{n / seconds:>8.0f} img/s {mb:>7.1f} MB/s"
+def _median(results: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in results)
+
+
+def _report(name: str, runs: list[dict[str, list[dict]]], side: str, nbytes: float | None = None) -> float:
+    """Prints a side's rate (median over runs of each run's median); returns it in images/s."""
+    all_results = [x for run in runs for x in run[side]]
+    n = all_results[0]["n"]
+    seconds = statistics.median(_median(run[side], "seconds") for run in runs)
+    cpu_us = statistics.median(_median(run[side], "cpu") for run in runs) / n * 1e6
+    mb = (nbytes if nbytes is not None else all_results[0]["bytes"]) / seconds / 1e6
+    # Each round as seconds/cores: the rounds of a side that has two workers split in two groups,
+    # those in which it got both cores and those in which another process held one (twice the time).
+    per_run = " | ".join(
+        ", ".join(f"{x['seconds']:.2f}/{x['cpu'] / x['seconds']:.1f}c" for x in run[side]) for run in runs
+    )
     # CPU seconds per wall second: how many cores the side got (2 at most here, 1 for one process);
     # on a shared machine the other processes decide it, so it explains a low or a noisy rate.
-    cores = statistics.median(r["cpu"] / r["seconds"] for r in runs)
-    print(f"  {name:<38} {rate}  median {seconds:.3f}s of [{spread}], {cpu:.0f} us CPU/img, {cores:.2f} cores")
+    cores = statistics.median(x["cpu"] / x["seconds"] for x in all_results)
+    first = [x["seconds"] for x in all_results if x["position"] == 0]
+    later = [x["seconds"] for x in all_results if x["position"] != 0]
+    order = f"first in its round {statistics.median(first):.2f}s, later {statistics.median(later):.2f}s"
+    print(
+        f"  {name:<38} {n / seconds:>8.0f} img/s {mb:>7.1f} MB/s  median {seconds:.3f}s of runs [{per_run}], "
+        f"{cpu_us:.0f} us CPU/img, {cores:.2f} cores; {order}"
+    )
     return n / seconds
+
+
+def _ratio(
+    runs: list[dict[str, list[dict]]], ours: str, theirs: str, key: str = "seconds"
+) -> tuple[float, float, float]:
+    """Median, lowest and highest across runs of ``theirs`` median / ``ours`` median (above 1: ours faster)."""
+    ratios = sorted(_median(run[theirs], key) / _median(run[ours], key) for run in runs)
+    return statistics.median(ratios), ratios[0], ratios[-1]
+
+
+def _print_ratio(name: str, ratio: tuple[float, float, float], target: str) -> None:
+    median, low, high = ratio
+    print(f"  {versus(name, median, target)}; across {RUNS} runs {low:.2f}x-{high:.2f}x")
 
 
 def _load_note() -> str:
     # Other processes on a shared machine take cores from the workers: say how busy it was.
-    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, medians of {ROUNDS} alternating rounds"
+    return (
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, {RUNS} runs of "
+        f"{ROUNDS} alternating rounds after a warm-up of each side"
+    )
 
 
 def _raw_write_mb_s(folder, mb=256) -> float:
@@ -211,15 +275,14 @@ def test_bench_idx_to_png_records(tmp_path):
     for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
         os.symlink(os.path.join(FASHION_MNIST_DIR, name), src / name)
     runs = _rounds(["baseline-idx", "convert"], src, tmp_path)
-    assert runs["convert"][0]["n"] == runs["baseline-idx"][0]["n"] == 60000
+    assert runs[0]["convert"][0]["n"] == runs[0]["baseline-idx"][0]["n"] == 60000
 
     print(f"\n(a) Fashion-MNIST IDX -> PNG records, 60000 images, {_load_note()}")
-    base = _report("baseline (1 process, TFRecordWriter)", runs["baseline-idx"])
-    ours = _report("convert (workers, hand framing)", runs["convert"])
-    print(f"  ratio convert / baseline: {ours / base:.2f}x (target >= 1.8x on 2 cores)")
-    base_cpu = statistics.median(r["cpu"] for r in runs["baseline-idx"])
-    ours_cpu = statistics.median(r["cpu"] for r in runs["convert"])
-    print(f"  CPU per image, baseline / convert: {base_cpu / ours_cpu:.2f}x (CPU-bound work, split across workers)")
+    _report("baseline (1 process, TFRecordWriter)", runs, "baseline-idx")
+    _report("convert (workers, hand framing)", runs, "convert")
+    _print_ratio("wall, convert / baseline", _ratio(runs, "convert", "baseline-idx"), ">= 1.8x on 2 cores")
+    cpu = _ratio(runs, "convert", "baseline-idx", "cpu")
+    print(f"  CPU per image, baseline / convert: {cpu[0]:.2f}x (CPU-bound work, split across workers)")
 
 
 PHOTOS = 20_000
@@ -281,18 +344,18 @@ def photos(tmp_path_factory):
 def test_bench_jpeg_folder_bytes_kept(photos, tmp_path):
     src, total = photos
     runs = _rounds(["concat", "baseline-jpeg", "convert"], src, tmp_path)
-    assert runs["convert"][0]["n"] == runs["concat"][0]["n"] == runs["baseline-jpeg"][0]["n"] == PHOTOS
+    assert {x["n"] for run in runs for side in run.values() for x in side} == {PHOTOS}
     raw = _raw_write_mb_s(str(tmp_path))
 
     print(f"\n(b) JPEG folder, bytes kept, {PHOTOS} photos, {total / 1e6:.1f} MB, {_load_note()}")
-    ceiling = _report("concatenate files (I/O ceiling)", runs["concat"], total)
-    base = _report("baseline (1 process, TFRecordWriter)", runs["baseline-jpeg"], total)
-    ours = _report("convert (validate, sha256, workers)", runs["convert"], total)
-    print(f"  ratio convert / concatenation: {ours / ceiling:.2f}x (target >= 0.5x)")
-    print(f"  ratio convert / baseline: {ours / base:.2f}x")
-    cpu = {side: statistics.median(r["cpu"] for r in runs[side]) for side in runs}
+    _report("concatenate files (I/O ceiling)", runs, "concat", total)
+    _report("baseline (1 process, TFRecordWriter)", runs, "baseline-jpeg", total)
+    ours = _report("convert (validate, sha256, workers)", runs, "convert", total)
+    _print_ratio("wall, convert / concatenation", _ratio(runs, "convert", "concat"), ">= 0.5x")
+    _print_ratio("wall, convert / baseline", _ratio(runs, "convert", "baseline-jpeg"), ">= 1.3x")
+    cpu = _ratio(runs, "convert", "concat", "cpu")
     print(
-        f"  CPU per image, convert / concatenation: {cpu['convert'] / cpu['concat']:.2f}x "
+        f"  CPU per image, convert / concatenation: {1 / cpu[0]:.2f}x "
         "(validating, sha256 and framing on top of the same reads and writes; two workers share it)"
     )
     ours_mb_s = total * ours / PHOTOS / 1e6

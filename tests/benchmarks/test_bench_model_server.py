@@ -1,4 +1,4 @@
-"""Load on the local model server: 8 concurrent clients for 20 s on loopback.
+"""Load on the local Python server (components.serving.server): 8 concurrent clients for 20 s on loopback.
 
 Baseline measured in the same run: the same request body's batch through the SavedModel's
 serving signature in process (no HTTP, no JSON). The ratio is the REST path's throughput against
@@ -44,7 +44,7 @@ def test_bench_model_server_load(tmp_path):
         run_load(server.url, "clf", body, clients=CLIENTS, duration_s=2.0)  # warm-up
         result = run_load(server.url, "clf", body, clients=CLIENTS, duration_s=DURATION_S)
     print(
-        f"\nmodel server, {CLIENTS} clients x {result.duration_s:.1f} s, batch {BATCH}: "
+        f"\nlocal Python server, {CLIENTS} keep-alive clients x {result.duration_s:.1f} s, batch {BATCH}: "
         f"{result.requests} requests, {result.requests_per_s:.1f} req/s, p50 {result.p50_ms:.1f} ms, "
         f"p95 {result.p95_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, errors {result.errors}\n"
         f"in-process signature (1 thread, same batch): {in_process:.1f} calls/s, "

@@ -56,7 +56,6 @@ def _compare(name: str, measured: list[str], baseline: list[str]) -> tuple[float
 
 
 def test_bench_seams():
-    print(f"\nCPU: {_cpu()}")
     python = sys.executable
     for step in STEPS:
         mine, base = _compare(f"python -m components.{step} --help", [python, "-m", f"components.{step}", "--help"],
@@ -70,14 +69,3 @@ def test_bench_seams():
         [python, "-c", "import kfp.dsl"],
     )
     assert len(list(out.glob("*.yaml"))) >= 10
-
-
-def _cpu() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    bf16 = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model}, bf16 units: {', '.join(bf16) or 'none'}"

@@ -44,7 +44,7 @@ def test_times_in_process_and_http_and_prices_it(tmp_path):
     assert m["http_overhead"] > 0
     assert "in_process" not in row  # the row for the join step stays small
     text = Path(report.path).read_text()
-    assert "CPU, 8 cores" in text and "Served path (REST" in text
+    assert "CPU, 8 cores" in text and "Served path (REST, local Python server)" in text
 
 
 def test_user_price_table_and_no_http(tmp_path):

@@ -133,12 +133,12 @@ def test_benchmark_cli_inference_and_join(tmp_path, capsys):
     argv += ["--num-images", "40", "--batch-size", "16", "--warmup-batches", "1", "--rounds", "1"]
     assert benchmark_main(argv) == 0
     stdout = capsys.readouterr().out
-    assert "cpu-8 (CPU, 8 cores):" in stdout and "served (REST):" in stdout
+    assert "cpu-8 (CPU, 8 cores):" in stdout and "served (REST, local Python server):" in stdout
     metrics = json.loads((out / "metrics.json").read_text())
     row = json.loads((out / "row.json").read_text())
     assert metrics["images_per_sec"] > 0 and metrics["http_images_per_sec"] > 0
     assert row["num_images"] == 40 and row["in_process"]["num_batches"] == 3 and row["http"]["rounds"] == 1
-    assert "Served path (REST" in (out / "report.md").read_text()
+    assert "Served path (REST, local Python server)" in (out / "report.md").read_text()
     # a second machine's row, cheaper per image: the join marks it
     other = dict(row, accelerator="laptop", label="Laptop", price_per_hour=0.01, images_per_dollar=1e12)
     (tmp_path / "other.json").write_text(json.dumps(other))

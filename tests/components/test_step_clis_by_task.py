@@ -88,7 +88,7 @@ def test_benchmark_inference_times_the_task_s_model_in_process_and_served(task, 
     out = tmp_path / "bench"
     argv = ["inference", "--model-dir", assets["model"], "--dataset", assets["dataset"], "--output-dir", str(out)]
     assert benchmark_main([*argv, "--num-images", "16", "--batch-size", "8", "--warmup-batches", "1"]) == 0
-    assert "served (REST):" in capsys.readouterr().out
+    assert "served (REST, local Python server):" in capsys.readouterr().out
     row = json.loads((out / "row.json").read_text())
     assert row["num_images"] == 16 and row["in_process"]["num_batches"] == 2
     metrics = json.loads((out / "metrics.json").read_text())

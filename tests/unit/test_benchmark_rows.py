@@ -9,12 +9,14 @@ from components.benchmark.table import mark_best, render_markdown
 from components.sweep.notebook import SweepResult, SweepRun
 from trainer.benchmark import BenchmarkError, TimingStats, summarize
 
-# The keys a summary row (the benchmark_inference component's output) has had since the first wave.
+# The keys a summary row (the benchmark_inference component's output) carries: those of the first wave and
+# http_server, the server the served path was timed on.
 SUMMARY_KEYS = [
     "accelerator", "label", "kind", "cores", "price_per_hour", "price_source", "num_images", "batch_size",
     "time_s", "images_per_sec", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "latency_spread",
     "images_per_dollar", "http_num_images", "http_batch_size", "http_time_s", "http_images_per_sec",
     "http_latency_p50_ms", "http_latency_p95_ms", "http_latency_p99_ms", "http_latency_spread", "http_overhead",
+    "http_server",
 ]  # fmt: skip
 
 
@@ -32,6 +34,7 @@ def _row(http: bool = True, price: float = 0.28) -> BenchmarkRow:
         images_per_dollar=None if price == 0 else stats.images_per_sec * 3600 / price,
         http=Timing.from_stats(served) if served else None,
         http_overhead=served.total_s / stats.total_s if served else None,
+        http_server="local Python server" if served else None,
         timing_stats=stats,
         http_stats=served,
     )
@@ -79,10 +82,18 @@ def test_bad_rows_name_the_keys():
         BenchmarkRow.from_dict({**data, "cores": 2.5})
     with pytest.raises(BenchmarkError, match="http_overhead must be a number, got None"):
         BenchmarkRow.from_dict({**data, "http_overhead": None})
-    with pytest.raises(BenchmarkError, match="http and http_overhead come together"):
+    with pytest.raises(BenchmarkError, match="http, http_overhead and http_server come together"):
         _row(http=False).summary().__class__(**{**vars(_row(http=False).summary()), "http_overhead": 1.5})
+    with pytest.raises(BenchmarkError, match="http_server must be a non-empty string, got None"):
+        BenchmarkRow.from_dict({k: v for k, v in data.items() if k != "http_server"})
     with pytest.raises(BenchmarkError, match="expected a mapping"):
         render_markdown(["cpu-8"])
+
+
+def test_the_table_names_the_server_that_was_timed():
+    text = render_markdown([_row().summary().to_dict()])
+    assert "Served path (REST, timed on the local Python server)" in text
+    assert "TensorFlow Serving" not in text
 
 
 def test_sweep_run_round_trip_restores_ints():

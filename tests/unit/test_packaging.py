@@ -88,8 +88,8 @@ def _distribution_of(module: str) -> str:
 # What an extra leaves out on purpose, with the reason (pyproject.toml says it too).
 LEFT_OUT = {
     # keras-hub's tensorflow-text requires the `tensorflow` wheel: a second TensorFlow next to
-    # tensorflow-tpu. The detection task (its only user, with pycocotools) is not on that image.
-    "tpu-vm": {"keras-hub": "detection", "pycocotools": "detection"},
+    # tensorflow-tpu. The Dockerfile installs keras-hub there with --no-deps, after the extra.
+    "tpu-vm": {"keras-hub": "installed with --no-deps by the Dockerfile"},
 }
 
 
@@ -130,6 +130,18 @@ def test_no_runtime_module_needs_the_dev_extra():
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "digits.npz" in package_data["components.convert"]
     assert (ROOT / "components" / "convert" / "digits.npz").is_file()
+
+
+def test_the_tpu_vm_image_gets_keras_hub_without_tensorflow_text():
+    """keras-hub's pin is the other images'; its dependencies but tensorflow-text are in the extra."""
+    project = _project()
+    extras = project["optional-dependencies"]
+    pin = next(r for r in extras["cpu"] if _requirement_name(r) == "keras-hub")
+    assert f"pip install --no-deps {pin}" in (ROOT / "Dockerfile").read_text()
+    declared = {_requirement_name(r) for r in [*project["dependencies"], *extras["tpu-vm"]]}
+    assert "tensorflow-text" not in declared and not declared & {"tensorflow", "tensorflow-cpu"}
+    wanted = {_requirement_name(r) for r in importlib.metadata.requires("keras-hub") or [] if "extra ==" not in r}
+    assert wanted - declared == {"tensorflow-text"}
 
 
 def test_the_dockerfile_installs_the_declared_extras_and_sets_onednn():

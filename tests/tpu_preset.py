@@ -1,0 +1,123 @@
+"""The ``tpu-512`` detector preset exercised on the CPU: build, train a few steps, export, serve.
+
+The preset a TPU user runs (ResNet-50 bottleneck stacks, P3-P7, 9 anchors per location, 512 px)
+is built from ``model_options: {preset: tpu-512}``, trained at batch 2 on a handful of built-in
+``shapes`` images (letterboxed to 512 px), exported, served by the local Python server, and a few
+images are scored through the served signature. Shared by the slow test (fewest steps) and the
+benchmark (``python -m tests.tpu_preset --epochs 2 --steps 2``, a fresh process so that its peak
+memory is its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BATCH = 2
+IMAGES = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class PresetRun:
+    """What one exercise of the preset measured.
+
+    Attributes:
+        image_shape: the trained model's input shape (512 x 512 x 3 for the preset).
+        steps: training steps run.
+        epoch_seconds: each epoch's time; the first includes building the graph (the first step).
+        train_seconds: the whole ``train()`` call: build, epochs, export and saving.
+        served_images: images scored through the served signature.
+        serve_seconds: the server's start (loading the SavedModel) and one request of them.
+        detections: detections per scored image (an untrained detector finds anything).
+        peak_rss_mib: this process's peak resident memory.
+    """
+
+    image_shape: list[int]
+    steps: int
+    epoch_seconds: list[float]
+    train_seconds: float
+    served_images: int
+    serve_seconds: float
+    detections: list[int]
+    peak_rss_mib: float
+
+
+def exercise(root: Path, epochs: int = 1, steps_per_epoch: int = 2, served: int = 2) -> PresetRun:
+    """Builds, trains, exports and serves the ``tpu-512`` detector under ``root`` (see the module)."""
+    from components.convert import convert, shapes
+    from trainer.config import ConvertConfig, TrainConfig
+    from trainer.train import train
+
+    coco = shapes.generate(root / "coco", count=IMAGES, seed=3)
+    dataset, model = root / "dataset", root / "model"
+    convert(ConvertConfig(source=str(coco), workers=1), str(dataset), log=lambda m: None)
+    config = TrainConfig(
+        model="retinanet",
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        batch_size_per_replica=BATCH,
+        validation_split=None,
+        model_options={"preset": "tpu-512"},
+    )
+    began = time.perf_counter()
+    summary = train(str(dataset), str(model), config)
+    train_seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    detections = _serve_and_score(str(dataset), str(model / "saved_model"), served)
+    return PresetRun(
+        image_shape=list(summary.image_shape),
+        steps=summary.steps,
+        epoch_seconds=list(summary.epoch_seconds),
+        train_seconds=train_seconds,
+        served_images=len(detections),
+        serve_seconds=time.perf_counter() - began,
+        detections=detections,
+        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    )
+
+
+def _serve_and_score(dataset_dir: str, saved_model: str, count: int) -> list[int]:
+    """Scores ``count`` training images over REST; checks each answer against the task's schema."""
+    from components.serving.checks import http_json
+    from components.serving.server import ModelServer
+    from trainer.tasks import get_task
+
+    task = get_task("detection")
+    images = [encoded for encoded, _ in task.known_examples(dataset_dir, "train", count)]
+    body = {"instances": [{"b64": base64.b64encode(b).decode()} for b in images]}
+    with ModelServer(saved_model, "detector") as server:
+        status, answer = http_json("POST", f"{server.url}/v1/models/detector:predict", body, timeout_s=300)
+    if status != 200:
+        raise RuntimeError(f"the served tpu-512 detector answered {status}, expected 200: {answer}")
+    predictions = answer["predictions"]
+    if len(predictions) != len(images):
+        raise RuntimeError(f"{len(images)} images sent, {len(predictions)} predictions received")
+    for prediction in predictions:
+        task.check_prediction(prediction)
+    return [int(p["num_detections"]) for p in predictions]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs :func:`exercise` in a temporary folder and prints its :class:`PresetRun` as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=2, help="steps per epoch")
+    parser.add_argument("--served", type=int, default=2, help="images scored through the served signature")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    with tempfile.TemporaryDirectory(prefix="ltp-tpu512-") as root:
+        run = exercise(Path(root), args.epochs, args.steps, args.served)
+    print(json.dumps(dataclasses.asdict(run)), file=sys.stdout, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
