@@ -180,6 +180,8 @@ class TrainingSummary:
         precision_reason: why that policy (``precision: auto`` decides per device).
         epoch_seconds: each epoch's time in this process (start to last training step, validation
             excluded), the first (compiling) one included; a resumed run lists only its own epochs.
+        fit: what the task fitted to the training data (the options left on ``auto``, the
+            schedule) and why: coverage, object sizes in pixels, steps; its ``lines`` say it in words.
     """
 
     model: str
@@ -213,6 +215,7 @@ class TrainingSummary:
     task: str = DEFAULT_TASK
     epoch_seconds: list[float] = dataclasses.field(default_factory=list)
     precision_reason: Optional[str] = None
+    fit: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``)."""
@@ -236,6 +239,7 @@ class _Prepared:
     fingerprint: str
     dataset_fp: str
     history: list[dict[str, Any]]
+    fit: Optional[dict[str, Any]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,9 +256,10 @@ class _Settings:
     drop_remainder: bool
     steps_per_epoch: int
     learning_rate: float
+    epochs: int
 
     def total_steps(self, config: TrainConfig) -> int:
-        return config.epochs * self.steps_per_epoch
+        return self.epochs * self.steps_per_epoch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,7 +303,7 @@ def _fit_epochs(
     from trainer import callbacks
 
     step = resumed_from
-    for epoch in range(step // settings.steps_per_epoch, config.epochs):
+    for epoch in range(step // settings.steps_per_epoch, settings.epochs):
         remaining = (epoch + 1) * settings.steps_per_epoch - step
         if remaining <= 0:
             continue
@@ -361,7 +366,7 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
     from trainer import callbacks
 
     strategy = distribute.get_strategy(config.accelerator)
-    settings = _settings(config, prepared.info, strategy)
+    prepared, settings = _fit_to_data(prepared, config, _settings(config, prepared.info, strategy))
     model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
     manager = tf.train.CheckpointManager(checkpoint, prepared.ckpt_dir, max_to_keep=3)
     resumed_from = _restore(checkpoint, manager, optimizer, settings.total_steps(config))
@@ -393,7 +398,10 @@ def train(dataset_dir: str, model_dir: str, config: TrainConfig, checkpoint_dir:
         precision=settings.precision,
         steps_per_execution=settings.steps_per_execution,
         jit_compile=settings.jit_compile,
+        epochs=settings.epochs,
     )
+    if prepared.fit is not None:
+        effective = effective.replace(model_options=prepared.task.options.to_dict())
     _export(model, model_dir, effective, summary, prepared)
     return summary
 
@@ -505,10 +513,11 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         drop_remainder=defaults.drop_remainder,
         steps_per_epoch=steps_per_epoch,
         learning_rate=scaled_learning_rate(config, global_batch),
+        epochs=config.epochs or 0,  # None: fitted to the data (_fit_to_data)
     )
     log.info(
         "training %s on %s (%s, %d replicas): global batch %d, lr %.3g, %s, steps_per_execution %d, "
-        "jit %s, %d epochs x %d steps",
+        "jit %s, %s epochs x %d steps",
         config.model,
         kind,
         type(strategy).__name__,
@@ -518,10 +527,39 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         settings.precision,
         spe,
         settings.jit_compile,
-        config.epochs,
+        config.epochs or "fitted",
         steps_per_epoch,
     )
     return settings
+
+
+def _fit_to_data(prepared: _Prepared, config: TrainConfig, settings: _Settings) -> tuple[_Prepared, _Settings]:
+    """The task with its ``auto`` options fitted to the training split, and the fitted epochs.
+
+    Raises:
+        TrainingError: the data cannot be fitted, or ``epochs`` is null for a task that fits no schedule.
+    """
+    try:
+        fitted = prepared.task.fit_to_data(
+            prepared.info,
+            config.train_split,
+            global_batch=settings.global_batch,
+            steps_per_epoch=settings.steps_per_epoch,
+            epochs=config.epochs,
+            learning_rate=settings.learning_rate,
+        )
+    except TaskError as err:
+        raise TrainingError(str(err)) from err
+    epochs = config.epochs or (fitted.epochs if fitted is not None else None)
+    if epochs is None:
+        raise TrainingError(
+            f"train.epochs: null (fitted to the data) but the {prepared.task.name} task fits no schedule; set epochs"
+        )
+    if fitted is None:
+        return prepared, settings
+    return dataclasses.replace(prepared, task=fitted.task, fit=fitted.record), dataclasses.replace(
+        settings, epochs=epochs
+    )
 
 
 def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strategy: Any) -> tuple[Any, Any, Any]:
@@ -620,7 +658,7 @@ def _summary(
         task=prepared.task.name,
         model=config.model,
         steps=step,
-        epochs=config.epochs,
+        epochs=settings.epochs,
         steps_per_epoch=settings.steps_per_epoch,
         global_batch_size=settings.global_batch,
         batch_size_per_replica=settings.global_batch // settings.replicas,
@@ -647,6 +685,7 @@ def _summary(
         config_fingerprint=prepared.fingerprint,
         history=history,
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        fit=prepared.fit,
     )
 
 
@@ -688,6 +727,11 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         f"- {summary.steps} steps = {summary.epochs} epochs x {summary.steps_per_epoch} steps, global "
         f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",
         f"- throughput: {_fmt(summary.images_per_sec, '.0f')} images/s; config `{summary.config_fingerprint}`",
+        *(
+            ["", "## Fitted to the data", *(f"- {line}" for line in summary.fit.get("lines", []))]
+            if summary.fit
+            else []
+        ),
         "",
         "## Final metrics",
         *task.describe(summary.to_dict()),

@@ -32,7 +32,7 @@ def train_model(
             checkpoints/, logs/ (TensorBoard), training.json.
         metrics: final loss/accuracy (train and validation), images/s, steps.
         model_name: a model builder of ``trainer.tasks.classification.model`` (``mnist_cnn``, ``transfer_classifier``).
-        epochs: training epochs.
+        epochs: training epochs; 0: a schedule in steps fitted to the data (tasks that fit one).
         steps_per_epoch: steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
         learning_rate: learning rate for a global batch of 128, scaled with the global batch.
@@ -47,13 +47,14 @@ def train_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.artifacts import checkpoint_uri
+    from components.params import none_if_empty
     from components.train.run import describe_model, scalar_metrics, train_config
     from trainer.train import train
 
     config = train_config(
         config_yaml,
         model=model_name,
-        epochs=epochs,
+        epochs=none_if_empty(epochs),
         steps_per_epoch=steps_per_epoch or None,
         batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate,
