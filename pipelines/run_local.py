@@ -134,7 +134,8 @@ def headline(run_dir: Optional[Path], task: str) -> str:
         m = arts.get("metrics", {})
         score = next(((k, m[k]) for k in ("val_accuracy", "val_ap", "val_map", "train_accuracy") if k in m), None)
         figure = f", final {score[0]} {score[1]:.4f}" if score else ""
-        return f"{m.get('images_per_sec', 0):,.0f} training images/s{figure}"
+        fitted = arts.get("model", {}).get("fit_summary")
+        return f"{m.get('images_per_sec', 0):,.0f} training images/s{figure}" + (f"; {fitted}" if fitted else "")
     if task.startswith("evaluate"):
         m, reasons = arts.get("metrics", {}), arts.get("blessing", {}).get("reasons", [])
         score = _evaluation_headline(m)
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         "shapes (detection); default: the task's built-in"
     )  # fmt: skip
     parser.add_argument("--limit", type=int, help="images per split, 0 = all; default 20000 (detection: all)")
-    parser.add_argument("--epochs", type=int, help="default 3 (detection: 8)")
+    parser.add_argument("--epochs", type=int, help="default 3 (detection: 0, a schedule in steps fitted to the data)")
     parser.add_argument("--steps-per-epoch", type=int, default=0, help="0 = one pass over the training split")
     parser.add_argument("--benchmark-images", type=int, default=3200)
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")

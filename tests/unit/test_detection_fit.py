@@ -185,3 +185,21 @@ def test_the_varied_generator_writes_what_it_promises(tmp_path):
     assert varied_coco.generate(tmp_path / "again", spec).read_bytes() == path.read_bytes()  # seeded
     _opts, fitted = run_fit(sample_of_coco(path))
     assert fitted.record["coverage_after"] >= 0.95
+
+
+def test_the_run_form_autos_keep_a_preset_s_values():
+    from trainer.tasks import get_task
+
+    form = dict(get_task("detection").run_defaults.form["model_options"])
+    assert form and set(form.values()) == {"auto"}
+    tpu = DetectorOptions.from_options({**form, "preset": "tpu-512"})
+    assert (tpu.image_size, tpu.max_level, tpu.anchor_size) == (512, 7, 4.0)
+    assert set(tpu.auto_fields()) == {"warmup_steps"}
+
+
+def test_the_one_line_summary_of_the_train_step():
+    from components.train.run import fit_summary
+
+    _opts, fitted = run_fit(synthetic())
+    line = fit_summary(fitted.record)
+    assert line.startswith("fitted: input 128 px, anchors cover") and line.endswith(f"{fitted.record['steps']} steps")

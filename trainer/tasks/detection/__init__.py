@@ -50,6 +50,9 @@ class Detection(Task):
         headline=("ap50", "ap"),
         # The small RetinaNet, fitted to the data; 0.008 gives 1e-3 at batch 16.
         form={
+            # Spelled out so the run form shows what is fitted to the data; a value typed over
+            # "auto" is kept as it is.
+            "model_options": {name: "auto" for name in DetectorOptions().auto_fields()},
             "batch_size_per_replica": 16,
             "augment": True,
             "learning_rate": 0.008,

@@ -100,12 +100,18 @@ class DetectorOptions(ConfigBase):
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None) -> DetectorOptions:
-        """Builds the options from a preset and overrides; an unknown key or bad value is a TaskError."""
+        """Builds the options from a preset and overrides; an unknown key or bad value is a TaskError.
+
+        An ``auto`` override of a value the preset sets keeps the preset's (the run form lists the
+        fitted options as ``auto``, and choosing a preset there must not undo it).
+        """
         options = dict(options or {})
         preset = options.pop("preset", "small")
         if preset not in PRESETS:
             raise TaskError(f"model_options.preset: unknown {preset!r}; presets: {', '.join(PRESETS)}")
-        merged = {**PRESETS[preset], **options, "preset": preset}
+        # The run form spells the fitted options out as "auto": a preset's own values win over those.
+        chosen = {k: v for k, v in options.items() if not (v == AUTO and k in PRESETS[preset])}
+        merged = {**PRESETS[preset], **chosen, "preset": preset}
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(merged) - set(names))
         if unknown:
