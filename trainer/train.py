@@ -420,6 +420,10 @@ def _prepare(
         raise TrainingError(f"{dataset_dir}: {err}") from err
     task = task_type(config.model_options)  # a bad option is the task's error, naming the option
     task.check_dataset(info)
+    if config.epochs is None and type(task).fit_to_data is Task.fit_to_data:
+        raise TrainingError(
+            f"train.epochs: null (fitted to the data) but the {task.name} task fits no schedule; set epochs"
+        )
     info.split_count(config.train_split)
     val_split = config.validation_split
     if val_split is not None and val_split not in info.splits:

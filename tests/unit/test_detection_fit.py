@@ -6,6 +6,7 @@ Box samples are drawn here directly (cheap) and from the varied COCO generator's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -203,3 +204,16 @@ def test_the_one_line_summary_of_the_train_step():
     _opts, fitted = run_fit(synthetic())
     line = fit_summary(fitted.record)
     assert line.startswith("fitted: input 128 px, anchors cover") and line.endswith(f"{fitted.record['steps']} steps")
+
+
+def test_the_built_in_shapes_keep_the_detector_tuned_for_them():
+    rng = np.random.default_rng(1)
+    sample = synthetic(images=400, sides=(64, 64), object_px=(16, 32), aspect=(1.0, 1.0))
+    # Sides of whole pixels, as stored: normalised float32 coordinates times the image size.
+    sides = rng.integers(16, 33, size=len(sample.box_hw)).astype(np.float32)
+    hw = np.stack([sides, sides], axis=1) / np.float32(64) * np.float32(64)
+    _opts, fitted = run_fit(dataclasses.replace(sample, box_hw=hw.astype(float)), epochs=8)
+    chosen = fitted.options
+    assert chosen["image_size"] == 64
+    assert (chosen["min_level"], chosen["max_level"], chosen["anchor_size"], chosen["num_scales"]) == (3, 4, 2.5, 3)
+    assert chosen["aspect_ratios"] == (1.0,)

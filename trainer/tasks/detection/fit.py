@@ -279,12 +279,13 @@ def choose_image_size(sample: BoxSample, budget: int) -> tuple[int, float, Optio
     relative = np.sqrt(sample.box_hw[:, 0] * sample.box_hw[:, 1]) / sample.image_hw.max(axis=1)[sample.box_image]
     small = float(np.quantile(relative, SMALL_QUANTILE))
     need = MIN_OBJECT_PX / max(small, 1e-9)
-    size = max(MIN_IMAGE_SIZE, _round_up(need, SIZE_STEP))
+    # 2% of slack: boxes stored as normalised float32 must not tip 64.0 over to the next size.
+    size = max(MIN_IMAGE_SIZE, _round_up(need / 1.02, SIZE_STEP))
     cap = budget // SIZE_STEP * SIZE_STEP
     if size <= cap:
         return size, need, None
     under = float((relative * cap < LEARNABLE_PX).mean())
-    advice = _round_up(need, SIZE_STEP)
+    advice = _round_up(need / 1.02, SIZE_STEP)
     if under > TOO_SMALL_SHARE:
         raise FitError(
             f"model_options.image_size: the objects are too small for the budget: at max_image_size {budget} "
