@@ -3,20 +3,21 @@
 Before the model is built, the train step reads the training split's boxes (their features only,
 no image is decoded: :func:`read_box_sample`) and derives, for each option left on ``auto``:
 
-- ``image_size``: the smallest size, in steps of 32 (the TPU's tiling likes multiples of 32 to
-  128), at which the small objects (the 5th percentile of the box sides, as the square root of the
-  area) keep ``MIN_OBJECT_PX`` pixels after letterboxing, bounded by ``max_image_size`` (the
-  compute budget). Objects that would stay under ``LEARNABLE_PX`` at the budget are an error that
-  names the size they need.
+- ``image_size``: the smallest multiple of 64 (sizes that suit the TPU's tiling), at least 64, at
+  which the small objects (the 5th percentile of the box sizes, as the square root of the area)
+  keep ``MIN_OBJECT_PX`` pixels after letterboxing, bounded by ``max_image_size`` (the compute
+  budget). More than ``TOO_SMALL_SHARE`` of the boxes under ``LEARNABLE_PX`` at the budget is an
+  error that names the size they need; fewer, a warning.
 - ``min_level``/``max_level`` (and ``use_p5``), ``anchor_size``, ``num_scales``, ``aspect_ratios``:
   a search over candidates (the aspect ratios also from clustering the boxes' log aspect ratios)
   for the share of boxes with an anchor at IoU >= 0.5 on the real anchor grid at the chosen size
-  (keras-hub's ``AnchorGenerator``, in NumPy), then the fewest anchors among the best; the share
-  is reported before (the previous fixed defaults at that size) and after.
+  (keras-hub's ``AnchorGenerator``, in NumPy); among the best, the previous defaults where they
+  reach the goal, else the fewest anchors. The share is reported before (the previous fixed
+  defaults at that size) and after.
 - ``max_boxes``: the most boxes any training image has, rounded up to a multiple of 8.
 - ``warmup_steps`` and the length of training (``epochs: null`` in the train config): a schedule
   in optimizer steps, ``max(MIN_IMAGES, EPOCH_EQUIVALENT x examples) / global batch`` (at least
-  ``MIN_STEPS``), rounded up to whole epochs; the learning rate is the one for the global batch.
+  ``MIN_STEPS``), rounded to whole epochs; the learning rate is the one for the global batch.
 
 A value the user sets is never changed; the fit only fills in the ``auto`` ones. Pure NumPy but
 for :func:`read_box_sample`, so the choices are tested without TensorFlow.
