@@ -217,3 +217,19 @@ def test_the_built_in_shapes_keep_the_detector_tuned_for_them():
     assert chosen["image_size"] == 64
     assert (chosen["min_level"], chosen["max_level"], chosen["anchor_size"], chosen["num_scales"]) == (3, 4, 2.5, 3)
     assert chosen["aspect_ratios"] == (1.0,)
+
+
+@pytest.mark.slow
+def test_the_records_give_the_fit_the_boxes_of_the_coco_file(tmp_path):
+    from components.convert import convert
+    from trainer.config import ConvertConfig
+    from trainer.tfrecords import load_dataset_info
+
+    coco = varied_coco.generate(tmp_path / "coco", varied_coco.VariedSpec(count=40, seed=5, crowd=0.5))
+    convert(ConvertConfig(source=str(coco), workers=1, splits={"train": 1.0}), str(tmp_path / "ds"))
+    got = fit.read_box_sample(load_dataset_info(str(tmp_path / "ds")), "train")
+    want = sample_of_coco(coco)
+    assert got.examples == 40 and len(got.image_hw) == 40 and got.crowd == want.crowd > 0
+    order = lambda s: np.lexsort(np.concatenate([s.box_hw, s.box_center], axis=1).T.round(2))  # noqa: E731
+    np.testing.assert_allclose(got.box_hw[order(got)], want.box_hw[order(want)], atol=0.05)
+    assert sorted(got.labels.tolist()) == sorted(want.labels.tolist())

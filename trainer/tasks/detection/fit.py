@@ -494,8 +494,8 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def read_box_sample(info: DatasetInfo, split: str, limit: int = 50_000) -> BoxSample:
-    """The split's box features (up to ``limit`` records; no image is decoded).
+def read_box_sample(info: DatasetInfo, split: str, limit: int = 20_000) -> BoxSample:
+    """The split's box features (up to ``limit`` records spread over its shards; no image is decoded).
 
     Raises:
         DatasetError: the split is missing or empty.
@@ -508,7 +508,15 @@ def read_box_sample(info: DatasetInfo, split: str, limit: int = 50_000) -> BoxSa
     examples = info.split_count(split)
     keys = [k for k in task_input.FEATURE_KEYS if k != "image/encoded"]
     spec = {k: tfrecords.FEATURE_SPEC[k] for k in keys}
-    ds = tf.data.TFRecordDataset(info.shard_paths(split), compression_type=info.compression or "").take(limit)
+    files = info.shard_paths(split)
+    per_shard = math.ceil(limit / max(1, len(files)))  # a sample spread over every shard, not the first ones
+    compression = info.compression or ""
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).take(per_shard),
+        cycle_length=min(8, max(1, len(files))),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     images, boxes, centers, owners, labels, crowd = [], [], [], [], [], 0
     for batch in ds.batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
         hw = np.stack([batch["image/height"].numpy(), batch["image/width"].numpy()], axis=1).reshape(-1, 2)
