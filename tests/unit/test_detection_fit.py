@@ -155,6 +155,7 @@ def test_no_boxes_at_all_falls_back_with_a_warning():
     opts.resolved(fitted.options).check()
 
 
+@pytest.mark.slow
 def test_the_numpy_grid_matches_the_anchor_generator_of_keras_hub():
     pytest.importorskip("keras_hub")
     import keras_hub
