@@ -82,7 +82,7 @@ def test_the_issue_kind_of_data_gets_a_larger_input_and_full_coverage():
     record = fitted.record
     assert fitted.options["image_size"] == 128  # 24 px objects in 160 px images keep >= 16 px
     assert record["object_px"]["p5"] >= fit.MIN_OBJECT_PX
-    assert record["coverage_after"] >= 0.95
+    assert record["coverage_after"] >= 0.95 > record["coverage_previous_setup"]  # 64 px lost the small ones
     resolved = opts.resolved(fitted.options)
     assert resolved.auto_fields() == [] and resolved.image_size % 2**resolved.max_level == 0
     assert any("coverage" in line for line in record["lines"]) and any("schedule" in line for line in record["lines"])

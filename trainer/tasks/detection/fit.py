@@ -444,6 +444,7 @@ def _anchor_record(sample: BoxSample, size: int, anchors: AnchorSet, notes: Mapp
         "object_px": _quantiles(px),
         "object_px_before_fit": _quantiles(sample.object_px(MIN_IMAGE_SIZE)),
         "coverage_before": round(coverage(sample, previous, size), 4),
+        "coverage_previous_setup": round(coverage(sample, previous, MIN_IMAGE_SIZE), 4),
         "coverage_after": round(coverage(sample, anchors, size), 4),
         "anchors": dataclasses.asdict(anchors),
         "anchors_per_location": anchors.per_location(),
@@ -481,7 +482,8 @@ def describe(record: Mapping[str, Any], warnings: Sequence[str]) -> list[str]:
             f"anchors P{a['min_level']}-P{a['max_level']}, size {a['anchor_size']:g} x stride, "
             f"{a['num_scales']} scales, aspect ratios (h/w) {', '.join(f'{r:g}' for r in a['aspect_ratios'])}: "
             f"coverage at IoU >= {MATCH_IOU} {before:.1f}% with the previous defaults -> {after:.1f}% "
-            f"({record['boxes']} boxes)"
+            f"({record['boxes']} boxes; the previous setup, {MIN_IMAGE_SIZE} px and those anchors: "
+            f"{100 * record['coverage_previous_setup']:.1f}%)"
         )
     if "schedule" in record:
         lines.append(f"schedule: {record['schedule']}, learning rate {record['learning_rate']:.3g} for the batch")
