@@ -71,7 +71,8 @@ def fit_summary(fit: Mapping[str, Any]) -> str:
     parts = []
     if "image_size" in fit:
         parts.append(f"input {fit['image_size']} px")
-        parts.append(f"anchors cover {100 * fit['coverage_after']:.1f}% (before {100 * fit['coverage_before']:.1f}%)")
+        before = fit.get("coverage_previous_setup", fit["coverage_before"])
+        parts.append(f"anchors cover {100 * fit['coverage_after']:.1f}% (previous setup {100 * before:.1f}%)")
     parts.append(f"{fit['steps']} steps")
     return "fitted: " + ", ".join(parts)
 
