@@ -3,7 +3,8 @@ a Cloud TPU v2-8 -> COCO mAP with a fail-closed gate -> inference benchmark -> d
 staging -> (asked for) prod.
 
 The same wiring as ``end_to_end`` (``pipelines.flow.build``), with defaults for detection: a UI
-run with no edits trains the small RetinaNet that suits the built-in data. For real data at
+run with no edits trains the small RetinaNet, its input size, anchors and schedule fitted to the
+data in the train step. For real data at
 512-640 px on the TPU, set ``model_options`` to ``{"preset": "tpu-512"}`` (see docs/detection.md).
 Compiled by ``make compile`` to ``dist/pipelines/detection.yaml``; run locally by
 ``make run TASK=detection``.
@@ -57,11 +58,13 @@ def pipeline(
             built-in shapes (generated, no download).
         limit_per_split: keep at most this many images per split; 0 keeps all.
         model: retinanet (keras-hub's RetinaNetObjectDetector).
-        model_options: detector options: image_size, anchor_size, aspect_ratios, the ResNet's
-            stackwise_filters/blocks/strides, min_level/max_level, head_convs, weights, ...; or
-            {"preset": "tpu-512"} for a ResNet-50-class detector at 512 px. Empty: the small
-            detector for 64 px images with 16-32 px objects.
-        epochs: training epochs.
+        model_options: detector options: image_size, anchor_size, num_scales, aspect_ratios,
+            min_level/max_level, max_boxes, warmup_steps (each "auto" by default: fitted to the
+            training boxes, within max_image_size), the ResNet's stackwise_filters/blocks/strides,
+            head_convs, weights, ...; or {"preset": "tpu-512"} for a ResNet-50-class detector at
+            512 px. Empty: the small detector, fitted to the data (docs/detection.md).
+        epochs: training epochs; 0 fits a schedule in optimizer steps to the dataset's size and
+            the global batch.
         steps_per_epoch: training steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: images per accelerator core per step.
         augment: random horizontal flips of the training images, boxes flipped with them.

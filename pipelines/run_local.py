@@ -147,7 +147,10 @@ def headline(run_dir: Optional[Path], task: str) -> str:
         trained = arts.get("model", {})
         # The model the task chose (model: auto), and why: the user did not name it.
         chosen = f"{trained['model']} ({trained['model_reason']}), " if trained.get("model_reason") else ""
-        return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}"
+        fitted = trained.get("fit_summary")
+        return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}" + (
+            f"; {fitted}" if fitted else ""
+        )
     if task.startswith("evaluate"):
         m, reasons = arts.get("metrics", {}), arts.get("blessing", {}).get("reasons", [])
         score = _evaluation_headline(m)
@@ -500,7 +503,7 @@ def _parser() -> argparse.ArgumentParser:
         "shapes (detection); default: the task's built-in"
     )  # fmt: skip
     parser.add_argument("--limit", type=int, help="images per split, 0 = all; default 20000 (detection: all)")
-    parser.add_argument("--epochs", type=int, help="default 3 (detection: 8)")
+    parser.add_argument("--epochs", type=int, help="default 3 (detection: 0, a schedule in steps fitted to the data)")
     parser.add_argument("--steps-per-epoch", type=int, help="0 = one pass over the training split (the default)")
     parser.add_argument("--benchmark-images", type=int, help="images the benchmark times (default 3200)")
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")

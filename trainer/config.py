@@ -92,7 +92,9 @@ class TrainConfig(ConfigBase):
         model: a model builder name of the dataset's task (``mnist_cnn``, ``transfer_classifier`` in
             ``trainer.tasks.classification.model``; ``retinanet`` for detection), or ``auto``: the
             task chooses from the dataset's images (``Task.resolve_model``).
-        epochs: passes over the training split (or ``steps_per_epoch`` steps each).
+        epochs: passes over the training split (or ``steps_per_epoch`` steps each); ``None``: a
+            schedule in optimizer steps fitted to the dataset's size and the global batch, for the
+            tasks that fit one (detection: ``trainer/tasks/detection/fit.py``).
         steps_per_epoch: steps per epoch; ``None`` means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 is the TPU target).
         learning_rate: base learning rate for a global batch of 128; scaled with the global batch.
@@ -127,7 +129,7 @@ class TrainConfig(ConfigBase):
     _section: ClassVar[str] = "train."
 
     model: str = "mnist_cnn"
-    epochs: int = 3
+    epochs: Optional[int] = 3
     steps_per_epoch: Optional[int] = None
     batch_size_per_replica: int = 128
     learning_rate: float = 1e-3
@@ -150,8 +152,8 @@ class TrainConfig(ConfigBase):
     launcher: typing.Literal["auto", "jobset", "job", "local"] = "auto"
 
     def validate(self) -> None:
-        if self.epochs < 1:
-            self._fail("epochs", f"must be >= 1, got {self.epochs}")
+        if self.epochs is not None and self.epochs < 1:
+            self._fail("epochs", f"must be >= 1 or null (fitted to the data), got {self.epochs}")
         for name in ("steps_per_epoch", "steps_per_execution", "validation_steps"):
             value = getattr(self, name)
             if value is not None and value < 1:

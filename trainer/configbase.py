@@ -42,7 +42,8 @@ def _check_type(field: str, value: Any, annotation: Any) -> Any:
                 return _check_type(field, value, arg)
             except ConfigError as err:
                 errors.append(str(err))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{field}: {value!r} fits none of {args}")
+        kinds = " or ".join(_describe(a) for a in args if a is not type(None))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{field}: expected {kinds}, got {value!r}")
     if origin is typing.Literal:
         if value not in args:
             raise ConfigError(f"{field}: expected one of {list(args)}, got {value!r}")
@@ -86,6 +87,14 @@ def _check_type(field: str, value: Any, annotation: Any) -> Any:
             raise ConfigError(f"{field}: expected a string, got {value!r}")
         return value
     return value
+
+
+def _describe(annotation: Any) -> str:
+    """A type as a message names it: ``a number``, ``'auto'``, ``a list``."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return " or ".join(repr(a) for a in typing.get_args(annotation))
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", tuple: "a list"}
+    return names.get(typing.get_origin(annotation) or annotation, str(annotation).replace("typing.", ""))
 
 
 def whole_int(value: Any) -> Optional[int]:

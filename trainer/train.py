@@ -185,6 +185,8 @@ class TrainingSummary:
         epoch_seconds: each epoch's time in this process (start to last training step, validation
             excluded), the first (compiling) one included; a resumed run lists only its own epochs.
         workers: training processes (pods) under ``MultiWorkerMirroredStrategy``; 1 for one process.
+        fit: what the task fitted to the training data (the options left on ``auto``, the
+            schedule) and why: coverage, object sizes in pixels, steps; its ``lines`` say it in words.
     """
 
     model: str
@@ -220,6 +222,7 @@ class TrainingSummary:
     precision_reason: Optional[str] = None
     workers: int = 1
     model_reason: Optional[str] = None
+    fit: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``)."""
@@ -245,6 +248,7 @@ class _Prepared:
     fingerprint: str
     dataset_fp: str
     history: list[dict[str, Any]]
+    fit: Optional[dict[str, Any]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,10 +265,11 @@ class _Settings:
     drop_remainder: bool
     steps_per_epoch: int
     learning_rate: float
+    epochs: int
     workers: int = 1
 
     def total_steps(self, config: TrainConfig) -> int:
-        return config.epochs * self.steps_per_epoch
+        return self.epochs * self.steps_per_epoch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,7 +319,7 @@ def _fit_epochs(
     from trainer import callbacks
 
     step = resumed_from
-    for epoch in range(step // settings.steps_per_epoch, config.epochs):
+    for epoch in range(step // settings.steps_per_epoch, settings.epochs):
         remaining = (epoch + 1) * settings.steps_per_epoch - step
         if remaining <= 0:
             continue
@@ -362,7 +367,7 @@ def _run_epochs(
         if role.chief:
             _write_state(prepared, history)
 
-    plan = multiworker.EpochPlan(config.epochs, settings.steps_per_epoch, resumed_from, bool(settings.jit_compile))
+    plan = multiworker.EpochPlan(settings.epochs, settings.steps_per_epoch, resumed_from, bool(settings.jit_compile))
     return multiworker.run_epochs(fit, role.strategy, plan, on_epoch)
 
 
@@ -406,7 +411,7 @@ def train(
     if isinstance(prepared, TrainingSummary):
         return prepared
     strategy = role.strategy if role is not None else distribute.get_strategy(config.accelerator)
-    settings = _settings(config, prepared.info, strategy)
+    prepared, settings = _fit_to_data(prepared, config, _settings(config, prepared.info, strategy))
     model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
     chief = role is None or role.chief
     out_dir = model_dir if chief else role.scratch_dir
@@ -427,7 +432,10 @@ def train(
         precision=settings.precision,
         steps_per_execution=settings.steps_per_execution,
         jit_compile=settings.jit_compile,
+        epochs=settings.epochs,
     )
+    if prepared.fit is not None:
+        effective = effective.replace(model_options=prepared.task.options.to_dict())
     _export(model, out_dir, effective, summary, prepared, chief)
     return summary
 
@@ -508,6 +516,10 @@ def _prepare(
         raise TrainingError(f"{dataset_dir}: {err}") from err
     task = task_type(config.model_options)  # a bad option is the task's error, naming the option
     task.check_dataset(info)
+    if config.epochs is None and type(task).fit_to_data is Task.fit_to_data:
+        raise TrainingError(
+            f"train.epochs: null (fitted to the data) but the {task.name} task fits no schedule; set epochs"
+        )
     info.split_count(config.train_split)
     val_split = config.validation_split
     if val_split is not None and val_split not in info.splits:
@@ -613,10 +625,11 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         steps_per_epoch=steps_per_epoch,
         learning_rate=scaled_learning_rate(config, global_batch),
         workers=config.workers,
+        epochs=config.epochs or 0,  # None: fitted to the data (_fit_to_data)
     )
     log.info(
         "training %s on %s (%s, %d replicas): global batch %d, lr %.3g, %s, steps_per_execution %d, "
-        "jit %s, %d epochs x %d steps",
+        "jit %s, %s epochs x %d steps",
         config.model,
         kind,
         distribute.strategy_name(strategy),
@@ -626,10 +639,39 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         settings.precision,
         spe,
         settings.jit_compile,
-        config.epochs,
+        config.epochs or "fitted",
         steps_per_epoch,
     )
     return settings
+
+
+def _fit_to_data(prepared: _Prepared, config: TrainConfig, settings: _Settings) -> tuple[_Prepared, _Settings]:
+    """The task with its ``auto`` options fitted to the training split, and the fitted epochs.
+
+    Raises:
+        TrainingError: the data cannot be fitted, or ``epochs`` is null for a task that fits no schedule.
+    """
+    try:
+        fitted = prepared.task.fit_to_data(
+            prepared.info,
+            config.train_split,
+            global_batch=settings.global_batch,
+            steps_per_epoch=settings.steps_per_epoch,
+            epochs=config.epochs,
+            learning_rate=settings.learning_rate,
+        )
+    except TaskError as err:
+        raise TrainingError(str(err)) from err
+    epochs = config.epochs or (fitted.epochs if fitted is not None else None)
+    if epochs is None:
+        raise TrainingError(
+            f"train.epochs: null (fitted to the data) but the {prepared.task.name} task fits no schedule; set epochs"
+        )
+    if fitted is None:
+        return prepared, settings
+    return dataclasses.replace(prepared, task=fitted.task, fit=fitted.record), dataclasses.replace(
+        settings, epochs=epochs
+    )
 
 
 def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strategy: Any) -> tuple[Any, Any, Any]:
@@ -732,7 +774,7 @@ def _summary(
         model=prepared.model,
         model_reason=prepared.model_reason,
         steps=step,
-        epochs=config.epochs,
+        epochs=settings.epochs,
         steps_per_epoch=settings.steps_per_epoch,
         global_batch_size=settings.global_batch,
         batch_size_per_replica=settings.global_batch // settings.replicas,
@@ -760,6 +802,7 @@ def _summary(
         config_fingerprint=prepared.fingerprint,
         history=history,
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        fit=prepared.fit,
     )
 
 
@@ -812,6 +855,11 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         f"- {summary.steps} steps = {summary.epochs} epochs x {summary.steps_per_epoch} steps, global "
         f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",
         f"- throughput: {_fmt(summary.images_per_sec, '.0f')} images/s; config `{summary.config_fingerprint}`",
+        *(
+            ["", "## Fitted to the data", *(f"- {line}" for line in summary.fit.get("lines", []))]
+            if summary.fit
+            else []
+        ),
         "",
         "## Final metrics",
         *task.describe(summary.to_dict()),

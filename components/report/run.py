@@ -390,6 +390,14 @@ def _metric_keys(history: Sequence[Mapping[str, Any]]) -> list[str]:
     return keys
 
 
+def _fit_part(fit: Optional[dict]) -> list[str]:
+    """What the task fitted to the data (``training.json``'s ``fit``), one item a line; nothing without a fit."""
+    if not fit or not fit.get("lines"):
+        return []
+    items = "".join(f"<li>{_e(line)}</li>" for line in fit["lines"])
+    return [f"<p>Fitted to the training data (the options left on <code>auto</code>):</p><ul>{items}</ul>"]
+
+
 def training_section(model_dir: Optional[str]) -> str:
     """Loss per epoch and the task's metric per epoch (train and validation), and the figures."""
     summary = read_json(model_folder.summary_path(model_dir)) if model_dir else None
@@ -412,6 +420,7 @@ def training_section(model_dir: Optional[str]) -> str:
         f"{_e(' (' + summary['precision_reason'] + ')' if summary.get('precision_reason') else '')}, learning rate "
         f"{_e(summary.get('learning_rate', '?'))}.</p>",
         f'<div class="cards">{cards}</div>',
+        *_fit_part(summary.get("fit")),
     ]
     if not history:
         parts.append(_missing("No per-epoch history in training.json."))

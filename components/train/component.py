@@ -35,7 +35,7 @@ def train_model(
         metrics: final loss/accuracy (train and validation), images/s, steps.
         model_name: a model builder of the dataset's task (``mnist_cnn``, ``transfer_classifier``,
             ``retinanet``), or ``auto``: the task chooses from the dataset's images.
-        epochs: training epochs.
+        epochs: training epochs; 0: a schedule in steps fitted to the data (tasks that fit one).
         steps_per_epoch: steps per epoch; 0 means one pass over the training split.
         batch_size_per_replica: examples per accelerator core per step (128 suits a TPU core).
         learning_rate: learning rate for a global batch of 128, scaled with the global batch.
@@ -57,12 +57,13 @@ def train_model(
     from components.artifacts import checkpoint_uri
     from components.launchers.locations import training_locations
     from components.launchers.training import run_training
+    from components.params import none_if_empty
     from components.train.run import describe_model, scalar_metrics, train_config
 
     config = train_config(
         config_yaml,
         model=model_name,
-        epochs=epochs,
+        epochs=none_if_empty(epochs),
         steps_per_epoch=steps_per_epoch or None,
         batch_size_per_replica=batch_size_per_replica,
         learning_rate=learning_rate,

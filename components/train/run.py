@@ -68,7 +68,19 @@ def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, A
         "output_signature": task.output_signature(len(summary.class_names)),
         "steps": summary.steps,
         "images_per_sec": summary.images_per_sec,
+        **({"fit_summary": fit_summary(summary.fit)} if summary.fit else {}),
     }
+
+
+def fit_summary(fit: Mapping[str, Any]) -> str:
+    """What the fit to the data chose, in one line (the run's console): input size, coverage, steps."""
+    parts = []
+    if "image_size" in fit:
+        parts.append(f"input {fit['image_size']} px")
+        before = fit.get("coverage_previous_setup", fit["coverage_before"])
+        parts.append(f"anchors cover {100 * fit['coverage_after']:.1f}% (previous setup {100 * before:.1f}%)")
+    parts.append(f"{fit['steps']} steps")
+    return "fitted: " + ", ".join(parts)
 
 
 # The training figures the step logs as Metrics, when the task reports them.

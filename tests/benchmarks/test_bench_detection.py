@@ -215,7 +215,8 @@ def test_the_make_run_recipe_over_seeds(shapes_dataset, tmp_path):
     for seed in range(SEEDS):
         config = TrainConfig(
             model="retinanet",
-            epochs=defaults["epochs"],
+            epochs=defaults["epochs"] or None,  # 0: the schedule fitted to the data
+            model_options=dict(defaults["model_options"]),
             batch_size_per_replica=defaults["batch_size_per_replica"],
             learning_rate=defaults["learning_rate"],
             augment=defaults["augment"],

@@ -37,7 +37,9 @@ def test_detection_defaults_train_the_small_detector_on_the_built_in_data(both):
     defaults = {name: p.get("defaultValue") for name, p in params.items()}
     assert defaults["source"] == "shapes" and defaults["model"] == "retinanet"
     assert defaults["value_thresholds"] == {"ap50": 0.5} and defaults["served_model_name"] == "detector"
-    assert defaults["augment"] is True and defaults["model_options"] == {}
+    assert defaults["augment"] is True and defaults["epochs"] == 0  # a schedule in steps, fitted to the data
+    options = defaults["model_options"]
+    assert options["image_size"] == options["anchor_size"] == "auto" and set(options.values()) == {"auto"}
     assert all(p.get("description") for p in params.values()), "every run-form parameter is described"
 
 

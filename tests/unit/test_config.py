@@ -27,7 +27,7 @@ def test_unknown_key_is_an_error_that_lists_the_known_keys():
 @pytest.mark.parametrize(
     ("section", "data", "message"),
     [
-        (TrainConfig, {"epochs": 0}, "train.epochs: must be >= 1, got 0"),
+        (TrainConfig, {"epochs": 0}, "train.epochs: must be >= 1 or null (fitted to the data), got 0"),
         (TrainConfig, {"batch_size_per_replica": "big"}, "train.batch_size_per_replica: expected an integer"),
         (TrainConfig, {"accelerator": "tpu-v9"}, "train.accelerator: expected one of"),
         (TrainConfig, {"epochs": True}, "expected an integer, got True"),

@@ -39,14 +39,19 @@ def test_the_task_imports_without_tensorflow_and_gives_the_gate_its_metrics():
 
 def test_options_presets_overrides_and_bad_values():
     small = DetectorOptions.from_options({})
-    assert small.image_size == 64 and small.aspect_ratios == (1.0,) and small.max_level == 4
+    assert small.image_size == small.aspect_ratios == small.max_level == "auto"  # fitted to the data
+    assert "image_size" in small.auto_fields() and "stem_filters" not in small.auto_fields()
     tpu = DetectorOptions.from_options({"preset": "tpu-512", "max_boxes": 50.0})  # kfp.local: ints as floats
     assert tpu.image_size == 512 and tpu.max_boxes == 50 and isinstance(tpu.max_boxes, int)
     assert tpu.stackwise_blocks == (3, 4, 6, 3) and tpu.use_p5
     with pytest.raises(TaskError, match="unknown detector option; known"):
         DetectorOptions.from_options({"anchor": 3})
     with pytest.raises(TaskError, match="multiple of 2\\*\\*max_level"):
-        DetectorOptions.from_options({"image_size": 100})
+        DetectorOptions.from_options({"image_size": 100})  # not even P3's stride divides it
+    with pytest.raises(TaskError, match="multiple of 2\\*\\*max_level"):
+        DetectorOptions.from_options({"image_size": 104, "max_level": 4})
+    with pytest.raises(TaskError, match="anchor_size: expected a number or .auto., got .big."):
+        DetectorOptions.from_options({"anchor_size": "big"})
     with pytest.raises(TaskError, match="unknown 'huge'"):
         DetectorOptions.from_options({"preset": "huge"})
     with pytest.raises(TaskError, match="64 filters in its first stack"):

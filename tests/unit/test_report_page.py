@@ -242,3 +242,13 @@ def test_the_command_line_builds_the_page_from_a_kfp_local_run_folder(records, t
         assert figure in page, figure
     assert main(["--run-dir", str(tmp_path / "nothing"), "--output", str(out)]) == 2
     assert "not a kfp.local run folder" in capsys.readouterr().err
+
+
+def test_the_training_section_says_what_was_fitted_to_the_data(tmp_path):
+    lines = ["input 128 px: objects 17-66 px", "anchors P3-P4: coverage 74.0% -> 99.5%", "warning: a <class> alone"]
+    (tmp_path / "training.json").write_text(json.dumps({"model": "retinanet", "fit": {"lines": lines}}))
+    training = report_run.training_section(str(tmp_path))
+    assert "Fitted to the training data" in training and "coverage 74.0% -&gt; 99.5%" in training
+    assert "a &lt;class&gt; alone" in training  # escaped
+    (tmp_path / "training.json").write_text(json.dumps({"model": "mnist_cnn"}))
+    assert "Fitted" not in report_run.training_section(str(tmp_path))

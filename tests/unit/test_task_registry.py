@@ -50,7 +50,7 @@ def test_a_task_without_renderers_fails_plainly(monkeypatch):
 
 def test_options_are_typed_and_strict():
     assert get_task("detection", {"image_size": 128.0, "max_level": 4}).options.image_size == 128
-    with pytest.raises(TaskError, match="model_options.image_size: expected an integer, got 'big'"):
+    with pytest.raises(TaskError, match="model_options.image_size: expected an integer or 'auto', got 'big'"):
         get_task("detection", {"image_size": "big"})
     with pytest.raises(TaskError, match="model_options.backbon: unknown key .*known keys: backbone, weights"):
         get_task("classification", {"backbon": "resnet50"})

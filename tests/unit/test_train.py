@@ -129,6 +129,12 @@ def test_empty_train_split_is_refused(tmp_path):
     assert not (tmp_path / "m").exists()  # refused before anything was written
 
 
+def test_epochs_left_to_the_data_need_a_task_that_fits_a_schedule(dataset, tmp_path):
+    with pytest.raises(TrainingError, match="the classification task fits no schedule; set epochs"):
+        train(dataset, str(tmp_path / "m"), CONFIG.replace(epochs=None))
+    assert not (tmp_path / "m").exists()  # refused before anything was written
+
+
 def test_missing_dataset_json(tmp_path):
     with pytest.raises(DatasetError, match="no dataset.json"):
         train(str(tmp_path), str(tmp_path / "m"), CONFIG)

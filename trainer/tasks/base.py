@@ -109,6 +109,22 @@ class RunDefaults:
     form: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class DataFit:
+    """What a task fitted to the training data before its model is built.
+
+    Attributes:
+        task: the task with every ``auto`` option resolved (the user's values unchanged).
+        epochs: the epochs of the fitted schedule; None when the config set them.
+        record: JSON data of what was chosen and why (``training.json``'s ``fit``); its ``lines``
+            say it for people (the log, the model card, the run report).
+    """
+
+    task: Task
+    epochs: Optional[int]
+    record: dict[str, Any]
+
+
 class EvaluationResultBase(abc.ABC):
     """What every task's evaluation result offers the steps (its own fields come on top)."""
 
@@ -249,6 +265,31 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
         """Random augmentation of a float batch in [0, 1]; targets move with the images."""
+
+    def fit_to_data(
+        self,
+        info: DatasetInfo,
+        split: str,
+        *,
+        global_batch: int,
+        steps_per_epoch: int,
+        epochs: Optional[int],
+        learning_rate: float,
+    ) -> Optional[DataFit]:
+        """Fits the options left on ``auto`` (and the epochs when None) to ``split``; None: nothing to fit.
+
+        Args:
+            info: the dataset's manifest.
+            split: the training split.
+            global_batch: examples per optimizer step.
+            steps_per_epoch: steps of one epoch.
+            epochs: the config's epochs; None asks the task for a schedule.
+            learning_rate: the learning rate for the global batch.
+
+        Raises:
+            TaskError: the data cannot be fitted (the message says what would).
+        """
+        return None
 
     @abc.abstractmethod
     def optimizer(self, learning_rate: float, total_steps: int) -> Any:

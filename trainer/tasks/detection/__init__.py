@@ -1,6 +1,7 @@
 """Object detection: RetinaNet (keras-hub) from COCO-style TFRecords, COCO mAP, TF-OD-API-style serving.
 
-The parts: ``options.py`` (presets and the detector's settings), ``input.py`` (letterboxing and
+The parts: ``options.py`` (presets and the detector's settings), ``fit.py`` (the options left on
+``auto`` fitted to the training boxes), ``input.py`` (letterboxing and
 box targets), ``model.py`` (the RetinaNet and its anchor check), ``export.py`` (the serving
 signatures) and ``evaluation.py`` (COCO metrics with pycocotools).
 """
@@ -8,16 +9,19 @@ signatures) and ``evaluation.py`` (COCO metrics with pycocotools).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
-from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.base import DataFit, Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.detection import input as task_input
 from trainer.tasks.detection.evaluation import MATCH_IOU, MATCH_SCORE, METRICS, DetectionEvaluation, box_iou
 from trainer.tasks.detection.export import OUTPUTS
 from trainer.tasks.detection.options import DetectorOptions
 from trainer.tfrecords import DatasetInfo
+
+log = logging.getLogger(__name__)
 
 
 def _fmt(value: Any) -> str:
@@ -39,13 +43,16 @@ class Detection(Task):
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
         data="shapes",
         limit=0,
-        epochs=8,
+        epochs=0,  # 0: the schedule is fitted to the data, in optimizer steps (fit.py)
         served_model_name="detector",
         model="retinanet",
         pipeline="pipelines.detection",
         headline=("ap50", "ap"),
-        # The small RetinaNet that suits the built-in data; 0.008 gives 1e-3 at batch 16.
+        # The small RetinaNet, fitted to the data; 0.008 gives 1e-3 at batch 16.
         form={
+            # Spelled out so the run form shows what is fitted to the data; a value typed over
+            # "auto" is kept as it is.
+            "model_options": {name: "auto" for name in DetectorOptions().auto_fields()},
             "batch_size_per_replica": 16,
             "augment": True,
             "learning_rate": 0.008,
@@ -132,6 +139,8 @@ class Detection(Task):
     def input_shape(self, info: DatasetInfo) -> tuple[int, int, int]:
         """``image_size`` square, RGB: images of any size are letterboxed to it."""
         size = self.options.image_size
+        if size == "auto":
+            raise TaskError("model_options.image_size is auto: the task must be fitted to the data first (fit_to_data)")
         return (size, size, 3)
 
     def check_dataset(self, info: DatasetInfo) -> None:
@@ -148,6 +157,33 @@ class Detection(Task):
     def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
         """Random horizontal flips, boxes flipped with the images."""
         return task_input.augment(images, targets, shape, seed)
+
+    def fit_to_data(
+        self,
+        info: DatasetInfo,
+        split: str,
+        *,
+        global_batch: int,
+        steps_per_epoch: int,
+        epochs: Optional[int],
+        learning_rate: float,
+    ) -> Optional[DataFit]:
+        """The options left on ``auto`` and, with ``epochs`` None, the schedule, from the split's boxes (``fit.py``)."""
+        from trainer.tasks.detection.fit import fit_detector, read_box_sample
+
+        if not self.options.auto_fields() and epochs is not None:
+            return None
+        fitted = fit_detector(
+            self.options,
+            read_box_sample(info, split),
+            global_batch=global_batch,
+            steps_per_epoch=steps_per_epoch,
+            epochs=epochs,
+            learning_rate=learning_rate,
+        )
+        for line in fitted.record["lines"]:
+            (log.warning if line.startswith("warning:") else log.info)("fit to the data: %s", line)
+        return DataFit(type(self)(self.options.resolved(fitted.options)), fitted.epochs, fitted.record)
 
     def optimizer(self, learning_rate: float, total_steps: int) -> Any:
         """Adam with a linear warm-up then cosine decay, and global gradient clipping."""

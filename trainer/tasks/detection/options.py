@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Literal, Optional, Union
 
 from trainer.configbase import ConfigBase, ConfigError
 from trainer.tasks.base import TaskError
 
+AUTO = "auto"
+Auto = Literal["auto"]
 # Model presets: ``model_options: {preset: tpu-512}`` starts from one and overrides fields.
 PRESETS: dict[str, dict[str, Any]] = {
-    # Suits the built-in ``shapes`` data (64 px, 16-32 px objects) and a CPU: a small ResNet of
-    # basic blocks, P3-P4, square anchors sized to the objects, one head convolution.
+    # A small ResNet of basic blocks and one head convolution, which suits a CPU; the input size,
+    # levels, anchors, max_boxes and warm-up are fitted to the data (``fit.py``).
     "small": {},
     # A TPU v2-8/v3-8 run on real data at 512 px: ResNet-50-class bottleneck stacks, P3-P7,
     # the classic 9 anchors per location, four head convolutions. Batch 8 per core.
@@ -32,6 +34,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_level": 7,
         "use_p5": True,
         "anchor_size": 4.0,
+        "num_scales": 3,
         "aspect_ratios": [0.5, 1.0, 2.0],
         "head_convs": 4,
     },
@@ -44,21 +47,23 @@ class DetectorOptions(ConfigBase):
 
     Attributes:
         preset: ``small`` (the defaults) or ``tpu-512``; the other fields override it.
-        image_size: the square input side images are letterboxed to.
-        max_boxes: boxes kept per image (padded with -1 up to it).
+        image_size: the square input side images are letterboxed to; ``auto``: fitted to the object
+            sizes (``trainer/tasks/detection/fit.py``), at most ``max_image_size``.
+        max_image_size: the compute budget of the fit: the largest input size ``auto`` may choose.
+        max_boxes: boxes kept per image (padded with -1 up to it); ``auto``: the most in a training image.
         stem_filters: filters of the ResNet's first convolution.
         stackwise_filters: filters per ResNet stack (the first must be 64: keras-hub's ResNet).
         stackwise_blocks: blocks per stack.
         stackwise_strides: stride per stack.
         block_type: ``basic_block`` or ``bottleneck_block``.
-        min_level: the finest pyramid level (P3 = stride 8).
-        max_level: the coarsest pyramid level.
-        use_p5: build P6/P7 from P5 (needs a backbone reaching P5).
-        anchor_size: anchor side at a level, in units of the level's stride.
-        num_scales: anchor scales per level.
-        aspect_ratios: anchor aspect ratios.
+        min_level: the finest pyramid level (P3 = stride 8); ``auto``: fitted with the anchors.
+        max_level: the coarsest pyramid level; ``auto``: fitted with the anchors.
+        use_p5: build the levels past the backbone from P5; ``auto``: when they are needed.
+        anchor_size: anchor side at a level, in units of the level's stride; ``auto``: fitted.
+        num_scales: anchor scales per level; ``auto``: fitted.
+        aspect_ratios: anchor aspect ratios (height / width); ``auto``: fitted (box clustering).
         head_convs: convolutions in each prediction head before its output.
-        warmup_steps: linear learning-rate warm-up, then cosine decay to 0.
+        warmup_steps: linear learning-rate warm-up, then cosine decay to 0; ``auto``: 3% of the steps.
         clipnorm: global gradient-norm clipping.
         score_threshold: the lowest score exported (the precision-recall curve needs low ones).
         nms_iou: per-class NMS overlap.
@@ -75,21 +80,22 @@ class DetectorOptions(ConfigBase):
     _section: ClassVar[str] = "model_options."
 
     preset: str = "small"
-    image_size: int = 64
-    max_boxes: int = 32
+    image_size: Union[int, Auto] = AUTO
+    max_image_size: int = 512
+    max_boxes: Union[int, Auto] = AUTO
     stem_filters: int = 64
     stackwise_filters: tuple[int, ...] = (64, 64, 128)
     stackwise_blocks: tuple[int, ...] = (1, 1, 1)
     stackwise_strides: tuple[int, ...] = (1, 2, 2)
     block_type: str = "basic_block"
-    min_level: int = 3
-    max_level: int = 4
-    use_p5: bool = False
-    anchor_size: float = 2.5
-    num_scales: int = 3
-    aspect_ratios: tuple[float, ...] = (1.0,)
+    min_level: Union[int, Auto] = AUTO
+    max_level: Union[int, Auto] = AUTO
+    use_p5: Union[bool, Auto] = AUTO
+    anchor_size: Union[float, Auto] = AUTO
+    num_scales: Union[int, Auto] = AUTO
+    aspect_ratios: Union[tuple[float, ...], Auto] = AUTO
     head_convs: int = 1
-    warmup_steps: int = 30
+    warmup_steps: Union[int, Auto] = AUTO
     clipnorm: float = 10.0
     score_threshold: float = 0.05
     nms_iou: float = 0.5
@@ -99,12 +105,18 @@ class DetectorOptions(ConfigBase):
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None) -> DetectorOptions:
-        """Builds the options from a preset and overrides; an unknown key or bad value is a TaskError."""
+        """Builds the options from a preset and overrides; an unknown key or bad value is a TaskError.
+
+        An ``auto`` override of a value the preset sets keeps the preset's (the run form lists the
+        fitted options as ``auto``, and choosing a preset there must not undo it).
+        """
         options = dict(options or {})
         preset = options.pop("preset", "small")
         if preset not in PRESETS:
             raise TaskError(f"model_options.preset: unknown {preset!r}; presets: {', '.join(PRESETS)}")
-        merged = {**PRESETS[preset], **options, "preset": preset}
+        # The run form spells the fitted options out as "auto": a preset's own values win over those.
+        chosen = {k: v for k, v in options.items() if not (v == AUTO and k in PRESETS[preset])}
+        merged = {**PRESETS[preset], **chosen, "preset": preset}
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(merged) - set(names))
         if unknown:
@@ -118,23 +130,52 @@ class DetectorOptions(ConfigBase):
         """Relations keras-hub would otherwise fail on obscurely."""
         self.check()
 
+    def auto_fields(self) -> list[str]:
+        """The options left on ``auto`` (the fit to the data fills them in)."""
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) == AUTO]
+
+    def resolved(self, values: Mapping[str, Any]) -> DetectorOptions:
+        """A copy with ``auto`` options set to ``values``; a value the user set is never changed.
+
+        Raises:
+            TaskError: ``values`` would change an option that is not ``auto``, or leaves one ``auto``.
+        """
+        fixed = sorted(k for k in values if getattr(self, k) != AUTO)
+        if fixed:
+            raise TaskError(f"model_options.{fixed[0]}: set by the user ({getattr(self, fixed[0])!r}); not refitted")
+        done = dataclasses.replace(self, **dict(values))
+        if done.auto_fields():
+            raise TaskError(f"model_options: {', '.join(done.auto_fields())} still auto after the fit")
+        return done
+
     def check(self) -> None:
-        """Relations keras-hub would otherwise fail on obscurely."""
-        if self.image_size < 32 or self.image_size % (2**self.max_level):
-            raise TaskError(
-                f"model_options.image_size: {self.image_size} must be >= 32 and a multiple of 2**max_level "
-                f"({2**self.max_level}) so every pyramid level has whole cells; e.g. "
-                f"{max(32, round(self.image_size / 2**self.max_level) * 2**self.max_level)}"
-            )
+        """Relations keras-hub would otherwise fail on obscurely (``auto`` options are checked once fitted)."""
         if not self.stackwise_filters or self.stackwise_filters[0] != 64:
             raise TaskError("model_options.stackwise_filters: keras-hub's ResNet wants 64 filters in its first stack")
         if not len(self.stackwise_filters) == len(self.stackwise_blocks) == len(self.stackwise_strides):
             raise TaskError("model_options: stackwise_filters, stackwise_blocks and stackwise_strides differ in length")
+        if self.max_image_size < 32:
+            raise TaskError(f"model_options.max_image_size: must be >= 32, got {self.max_image_size}")
+        if self.max_detections < 1 or not 0 <= self.score_threshold < 1:
+            raise TaskError("model_options: max_detections must be >= 1, score_threshold in [0, 1)")
+        if self.max_boxes != AUTO and self.max_boxes < 1:
+            raise TaskError(f"model_options.max_boxes: must be >= 1, got {self.max_boxes}")
+        self._check_levels()
+
+    def _check_levels(self) -> None:
         deepest = 1 + len(self.stackwise_filters)  # the stem reaches P2, each stack after the first one level more
-        if self.min_level > self.max_level or self.max_level > deepest + (3 if self.use_p5 else 0):
+        levels_fixed = AUTO not in (self.min_level, self.max_level, self.use_p5)
+        if levels_fixed and (self.min_level > self.max_level or self.max_level > deepest + (3 if self.use_p5 else 0)):
             raise TaskError(
                 f"model_options: levels P{self.min_level}-P{self.max_level} do not fit a backbone reaching "
                 f"P{deepest} (use_p5 {self.use_p5})"
             )
-        if self.max_boxes < 1 or self.max_detections < 1 or not 0 <= self.score_threshold < 1:
-            raise TaskError("model_options: max_boxes and max_detections must be >= 1, score_threshold in [0, 1)")
+        # Every level needs whole cells; with the levels still to fit, at least P3's stride of 8.
+        coarsest = self.max_level if self.max_level != AUTO else 3
+        size = self.image_size
+        if size != AUTO and (size < 32 or size % (2**coarsest)):
+            raise TaskError(
+                f"model_options.image_size: {size} must be >= 32 and a multiple of 2**max_level "
+                f"({2**coarsest}) so every pyramid level has whole cells; e.g. "
+                f"{max(32, round(size / 2**coarsest) * 2**coarsest)}"
+            )
