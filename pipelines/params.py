@@ -387,7 +387,8 @@ def _step_fields(call: _StepCall, cls: type[ConfigBase], aliases: Mapping[str, s
         if isinstance(value, str) and "{{$" in value:
             continue  # a placeholder KFP fills in at run time
         stand_in = none_if_empty(value) is None and not isinstance(value, bool)
-        if stand_in and (fields[field].default is None or value == call.defaults.get(name)):
+        optional = fields[field].default is None or "Optional[" in str(fields[field].type)
+        if stand_in and (optional or value == call.defaults.get(name)):
             continue  # KFP's stand-in for "none": the step passes None or its own default on
         data[field] = value
     return data

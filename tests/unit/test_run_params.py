@@ -47,7 +47,7 @@ def test_set_wins_over_config_over_the_defaults_and_dotted_names_merge(tmp_path)
     assert merged == {**detection.FORM["value_thresholds"], "ap": 0.3}
     assert _resolve(params.parse_set("value_thresholds={ap: 0.3}")).values["value_thresholds"] == {"ap": 0.3}
     # the form's defaults themselves are never changed
-    assert params.run_form(detection.pipeline)["model_options"].default == {}
+    assert params.run_form(detection.pipeline)["model_options"].default == detection.FORM["model_options"]
 
 
 def test_values_are_yaml_scalars_checked_against_the_declared_types():
@@ -85,13 +85,13 @@ def test_a_wrong_type_is_one_line_each_naming_the_valid_form():
 def test_a_value_out_of_range_fails_in_the_step_s_own_config_before_anything_runs():
     lines = _problems(
         params.parse_set(
-            "epochs=0 learning_rate=20 benchmark_images=0 serving_target=Bad! "
+            "epochs=-1 learning_rate=20 benchmark_images=0 serving_target=Bad! "
             "model_options.image_size=x value_thresholds.nope=1"
         )
     )
     assert lines == [  # one line each, in the run form's order
-        "model_options.image_size: expected an integer, got 'x'",
-        "epochs: must be >= 1, got 0",
+        "model_options.image_size: expected an integer or 'auto', got 'x'",
+        "epochs: must be >= 1 or null (fitted to the data), got -1",
         "learning_rate: must be in (0, 10), got 20.0",
         "value_thresholds: unknown metric 'nope'; known metrics: accuracy, ap, ap50, ap75, ar100, loss, "
         "macro_f1, macro_precision, macro_recall, top_k_accuracy",
@@ -104,7 +104,8 @@ def test_a_value_out_of_range_fails_in_the_step_s_own_config_before_anything_run
     )
     assert line.startswith("model_options.anchor_size: unknown key in ClassifierOptions")
     # KFP's stand-ins for "none" pass: 0 steps is one pass, 0 images per split is all
-    resolved = _resolve(params.parse_set("steps_per_epoch=0 limit_per_split=0 stages_root="))
+    # and 0 epochs is a schedule fitted to the data (an Optional field whose default is not None)
+    resolved = _resolve(params.parse_set("steps_per_epoch=0 limit_per_split=0 stages_root= epochs=0"))
     params.check_steps(detection.pipeline, resolved.values, "detection")
 
 
@@ -138,18 +139,30 @@ def test_make_run_s_shorthands_are_the_same_parameters_between_config_and_set(tm
 
 def test_make_run_prints_each_bad_parameter_on_its_own_line_and_starts_nothing(tmp_path, capsys):
     root = tmp_path / "out"
-    argv = ["--task", "detection", "--pipeline-root", str(root), "--set", "epochs=0 learning_rate=99"]
+    argv = ["--task", "detection", "--pipeline-root", str(root), "--set", "epochs=-1 learning_rate=99"]
     assert run_local.main(argv) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["error: epochs: must be >= 1, got 0", "error: learning_rate: must be in (0, 10), got 99.0"]
+    assert err == [
+        "error: epochs: must be >= 1 or null (fitted to the data), got -1",
+        "error: learning_rate: must be in (0, 10), got 99.0",
+    ]
     assert not root.exists()
 
 
 def test_the_changed_parameters_are_recorded_and_shown_in_the_report(tmp_path):
-    resolved = _resolve(Layer("make run", {"epochs": 8}), params.parse_set("epochs=3 model_options.image_size=96"))
+    resolved = _resolve(
+        Layer("make run", {"epochs": 8}),
+        params.parse_set("epochs=3 model_options.image_size=96"),
+        pipeline=end_to_end.pipeline,  # the classifier's options default to {}
+    )
     assert resolved.records() == [
         {"name": "model_options", "value": {"image_size": 96}, "default": {}, "from": "SET"},
-        {"name": "epochs", "value": 3, "default": 8, "from": "SET"},
+        {
+            "name": "epochs",
+            "value": 3,
+            "default": params.run_form(end_to_end.pipeline)["epochs"].default,
+            "from": "SET",
+        },
     ]
     assert resolved.describe() == 'model_options={"image_size": 96} (SET), epochs=3 (SET)'
     (tmp_path / PARAMETERS_FILE).write_text(json.dumps(resolved.to_dict()))
