@@ -115,3 +115,26 @@ def test_a_killed_worker_restarts_the_set_which_resumes(dataset, tmp_path, monke
     # The workers' temporary folders (the killed one's too) were in the set's, which is gone.
     assert (tmp_path / "tmpdir-1").read_text().startswith(str(tmp_path / "tmp" / "ltp-workers-"))
     assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_two_workers_train_the_detector_to_the_same_weights(tmp_path, monkeypatch):
+    from components.convert import convert, shapes
+    from trainer.config import ConvertConfig
+
+    coco = shapes.generate(tmp_path / "coco", count=48, seed=3)
+    convert(ConvertConfig(source=str(coco), workers=1), str(tmp_path / "ds"))
+    # Two steps of a global batch of 4 at 64 px: the detector's loss, metrics and sync batch norm
+    # across the set (its moving statistics must agree too), then every worker's export.
+    config = TrainConfig(
+        model="retinanet", workers=2, launcher="local", epochs=1, steps_per_epoch=2, batch_size_per_replica=2,
+        validation_steps=1, shuffle_buffer=1, precision="float32", model_options={"image_size": 64},
+    )  # fmt: skip
+    monkeypatch.setenv("LTP_TEST_OUT", str(tmp_path))
+    model = tmp_path / "model"
+    summary = run_training(str(tmp_path / "ds"), str(model), config, worker_command=(sys.executable, "-c", WORKER))
+    assert (summary.task, summary.workers, summary.replicas, summary.steps) == ("detection", 2, 2, 2)
+    assert (model / "saved_model" / "saved_model.pb").exists()
+    chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
+    assert len(chief) > 50  # the whole detector: backbone, FPN, both heads
+    for a, b in zip(chief, other, strict=True):
+        np.testing.assert_array_equal(a, b)
