@@ -521,16 +521,7 @@ def _prepare(
             f"train.epochs: null (fitted to the data) but the {task.name} task fits no schedule; set epochs"
         )
     info.split_count(config.train_split)
-    val_split = config.validation_split
-    if val_split is not None and val_split not in info.splits:
-        log.warning(
-            "validation split %r is not in the dataset (%s); training without validation",
-            val_split,
-            sorted(info.splits),
-        )
-        val_split = None
-    if val_split is not None:
-        info.split_count(val_split)
+    val_split = _validation_split(info, config.validation_split)
     check_writable(model_dir)
     model, model_reason = task.resolve_model(config.model, info)
     if model_reason is not None:
@@ -573,6 +564,18 @@ def _prepare(
         dataset_fp=dataset_fp,
         history=list((state or {}).get("history", [])),
     )
+
+
+def _validation_split(info: tfrecords.DatasetInfo, split: Optional[str]) -> Optional[str]:
+    """The validation split to use: ``split`` when the dataset has it (and it is not empty), else None."""
+    if split is not None and split not in info.splits:
+        log.warning(
+            "validation split %r is not in the dataset (%s); training without validation", split, sorted(info.splits)
+        )
+        return None
+    if split is not None:
+        info.split_count(split)
+    return split
 
 
 def _precision(config: TrainConfig, kind: str) -> distribute.PrecisionChoice:

@@ -199,8 +199,15 @@ def test_every_dashboard_query_parses(tmp_path):
     assert f"SUCCESS: {len(exprs)} rules found" in out.stdout
 
 
-def test_pipeline_role_applies_none_of_the_monitoring_objects():
-    # An admin applies manifests/monitoring (docs/observability.md); the pipeline's Role stays as small.
+def test_pipeline_role_applies_no_monitoring_object_but_the_kserve_targets_pod_monitors():
+    # An admin applies manifests/monitoring (docs/observability.md); the pipeline's Role stays as
+    # small. The one exception: the kserve target applies each model's PodMonitor itself.
     for role in (o for o in objects("rbac") if o["kind"] == "Role"):
-        groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
-        assert not groups & {"monitoring.coreos.com", "monitoring.googleapis.com"}
+        monitoring = [
+            rule
+            for rule in role["rules"]
+            if set(rule["apiGroups"]) & {"monitoring.coreos.com", "monitoring.googleapis.com"}
+        ]
+        assert all(rule["apiGroups"] == ["monitoring.coreos.com"] for rule in monitoring)
+        assert {r for rule in monitoring for r in rule["resources"]} <= {"podmonitors"}
+        assert all("delete" not in rule["verbs"] for rule in monitoring)
