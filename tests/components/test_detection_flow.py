@@ -2,6 +2,7 @@
 and its checks, REST against in-process mAP, the benchmark, weights from a path, resume after a kill."""
 
 import base64
+import dataclasses
 import json
 import os
 import sys
@@ -154,14 +155,18 @@ def test_the_benchmark_times_the_detector_in_process_and_served(det):
 def test_a_detector_starts_from_saved_weights(det, tmp_path):
     import keras
 
+    from trainer.config import TrainConfig
     from trainer.tasks.detection.model import build_detector
     from trainer.tasks.detection.options import DetectorOptions
 
     trained = keras.saving.load_model(os.path.join(det["model"], "model.keras"))
     path = str(tmp_path / "detector.weights.h5")
     trained.save_weights(path)
-    fresh = build_detector(DetectorOptions(), 3)
-    loaded = build_detector(DetectorOptions(weights=path), 3)
+    # The options the fit resolved for that model (config.yaml holds them), not the "auto" defaults.
+    fitted = TrainConfig.from_yaml(os.path.join(det["model"], "config.yaml")).model_options
+    options = DetectorOptions.from_dict(dict(fitted))
+    fresh = build_detector(options, 3)
+    loaded = build_detector(dataclasses.replace(options, weights=path), 3)
     name = "classification_head"
     want = trained.get_layer(name).get_weights()[-1]
     assert np.allclose(loaded.get_layer(name).get_weights()[-1], want)
