@@ -23,6 +23,13 @@ def test_the_tpu_512_preset_trains_exports_and_serves(tmp_path):
     assert run.steps == 1
     assert run.served_images == 2 and all(0 <= n <= 100 for n in run.detections)
     config = yaml.safe_load((tmp_path / "model" / "config.yaml").read_text())
-    assert config["model_options"] == {"preset": "tpu-512"}
+    # The preset's values as resolved (config.yaml holds every option): a ResNet-50 at 512 px, P3-P7.
+    options = config["model_options"]
+    assert (options["preset"], options["image_size"], options["min_level"], options["max_level"]) == (
+        "tpu-512",
+        512,
+        3,
+        7,
+    )
     training = json.loads((tmp_path / "model" / "training.json").read_text())
     assert math.isfinite(training["train_loss"])

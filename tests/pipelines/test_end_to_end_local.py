@@ -193,7 +193,7 @@ def test_the_report_opens_in_a_browser_with_every_section_and_the_run_s_figures(
     assert errors == []
     assert [u for u in browser.requests if not u.startswith(("file:", "data:"))] == []
     assert shot.stat().st_size > 10_000  # a page was drawn
-    assert list(sections) == ["steps", "dataset", "training", "evaluation", "gate", "benchmark", "stages"]
+    assert list(sections) == ["steps", "parameters", "dataset", "training", "evaluation", "gate", "benchmark", "stages"]
     assert "Convert to TFRecords" in sections["steps"] and "succeeded" in sections["steps"]
     assert "400" in sections["dataset"] and "Ankle boot" in sections["dataset"]
     evaluation = _task(outputs, "evaluate-model")["metrics"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainer import model_folder
+from trainer.config import TrainConfig
 from trainer.presets import PresetError, pixel_scale_of, resolve_weights
 from trainer.tasks import get_task
 
@@ -57,7 +58,6 @@ def datasets(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(datasets):
     """A tiny detector trained on the 3-class set: its model folder holds ``preset/``."""
-    from trainer.config import TrainConfig
     from trainer.train import train
 
     model_dir = str(Path(datasets["root"]) / "model-three")
@@ -72,7 +72,6 @@ def test_a_trained_detector_is_a_preset_a_run_on_other_classes_fine_tunes_from(d
     from keras_hub.src.utils import preset_utils
 
     from trainer import tfrecords
-    from trainer.config import TrainConfig
     from trainer.tasks.detection.export import predict_in_process
     from trainer.tasks.detection.input import read_detection_split
     from trainer.train import train
@@ -114,7 +113,9 @@ def test_same_classes_keep_the_heads_and_the_class_bias_stays_the_trained_one(da
     from trainer import tfrecords
 
     info = tfrecords.load_dataset_info(datasets["three"])
-    task = get_task("detection", {"weights": model_folder.preset_dir(trained), "image_size": 96})
+    # The options the training's fit resolved (config.yaml), as a run starting from it would have them.
+    fitted = TrainConfig.from_yaml(Path(trained) / model_folder.CONFIG).model_options
+    task = get_task("detection", {**fitted, "weights": model_folder.preset_dir(trained), "image_size": 96})
     with caplog.at_level(logging.INFO, logger="trainer.tasks.detection.model"):
         model = task.build_model("retinanet", info)
     assert "heads included" in " ".join(r.getMessage() for r in caplog.records)
