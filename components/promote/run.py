@@ -214,17 +214,29 @@ def _serve_and_check(
     act(config.stages_root, config.stage, models, config.model_name, config.rollout_timeout_s)
     timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
     with target.endpoints(config.stages_root, config.stage, models) as endpoints:
-        report = run_checks(
-            endpoints.url(config.model_name),
-            config.model_name,
-            examples.examples,
-            config.min_smoke_accuracy,
-            task=get_task(examples.task),
-            expected_version=version,
-            timeout_s=timeout_s,
-            load=load,
-        )
-        return _with_stage_models(report, endpoints, config, timeout_s)
+        return _stage_checks(endpoints, config, examples, version, timeout_s, load)
+
+
+def _stage_checks(
+    endpoints: Endpoints,
+    config: PromoteConfig,
+    examples: StageExamples,
+    version: int,
+    timeout_s: float,
+    load: Optional[LoadTestConfig],
+) -> ChecksReport:
+    """Every serving check and the load test on the stage's URL, then that its other models still answer."""
+    report = run_checks(
+        endpoints.url(config.model_name),
+        config.model_name,
+        examples.examples,
+        config.min_smoke_accuracy,
+        task=get_task(examples.task),
+        expected_version=version,
+        timeout_s=timeout_s,
+        load=load,
+    )
+    return _with_stage_models(report, endpoints, config, timeout_s)
 
 
 def _canary_step(
@@ -289,17 +301,7 @@ def _canary(
                 if percent < 100:
                     report = _canary_step(endpoints, config, examples, version, timeout_s, load)
                 else:
-                    report = run_checks(
-                        endpoints.url(config.model_name),
-                        config.model_name,
-                        examples.examples,
-                        config.min_smoke_accuracy,
-                        task=get_task(examples.task),
-                        expected_version=version,
-                        timeout_s=timeout_s,
-                        load=load,
-                    )
-                    report = _with_stage_models(report, endpoints, config, timeout_s)
+                    report = _stage_checks(endpoints, config, examples, version, timeout_s, load)
             except ServingChecksError as err:
                 checks = (*err.report.checks, _canary_check(steps, passed, percent))
                 raise ServingChecksError(
