@@ -5,7 +5,6 @@ the serving account cannot read, a deployment mode that is not the configured on
 
 import dataclasses
 
-import kubernetes
 import pytest
 
 from components import kube
@@ -28,14 +27,6 @@ def fake():
 @pytest.fixture
 def kserve(fake):
     return FakeKServe().install(fake)
-
-
-@pytest.fixture
-def api(fake):
-    configuration = kubernetes.client.Configuration()
-    configuration.host = fake.url
-    with kubernetes.client.ApiClient(configuration) as client:
-        yield client
 
 
 @pytest.fixture

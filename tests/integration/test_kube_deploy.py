@@ -52,14 +52,6 @@ def fake():
         yield server
 
 
-@pytest.fixture
-def api(fake):
-    configuration = kubernetes.client.Configuration()
-    configuration.host = fake.url
-    with kubernetes.client.ApiClient(configuration) as client:
-        yield client
-
-
 def deploy(api, stage="demo", version=1, timeout_s=10.0, **kwargs):
     return kube.deploy_stage(stage, ROOT, "classifier", version, timeout_s, api, **FAST, **kwargs)
 

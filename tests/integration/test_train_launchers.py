@@ -9,7 +9,6 @@ ran against a real cluster or a real JobSet controller (docs/training.md says wh
 import os
 import signal
 
-import kubernetes
 import pytest
 
 from components.launchers import LaunchError, WorkerSet
@@ -73,14 +72,6 @@ def fake():
     with FakeKubeAPI.running(namespaces=(NS,)) as server:
         server._create("pods", NS, "kubelet", dict(LAUNCHER_POD))
         yield server
-
-
-@pytest.fixture
-def api(fake):
-    configuration = kubernetes.client.Configuration()
-    configuration.host = fake.url
-    with kubernetes.client.ApiClient(configuration) as client:
-        yield client
 
 
 def launcher(name, api, **kwargs):
