@@ -340,7 +340,7 @@ def dataset_section(dataset_dir: Optional[str]) -> str:
     names = list(splits)
     total = sum(s.count for s in splits.values())
     image = info.image
-    size = "?×?×?" if image is None else f"{image.height}×{image.width}×{image.channels}"
+    size = "of mixed sizes" if image is None else f"{image.height}×{image.width}×{image.channels}"
     cards = "".join(
         [
             _card(f"{total:,}", "images"),

@@ -203,17 +203,3 @@ def test_tpu_settings_run_on_this_cpu(dataset, tmp_path):
     served = tf.saved_model.load(str(tmp_path / "m" / "saved_model"))
     out = served.signatures["serving_tensors"](images=tf.zeros([2, 28, 28, 1]))
     assert out["probabilities"].dtype == tf.float32 and tuple(out["probabilities"].shape) == (2, 4)
-
-
-def test_transfer_classifier_trains_on_rgb_photos(tmp_path):
-    folder = write_test_dataset(tmp_path / "rgb", {"train": 32, "validation": 8}, num_classes=3, shape=(32, 32, 3))
-    config = TrainConfig(
-        model="transfer_classifier",
-        model_options={"backbone": "mobilenet_v3_small"},
-        epochs=1,
-        steps_per_epoch=2,
-        batch_size_per_replica=8,
-    )
-    summary = train(str(folder), str(tmp_path / "m"), config)
-    assert summary.steps == 2 and summary.image_shape == [32, 32, 3]
-    assert (tmp_path / "m" / "saved_model" / "saved_model.pb").exists()

@@ -17,11 +17,11 @@ from trainer.tasks import register
 from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.classification import input as task_input
 from trainer.tasks.classification.evaluation import METRICS, ClassificationEvaluation
+from trainer.tasks.classification.fit import SMALL_SIDE
 from trainer.tasks.classification.options import ClassifierOptions
 from trainer.tfrecords import DatasetInfo
 
 AUTO = "auto"  # train.model: the task chooses from the dataset's images
-SMALL_SIDE = 64  # images up to this side go to the notebook's CNN
 
 
 def _fmt(value: Any) -> str:
@@ -49,6 +49,10 @@ class Classification(Task):
         form={"epochs": 5, "change_thresholds": {"accuracy": -0.01}},
     )
     options: ClassifierOptions
+
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
+        self._mixed: dict[str, tuple[tuple[int, int, int], str]] = {}  # dataset -> fitted shape, why
 
     # ----------------------------------------------------------------- no TensorFlow needed
 
@@ -88,11 +92,9 @@ class Classification(Task):
         return {"train_accuracy": last.get("accuracy"), "val_accuracy": last.get("val_accuracy")}
 
     def check_dataset(self, info: DatasetInfo) -> None:
-        """A classifier needs a single image shape (checked by ``data.image_shape_of``) and 2+ classes."""
-        from trainer import data
+        """A classifier needs 2+ classes (images of mixed sizes are resized to a fitted shape)."""
         from trainer.tfrecords import DatasetError
 
-        data.image_shape_of(info)
         if len(info.classes) < 2:
             raise DatasetError(
                 f"{info.where}: a classifier needs at least 2 classes, the dataset has "
@@ -115,13 +117,23 @@ class Classification(Task):
         return task_input.FEATURE_KEYS
 
     def input_shape(self, info: DatasetInfo) -> tuple[int, int, int]:
-        """The dataset's own image shape (one size for all its images; else resize at conversion)."""
+        """The dataset's own image shape; for images of mixed sizes, a square shape fitted to them (``fit.py``)."""
         from trainer import data
 
-        return data.image_shape_of(info)
+        if info.image is not None:
+            return data.image_shape_of(info)
+        return self._mixed_fit(info)[0]
+
+    def _mixed_fit(self, info: DatasetInfo) -> tuple[tuple[int, int, int], str]:
+        """The fitted shape of a dataset of mixed sizes and why, read from its records once."""
+        from trainer.tasks.classification.fit import mixed_input_shape, read_size_sample
+
+        if info.where not in self._mixed:
+            self._mixed[info.where] = mixed_input_shape(read_size_sample(info), self.options.image_size)
+        return self._mixed[info.where]
 
     def decode(self, features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
-        """The images decoded as stored (checked against ``shape``) and int32 labels."""
+        """The images decoded and int32 labels; an image of another size is resized to ``shape``."""
         return task_input.decode(features, shape)
 
     def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
@@ -142,32 +154,30 @@ class Classification(Task):
         classifier, which sees them at :func:`~trainer.tasks.classification.model.fitted_side`.
         Options that only the transfer classifier takes choose it too. A named model is kept.
         """
-        from trainer import data
-
         if model_name != AUTO:
             return model_name, None
-        height, width, channels = data.image_shape_of(info)
+        height, width, channels = self.input_shape(info)
+        mixed = f"{self._mixed_fit(info)[1]}; " if info.image is None else ""
         given = sorted(self.options.builder_kwargs())
         if max(height, width) <= SMALL_SIDE and not given:
             return "mnist_cnn", (
-                f"{height}x{width}x{channels} images, at most {SMALL_SIDE} px a side: the notebook's CNN at their size"
+                f"{mixed}{height}x{width}x{channels} images, at most {SMALL_SIDE} px a side: "
+                "the notebook's CNN at their size"
             )
         from trainer.tasks.classification.model import fitted_side
 
         side = self.options.image_size or fitted_side(height, width)
         why = f"options {', '.join(given)} given" if given else f"{height}x{width}x{channels} images"
-        return "transfer_classifier", (
-            f"{why}: a transfer classifier ({self.options.backbone or 'mobilenet_v2'}) seeing them at {side} x {side}"
-        )
+        backbone = self.options.backbone or "mobilenet_v2"
+        return "transfer_classifier", f"{mixed}{why}: a transfer classifier ({backbone}) seeing them at {side} x {side}"
 
     def build_model(self, model_name: str, info: DatasetInfo) -> Any:
         """The named classifier for the dataset's shape and classes, checked against both."""
-        from trainer import data
         from trainer.tasks.classification.model import ModelError, build_classifier
 
         try:
             return build_classifier(
-                model_name, data.image_shape_of(info), list(info.classes), self.options.builder_kwargs()
+                model_name, self.input_shape(info), list(info.classes), self.options.builder_kwargs()
             )
         except ModelError as err:
             raise TaskError(f"train.model: {err}") from err
@@ -180,10 +190,9 @@ class Classification(Task):
 
     def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """Bytes-in and tensors-in signatures returning ``probabilities`` and ``classes``."""
-        from trainer import data
         from trainer.tasks.classification.export import export_saved_model
 
-        return export_saved_model(model, export_dir, list(info.classes), data.image_shape_of(info))
+        return export_saved_model(model, export_dir, list(info.classes), self.input_shape(info))
 
     def evaluate(
         self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None

@@ -1,4 +1,4 @@
-"""Classification's input: the image as stored and its int32 label; flips and small translations.
+"""Classification's input: the image (resized when its size differs) and its int32 label; flips and small translations.
 
 Records give ``image/encoded`` and ``image/class/label`` (docs/CONTRACTS.md, TFRecord schema).
 Every function here runs inside tf.data.
@@ -15,13 +15,32 @@ FEATURE_KEYS = (ENCODED_KEY, LABEL_KEY)
 
 
 def decode(features: Mapping[str, Any], shape: tuple[int, int, int]) -> tuple[Any, Any]:
-    """The images decoded as stored (checked against ``shape``) and int32 labels."""
+    """The images decoded at ``shape`` and int32 labels.
+
+    An image of another size (a dataset of mixed sizes) is resized to ``shape`` as the exported
+    ``serving_default`` resizes what it is sent: bilinear, antialiased; one of that size is kept as
+    decoded.
+    """
     import tensorflow as tf
 
     from trainer import tfrecords
 
+    height, width, channels = shape
+
+    def one(data):
+        image = tfrecords.decode_image(data, channels=channels)
+        same = tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width]))
+        image = tf.cond(
+            same,
+            lambda: image,
+            lambda: tf.saturate_cast(
+                tf.round(tf.image.resize(image, [height, width], method="bilinear", antialias=True)), tf.uint8
+            ),
+        )
+        return tf.ensure_shape(image, shape)
+
     images = tf.map_fn(
-        lambda data: tf.ensure_shape(tfrecords.decode_image(data, channels=shape[2]), shape),
+        one,
         features[ENCODED_KEY],
         fn_output_signature=tf.TensorSpec(shape, tf.uint8),
         parallel_iterations=16,
