@@ -4,15 +4,23 @@ The preset a TPU user runs (ResNet-50 bottleneck stacks, P3-P7, 9 anchors per lo
 is built from ``model_options: {preset: tpu-512}``, trained at batch 2 on a handful of built-in
 ``shapes`` images (letterboxed to 512 px), exported, served by the local Python server, and a few
 images are scored through the served signature. Shared by the slow test (fewest steps) and the
-benchmark (``python -m tests.tpu_preset --epochs 2 --steps 2``, a fresh process so that its peak
-memory is its own).
+benchmark (``python -m tests.tpu_preset --epochs 2 --steps 2``), each in a fresh process so that
+its peak memory is its own.
+
+``--without-tensorflow-text`` runs it as on the ``tpu-vm`` image, the one a TPU VM user trains
+this preset with: that image installs keras-hub with ``--no-deps`` (its tensorflow-text would bring
+a second TensorFlow next to tensorflow-tpu), and keras-hub imports tensorflow-text only for its text
+tokenizers, inside try/except. Importing it then fails as it does where it is not installed, and
+the JSON printed says which of the two was loaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import dataclasses
+import importlib.abc
 import json
 import os
 import resource
@@ -20,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BATCH = 2
 IMAGES = 12
@@ -105,17 +114,32 @@ def _serve_and_score(dataset_dir: str, saved_model: str, count: int) -> list[int
     return [int(p["num_detections"]) for p in predictions]
 
 
+class _NoTensorflowText(importlib.abc.MetaPathFinder):
+    """Makes ``import tensorflow_text`` fail as it does where the package is not installed."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "tensorflow_text" or name.startswith("tensorflow_text."):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked: the tpu-vm image has none)", name=name)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Runs :func:`exercise` in a temporary folder and prints its :class:`PresetRun` as JSON."""
+    """Runs :func:`exercise` and prints its :class:`PresetRun` as JSON, with the modules it loaded."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=2, help="steps per epoch")
     parser.add_argument("--served", type=int, default=2, help="images scored through the served signature")
+    parser.add_argument("--root", help="folder for the data and the model (kept); default: a temporary one")
+    parser.add_argument("--without-tensorflow-text", action="store_true", help="as on the tpu-vm image")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with tempfile.TemporaryDirectory(prefix="ltp-tpu512-") as root:
+    if args.without_tensorflow_text:
+        sys.meta_path.insert(0, _NoTensorflowText())
+    with contextlib.ExitStack() as stack:
+        root = args.root or stack.enter_context(tempfile.TemporaryDirectory(prefix="ltp-tpu512-"))
         run = exercise(Path(root), args.epochs, args.steps, args.served)
-    print(json.dumps(dataclasses.asdict(run)), file=sys.stdout, flush=True)
+    loaded = {name: name in sys.modules for name in ("keras_hub", "tensorflow_text")}
+    print(json.dumps({**dataclasses.asdict(run), "loaded": loaded}), file=sys.stdout, flush=True)
     return 0
 
 
