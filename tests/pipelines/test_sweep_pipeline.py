@@ -122,8 +122,11 @@ def test_a_small_grid_runs_locally_and_a_failed_cell_is_a_row(tmp_path):
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path))
     bad = {"accelerator": "cpu", "name": "bad option", "image_size": 32, "epochs": 1, "model_options": {"nope": 1}}
+    # Two of make sweep's cells (each cell is a process that pays TensorFlow's start-up), both
+    # settings differing, and a cell that fails.
+    good = [c for c in sweep.LOCAL_GRID if (c["image_size"], c["epochs"]) in {(32, 1), (64, 2)}]
     sweep.pipeline(
-        grid_cells=[*sweep.LOCAL_GRID, bad],
+        grid_cells=[*good, bad],
         source="shapes:60",
         model_options=sweep.LOCAL_MODEL_OPTIONS,
         epochs=1,
@@ -134,16 +137,15 @@ def test_a_small_grid_runs_locally_and_a_failed_cell_is_a_row(tmp_path):
     (report,) = tmp_path.glob("sweep-*/join-training-grid/report")
     text = report.read_text()
     lines = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| cpu ") or "bad" in line}
-    for size in (32, 64):
-        for epochs in (1, 2):
-            line = lines[f"cpu {size}px {epochs}ep b8"]
-            assert f"| cpu | {size} | {epochs} | 8 (8) |" in line and "failed" not in line
+    for size, epochs in ((32, 1), (64, 2)):
+        line = lines[f"cpu {size}px {epochs}ep b8"]
+        assert f"| cpu | {size} | {epochs} | 8 (8) |" in line and "failed" not in line
     assert "failed: " in lines["bad option"] and "model_options.nope: unknown detector option" in lines["bad option"]
     assert "| mAP@0.5 | AP |" in text and "No setting (image size, epochs) ran on more than one accelerator" in text
     (chart,) = tmp_path.glob("sweep-*/join-training-grid/chart")
     assert chart.read_text().count("<svg") == 1
     (summary,) = tmp_path.glob("sweep-*/join-training-grid/executor_output.json")
     best = json.loads(summary.read_text())["parameterValues"]["Output"]
-    assert best["cells"] == 5 and best["failed"] == 1 and best["fastest"].startswith("cpu ")
+    assert best["cells"] == 3 and best["failed"] == 1 and best["fastest"].startswith("cpu ")
     rows = list(tmp_path.glob("sweep-rows/*.json"))
-    assert len(rows) == 5
+    assert len(rows) == 3
