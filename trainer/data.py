@@ -77,6 +77,26 @@ def steps_per_epoch(info: DatasetInfo, split: str, batch_size: int, drop_remaind
     return steps
 
 
+def sample_features(info: DatasetInfo, splits: list[str], keys: tuple[str, ...], limit: int) -> Any:
+    """Batches of up to ``limit`` parsed records spread over every shard of ``splits`` (the same ones each call).
+
+    For statistics taken before training (image and box sizes): only ``keys`` are parsed, so no
+    image is decoded, and every shard gives its first ``limit / shards`` records.
+    """
+    import tensorflow as tf
+
+    files = [path for split in splits for path in info.shard_paths(split)]
+    spec = {k: tfrecords.FEATURE_SPEC[k] for k in keys}
+    per_shard = math.ceil(limit / max(1, len(files)))
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=info.compression or "").take(per_shard),
+        cycle_length=min(8, max(1, len(files))),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    return ds.batch(1024).map(lambda s: tf.io.parse_example(s, spec))
+
+
 def _records(files: list[str], compression: str, training: bool, seed: int | None) -> Any:
     """The serialized records of the shards, interleaved (shard order shuffled when training)."""
     import tensorflow as tf

@@ -19,7 +19,6 @@ The sizes come from the records' ``image/height``, ``image/width`` and ``image/c
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
@@ -68,22 +67,11 @@ def read_size_sample(info: DatasetInfo, limit: int = SAMPLE) -> SizeSample:
     Raises:
         DatasetError: a split's shards are missing.
     """
-    import tensorflow as tf
+    from trainer import data
 
-    from trainer import tfrecords
-
-    files = [path for split in info.splits for path in info.shard_paths(split)]
     keys = ("image/height", "image/width", "image/channels")
-    spec = {k: tfrecords.FEATURE_SPEC[k] for k in keys}
-    per_shard = math.ceil(limit / max(1, len(files)))
-    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=info.compression or "").take(per_shard),
-        cycle_length=min(8, max(1, len(files))),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
     rows: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-    for batch in ds.batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
+    for batch in data.sample_features(info, list(info.splits), keys, limit):
         for k in keys:
             rows[k].append(batch[k].numpy().reshape(-1))
     column = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in rows.items()}

@@ -502,25 +502,13 @@ def read_box_sample(info: DatasetInfo, split: str, limit: int = 20_000) -> BoxSa
     Raises:
         DatasetError: the split is missing or empty.
     """
-    import tensorflow as tf
-
-    from trainer import tfrecords
+    from trainer import data
     from trainer.tasks.detection import input as task_input
 
     examples = info.split_count(split)
-    keys = [k for k in task_input.FEATURE_KEYS if k != "image/encoded"]
-    spec = {k: tfrecords.FEATURE_SPEC[k] for k in keys}
-    files = info.shard_paths(split)
-    per_shard = math.ceil(limit / max(1, len(files)))  # a sample spread over every shard, not the first ones
-    compression = info.compression or ""
-    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).take(per_shard),
-        cycle_length=min(8, max(1, len(files))),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
+    keys = tuple(k for k in task_input.FEATURE_KEYS if k != "image/encoded")
     images, boxes, centers, owners, labels, crowd = [], [], [], [], [], 0
-    for batch in ds.batch(1024).map(lambda s: tf.io.parse_example(s, spec)):
+    for batch in data.sample_features(info, [split], keys, limit):
         hw = np.stack([batch["image/height"].numpy(), batch["image/width"].numpy()], axis=1).reshape(-1, 2)
         ymin, xmin, ymax, xmax = (batch[f"image/object/bbox/{k}"] for k in ("ymin", "xmin", "ymax", "xmax"))
         rows = ymin.value_rowids().numpy() + len(images)
