@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
+import orjson
 
 from trainer.configbase import whole_int
 
@@ -324,7 +325,7 @@ class RestClient:
             status, data = self._post(body)
         if status != 200:
             raise BenchmarkError(f"the server at {self.url} answered {status}: {data[:300]!r}")
-        return json.loads(data)
+        return orjson.loads(data)  # a detector's answer is tens of thousands of numbers: parse them fast
 
     def _post(self, body: bytes) -> tuple[int, bytes]:
         self._connection.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})

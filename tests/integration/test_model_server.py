@@ -89,6 +89,23 @@ def test_row_columnar_and_tensor_requests_agree(server):
         assert max(abs(x - y) for x, y in zip(a["probabilities"], b["probabilities"], strict=True)) < 1e-5
 
 
+def test_answers_carry_each_float32_in_its_shortest_digits(server, base_path):
+    import numpy as np
+    import tensorflow as tf
+
+    images, _ = digits()
+    encoded = [png_bytes(im) for im in images[:3]]
+    status, rows = http_json("POST", f"{server.url}/v1/models/clf:predict", {"instances": [b64(e) for e in encoded]})
+    assert status == 200
+    got = [p["probabilities"] for p in rows["predictions"]]
+    fn = tf.saved_model.load(str(base_path / "2")).signatures["serving_default"]
+    want = fn(image_bytes=tf.constant(encoded))["probabilities"].numpy()
+    # The same float32 values as in process, each written with float32's shortest digits (not as
+    # a 17-digit float64), so it parses back to itself.
+    assert np.array_equal(np.asarray(got, dtype=np.float32), want)
+    assert all(float(str(np.float32(v))) == v for row in got for v in row)
+
+
 @pytest.mark.parametrize(
     ("body", "status", "needle"),
     [
