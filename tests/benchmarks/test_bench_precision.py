@@ -1,0 +1,96 @@
+"""Quality at bfloat16 against float32, over seeds (``make bench``; prints, asserts no speed).
+
+``precision: auto`` trains at ``mixed_bfloat16`` on TPUs and on CPUs with native bf16 units, so
+its quality must hold there. Each task trains ``make run``'s recipe (its pipeline's run-form
+defaults) on its built-in data at both precisions for each seed, and evaluates the exported model
+on the test split:
+
+- classification (Fashion-MNIST, the notebook's CNN): mean test accuracy within 0.005 of float32's;
+- detection (the built-in shapes, the fitted RetinaNet): mean test AP@[.5:.95] within 0.02.
+
+Only the quality is the target here. On a CPU without bf16 units bfloat16 is emulated (about 2.4x
+slower to train), so the training times printed beside it say nothing about a CPU that has them.
+Knobs: ``LTP_BENCH_SEEDS`` (3), ``LTP_BENCH_PRECISION_TASKS`` (``classification,detection``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import statistics
+
+import pytest
+
+pytestmark = pytest.mark.benchmark
+
+SEEDS = max(1, int(os.environ.get("LTP_BENCH_SEEDS", "3")))
+TASKS = os.environ.get("LTP_BENCH_PRECISION_TASKS", "classification,detection").split(",")
+PRECISIONS = ("float32", "mixed_bfloat16")
+# task: (built-in source, pipeline module, the test metric compared, the target on its mean difference)
+RECIPES = {
+    "classification": ("fashion-mnist", "end_to_end", "accuracy", 0.005),
+    "detection": ("shapes", "detection", "ap", 0.02),
+}
+
+
+def _recipe(module: str) -> dict:
+    """The run form's defaults of one pipeline (what ``make run`` trains with)."""
+    import importlib
+
+    pipeline = importlib.import_module(f"pipelines.{module}").pipeline
+    return {k: v.default for k, v in inspect.signature(pipeline.pipeline_func).parameters.items()}
+
+
+def _train_and_score(task_name: str, dataset: str, model_dir: str, form: dict, precision: str, seed: int):
+    """Trains the recipe at ``precision`` and returns (test metric, training seconds)."""
+    from trainer.config import EvaluateConfig, TrainConfig
+    from trainer.tasks import get_task
+    from trainer.train import train
+
+    config = TrainConfig(
+        model=form["model"],
+        epochs=form["epochs"] or None,  # 0: the schedule fitted to the data
+        steps_per_epoch=form["steps_per_epoch"] or None,
+        model_options=dict(form["model_options"]),
+        batch_size_per_replica=form["batch_size_per_replica"],
+        learning_rate=form["learning_rate"],
+        augment=form["augment"],
+        precision=precision,
+        seed=seed,
+    )
+    summary = train(dataset, model_dir, config)
+    assert summary.precision == precision, f"trained at {summary.precision}, asked {precision}"
+    metric = RECIPES[task_name][2]
+    result = get_task(task_name).evaluate(os.path.join(model_dir, "saved_model"), dataset, EvaluateConfig())
+    return result.metrics[metric], summary.train_seconds
+
+
+@pytest.mark.parametrize("task_name", [t for t in RECIPES if t in TASKS])
+def test_bfloat16_quality_against_float32_over_seeds(task_name, tmp_path):
+    from components.convert import convert
+    from trainer.config import ConvertConfig
+
+    source, module, metric, target = RECIPES[task_name]
+    dataset = str(tmp_path / "ds")
+    convert(ConvertConfig(source=source, workers=2), dataset)
+    form = _recipe(module)
+    scores: dict[str, list[float]] = {p: [] for p in PRECISIONS}
+    seconds: dict[str, list[float]] = {p: [] for p in PRECISIONS}
+    for seed in range(SEEDS):
+        # Alternate which precision trains first: the machine is noisy.
+        for precision in PRECISIONS if seed % 2 == 0 else PRECISIONS[::-1]:
+            value, took = _train_and_score(
+                task_name, dataset, str(tmp_path / f"{precision}-{seed}"), form, precision, seed
+            )
+            scores[precision].append(value)
+            seconds[precision].append(took)
+            print(f"\n[precision] {task_name} seed {seed} {precision:14s}: test {metric} {value:.4f}, {took:.0f} s")
+    means = {p: statistics.mean(v) for p, v in scores.items()}
+    gap = means["mixed_bfloat16"] - means["float32"]
+    print(
+        f"[precision] {task_name} over {SEEDS} seeds: mean test {metric} float32 {means['float32']:.4f}, "
+        f"mixed_bfloat16 {means['mixed_bfloat16']:.4f}, difference {gap:+.4f} (target within {target}); "
+        f"training median float32 {statistics.median(seconds['float32']):.0f} s, "
+        f"mixed_bfloat16 {statistics.median(seconds['mixed_bfloat16']):.0f} s"
+    )
+    assert all(0.0 <= v <= 1.0 for vs in scores.values() for v in vs)
