@@ -11,8 +11,11 @@ pipeline (kfp.local, as ``make run TASK=detection DATA=instances.json`` does) tw
 
 Printed per set and side: test AP@0.5 and AP@[.5:.95] (the evaluate step's), blessed or not, and
 the run's wall time; the target is AP@0.5 >= 0.8 with no options. The inference benchmark step
-times ``LTP_BENCH_FIT_BENCHMARK_IMAGES`` images (320) on both sides to keep the runs short. Knobs:
-``LTP_BENCH_FIT_SETS`` (3), ``LTP_BENCH_FIT_IMAGES`` (1,500 per set).
+times ``LTP_BENCH_FIT_BENCHMARK_IMAGES`` images (320) on both sides to keep the runs short. A run
+that fails after its evaluation (the previous defaults' model can fail the demo promotion's serving
+checks, as the issue's user saw) is a result, printed as such; one that fails before is an error.
+Knobs: ``LTP_BENCH_FIT_SETS`` (3), ``LTP_BENCH_FIT_FIRST_SET`` (0: the sets are seeds 100 + i),
+``LTP_BENCH_FIT_IMAGES`` (1,500 per set).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pytest
 pytestmark = pytest.mark.benchmark
 
 SETS = max(1, int(os.environ.get("LTP_BENCH_FIT_SETS", "3")))
+FIRST_SET = int(os.environ.get("LTP_BENCH_FIT_FIRST_SET", "0"))
 IMAGES = int(os.environ.get("LTP_BENCH_FIT_IMAGES", "1500"))
 BENCHMARK_IMAGES = int(os.environ.get("LTP_BENCH_FIT_BENCHMARK_IMAGES", "320"))
 TARGET_AP50 = 0.8
@@ -48,7 +52,7 @@ PREVIOUS = {
 
 
 def _run(coco: Path, root: Path, overrides: dict) -> dict:
-    """One local detection run; its AP figures, blessing and wall time."""
+    """One local detection run; its AP figures, blessing, whether it ran to the end, and its wall time."""
     from pipelines import run_local
 
     kwargs = {
@@ -61,14 +65,16 @@ def _run(coco: Path, root: Path, overrides: dict) -> dict:
     started = time.perf_counter()
     result = run_local.run_pipeline(kwargs, root, root / "stages", "detector", task="detection")
     seconds = time.perf_counter() - started
-    assert result.ok, f"the run failed: see {result.report}"
     outputs = run_local.task_outputs(result.run_dir)
-    evaluation = next(v for k, v in outputs.items() if k.startswith("evaluate"))
+    evaluation = next((v for k, v in outputs.items() if k.startswith("evaluate")), None)
+    assert evaluation is not None, f"the run failed before its evaluation: see {result.report}"
     metrics = evaluation.get("metrics", {})
     return {
         "ap50": metrics.get("ap50"),
         "ap": metrics.get("ap"),
         "blessed": evaluation["parameters"].get("Output"),
+        "completed": result.ok,
+        "report": result.report,
         "seconds": seconds,
     }
 
@@ -77,7 +83,7 @@ def test_fitted_against_the_previous_defaults_on_varied_sets(tmp_path):
     from tests import varied_coco
 
     rows = []
-    for seed in range(SETS):
+    for seed in range(FIRST_SET, FIRST_SET + SETS):
         spec = dataclasses.replace(varied_coco.ISSUE, count=IMAGES, seed=100 + seed)
         coco = varied_coco.generate(tmp_path / f"set{seed}", spec)
         for side, overrides in (("fitted", {}), ("previous", PREVIOUS)):
@@ -86,11 +92,15 @@ def test_fitted_against_the_previous_defaults_on_varied_sets(tmp_path):
             print(
                 f"\n[fit] set {seed} ({IMAGES} images) {side:8s}: test AP@0.5 {figures['ap50']:.3f}, "
                 f"AP {figures['ap']:.3f}, blessed {figures['blessed']}, {figures['seconds'] / 60:.1f} min"
+                + ("" if figures["completed"] else f"; the run failed after its evaluation ({figures['report']})")
             )
     fitted = [r[2] for r in rows if r[1] == "fitted"]
     previous = [r[2] for r in rows if r[1] == "previous"]
     print(
         f"[fit] over {SETS} sets: AP@0.5 fitted min {min(f['ap50'] for f in fitted):.3f} (target {TARGET_AP50}), "
         f"previous min {min(p['ap50'] for p in previous):.3f}; blessed fitted "
-        f"{sum(bool(f['blessed']) for f in fitted)}/{SETS}, previous {sum(bool(p['blessed']) for p in previous)}/{SETS}"
+        f"{sum(bool(f['blessed']) for f in fitted)}/{SETS}, "
+        f"previous {sum(bool(p['blessed']) for p in previous)}/{SETS}; "
+        f"ran to the end (served in every stage) fitted {sum(f['completed'] for f in fitted)}/{SETS}, "
+        f"previous {sum(p['completed'] for p in previous)}/{SETS}"
     )
