@@ -470,9 +470,9 @@ def _encode_json(payload: Any) -> bytes:
     """``payload`` as compact JSON; NumPy arrays (the outputs) are written directly by orjson.
 
     A detector answers tens of thousands of float32 numbers per batch. ``json.dumps`` of their
-    ``tolist()`` spent most of the served path's overhead writing each as a 17-digit float64 and
-    made the client parse twice the bytes; orjson writes each with float32's shortest digits,
-    which parse back to the same float32 value (as TensorFlow Serving's answers do).
+    ``tolist()`` was most of the served path's overhead: it wrote each as a 17-digit float64 (a
+    fifth more bytes for the client to parse). orjson writes each with float32's shortest digits,
+    which parse back to the same float32 value, about ten times faster.
     """
     return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
 
