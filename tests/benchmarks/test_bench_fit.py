@@ -13,7 +13,7 @@ Printed per set and side: test AP@0.5 and AP@[.5:.95] (the evaluate step's), ble
 the run's wall time; the target is AP@0.5 >= 0.8 with no options. The inference benchmark step
 times ``LTP_BENCH_FIT_BENCHMARK_IMAGES`` images (320) on both sides to keep the runs short. A run
 that fails after its evaluation (the previous defaults' model can fail the demo promotion's serving
-checks, as the issue's user saw) is a result, printed as such; one that fails before is an error.
+checks, as a new user's first run did) is a result, printed as such; one that fails before is an error.
 Knobs: ``LTP_BENCH_FIT_SETS`` (3), ``LTP_BENCH_FIT_FIRST_SET`` (0: the sets are seeds 100 + i),
 ``LTP_BENCH_FIT_IMAGES`` (1,500 per set).
 """
