@@ -15,11 +15,12 @@ Knobs: ``LTP_BENCH_SEEDS`` (3), ``LTP_BENCH_PRECISION_TASKS`` (``classification,
 
 from __future__ import annotations
 
-import inspect
 import os
 import statistics
 
 import pytest
+
+from tests.benchmarks.recipes import run_form, train_and_score
 
 pytestmark = pytest.mark.benchmark
 
@@ -33,38 +34,6 @@ RECIPES = {
 }
 
 
-def _recipe(module: str) -> dict:
-    """The run form's defaults of one pipeline (what ``make run`` trains with)."""
-    import importlib
-
-    pipeline = importlib.import_module(f"pipelines.{module}").pipeline
-    return {k: v.default for k, v in inspect.signature(pipeline.pipeline_func).parameters.items()}
-
-
-def _train_and_score(task_name: str, dataset: str, model_dir: str, form: dict, precision: str, seed: int):
-    """Trains the recipe at ``precision`` and returns (test metric, training seconds)."""
-    from trainer.config import EvaluateConfig, TrainConfig
-    from trainer.tasks import get_task
-    from trainer.train import train
-
-    config = TrainConfig(
-        model=form["model"],
-        epochs=form["epochs"] or None,  # 0: the schedule fitted to the data
-        steps_per_epoch=form["steps_per_epoch"] or None,
-        model_options=dict(form["model_options"]),
-        batch_size_per_replica=form["batch_size_per_replica"],
-        learning_rate=form["learning_rate"],
-        augment=form["augment"],
-        precision=precision,
-        seed=seed,
-    )
-    summary = train(dataset, model_dir, config)
-    assert summary.precision == precision, f"trained at {summary.precision}, asked {precision}"
-    metric = RECIPES[task_name][2]
-    result = get_task(task_name).evaluate(os.path.join(model_dir, "saved_model"), dataset, EvaluateConfig())
-    return result.metrics[metric], summary.train_seconds
-
-
 @pytest.mark.parametrize("task_name", [t for t in RECIPES if t in TASKS])
 def test_bfloat16_quality_against_float32_over_seeds(task_name, tmp_path):
     from components.convert import convert
@@ -73,15 +42,17 @@ def test_bfloat16_quality_against_float32_over_seeds(task_name, tmp_path):
     source, module, metric, target = RECIPES[task_name]
     dataset = str(tmp_path / "ds")
     convert(ConvertConfig(source=source, workers=2), dataset)
-    form = _recipe(module)
+    form = run_form(module)
     scores: dict[str, list[float]] = {p: [] for p in PRECISIONS}
     seconds: dict[str, list[float]] = {p: [] for p in PRECISIONS}
     for seed in range(SEEDS):
         # Alternate which precision trains first: the machine is noisy.
         for precision in PRECISIONS if seed % 2 == 0 else PRECISIONS[::-1]:
-            value, took = _train_and_score(
-                task_name, dataset, str(tmp_path / f"{precision}-{seed}"), form, precision, seed
+            metrics, summary = train_and_score(
+                task_name, dataset, str(tmp_path / f"{precision}-{seed}"), form, seed, precision=precision
             )
+            assert summary.precision == precision, f"trained at {summary.precision}, asked {precision}"
+            value, took = metrics[metric], summary.train_seconds
             scores[precision].append(value)
             seconds[precision].append(took)
             print(f"\n[precision] {task_name} seed {seed} {precision:14s}: test {metric} {value:.4f}, {took:.0f} s")

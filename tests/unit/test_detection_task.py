@@ -89,3 +89,35 @@ def test_box_iou_and_anchor_coverage():
     best = anchor_coverage(np.array([[0, 0, 20, 20], [40, 40, 50, 50], [0, 0, 2, 2]], "float32"), anchors)
     assert best.tolist() == pytest.approx([1.0, 0.25, 0.01])
     assert anchor_coverage(np.zeros((0, 4)), anchors).shape == (0,)
+
+
+@pytest.mark.parametrize(("name", "expected"), [("l1", 0.1), ("huber", 0.5 * 0.1**2)])
+def test_the_box_loss_is_the_one_the_options_name(name, expected):
+    # Whatever the weights: predicted offsets exactly 0.1 off the encoded targets on every anchor,
+    # and class logits sure and right, so the loss is the box loss alone, averaged over the matched
+    # anchors: 0.1 under L1, 0.1**2 / 2 under Huber (quadratic at this size).
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.tasks.detection.model import build_detector
+
+    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False,
+              "anchor_size": 2.5, "num_scales": 3, "aspect_ratios": [1.0], "warmup_steps": 1}  # fmt: skip
+    task = type(TASK)({**fitted, "box_loss": name})
+    model = build_detector(task.options, 3)
+    task.compile(model, "adam", steps_per_execution=1, jit_compile=False)
+    images = tf.zeros([2, 64, 64, 3])
+    boxes = tf.constant([[[8.0, 8.0, 30.0, 28.0]], [[20.0, 24.0, 52.0, 60.0]]])  # yxyx pixels, one per image
+    y = {"boxes": boxes, "labels": tf.constant([[0.0], [2.0]])}
+    targets, labels = model.label_encoder(images=images, gt_boxes=y["boxes"], gt_classes=y["labels"])
+    labels = tf.reshape(labels, tf.shape(targets)[:2])
+    assert int(tf.reduce_sum(tf.cast(labels >= 0, tf.int32))) >= 2  # both boxes matched
+    sure = tf.where(tf.one_hot(tf.cast(labels, tf.int32), 3) > 0, 30.0, -30.0)
+    y_pred = {"bbox_regression": targets + 0.1, "cls_logits": sure}
+    loss = float(model.compute_loss(x=images, y=y, y_pred=y_pred, sample_weight=None))
+    assert np.isclose(loss, expected, rtol=1e-3), loss
+
+
+def test_an_unknown_box_loss_names_the_choices():
+    with pytest.raises(TaskError, match="box_loss: unknown 'smooth'; choose one of l1, huber"):
+        DetectorOptions.from_options({"box_loss": "smooth"})

@@ -215,8 +215,15 @@ class Detection(Task):
         return model
 
     def compile(self, model: Any, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
-        """keras-hub's losses (Huber boxes, focal classes); no compiled metrics (keras-hub refuses them)."""
-        model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=jit_compile)
+        """The options' box loss and keras-hub's focal loss on the classes; no compiled metrics (refused)."""
+        from trainer.tasks.detection.model import box_loss
+
+        model.compile(
+            optimizer=optimizer,
+            box_loss=box_loss(self.options.box_loss),
+            steps_per_execution=steps_per_execution,
+            jit_compile=jit_compile,
+        )
 
     def export(self, model: Any, export_dir: str, info: DatasetInfo) -> str:
         """The TF-OD-API-style signatures (``export.py``)."""

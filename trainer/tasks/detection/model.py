@@ -151,6 +151,22 @@ def _assemble(opts: DetectorOptions, backbone: Any, num_classes: int, pixels: An
     )
 
 
+def box_loss(name: str) -> Any:
+    """The box-regression loss ``name`` (``DetectorOptions.box_loss``), summed like keras-hub's.
+
+    keras-hub encodes a box as offsets from its anchor (centre / anchor size, log size ratio) with
+    a box variance of 1, so the offsets of a roughly placed box are about 0.1. Its default Huber
+    loss (delta 1) is quadratic there: the gradient shrinks with the error and the boxes stop
+    tightening. L1 keeps a constant pull: on the built-in shapes it raised AP@[.5:.95] by about
+    0.07 at the same schedule and time (docs/detection.md).
+    """
+    import keras
+
+    if name == "l1":
+        return keras.losses.MeanAbsoluteError(reduction="sum")
+    return keras.losses.Huber(reduction="sum")
+
+
 def _prior_bias(model: Any) -> None:
     """The focal-loss prior on the class head (p = 0.01), none on the box head."""
     import numpy as np

@@ -16,6 +16,7 @@ from trainer.tasks.base import TaskError
 
 AUTO = "auto"
 Auto = Literal["auto"]
+BOX_LOSSES = ("l1", "huber")
 # Model presets: ``model_options: {preset: tpu-512}`` starts from one and overrides fields.
 PRESETS: dict[str, dict[str, Any]] = {
     # A small ResNet of basic blocks and one head convolution, which suits a CPU; the input size,
@@ -65,6 +66,10 @@ class DetectorOptions(ConfigBase):
         head_convs: convolutions in each prediction head before its output.
         warmup_steps: linear learning-rate warm-up, then cosine decay to 0; ``auto``: 3% of the steps.
         clipnorm: global gradient-norm clipping.
+        box_loss: the box-regression loss on the encoded box offsets: ``l1`` (the mean absolute
+            error, as torchvision's RetinaNet trains) or ``huber`` (keras-hub's default, Huber at
+            delta 1: quadratic at the offsets' usual size, so its pull on the boxes fades as they
+            get close, which costs AP at the strict IoUs).
         score_threshold: the lowest score exported (the precision-recall curve needs low ones).
         nms_iou: per-class NMS overlap.
         max_detections: detections per image.
@@ -97,6 +102,7 @@ class DetectorOptions(ConfigBase):
     head_convs: int = 1
     warmup_steps: Union[int, Auto] = AUTO
     clipnorm: float = 10.0
+    box_loss: str = "l1"
     score_threshold: float = 0.05
     nms_iou: float = 0.5
     max_detections: int = 100
@@ -158,6 +164,8 @@ class DetectorOptions(ConfigBase):
             raise TaskError(f"model_options.max_image_size: must be >= 32, got {self.max_image_size}")
         if self.max_detections < 1 or not 0 <= self.score_threshold < 1:
             raise TaskError("model_options: max_detections must be >= 1, score_threshold in [0, 1)")
+        if self.box_loss not in BOX_LOSSES:
+            raise TaskError(f"model_options.box_loss: unknown {self.box_loss!r}; choose one of {', '.join(BOX_LOSSES)}")
         if self.max_boxes != AUTO and self.max_boxes < 1:
             raise TaskError(f"model_options.max_boxes: must be >= 1, got {self.max_boxes}")
         self._check_levels()
