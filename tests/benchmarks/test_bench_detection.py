@@ -138,7 +138,7 @@ def test_training_against_the_straightforward_keras_hub_way(shapes_dataset, tmp_
             try:
                 model = build_detector(opts, 3)
                 if side == "ours":
-                    model.compile(optimizer=task.optimizer(1e-3, 300), steps_per_execution=4, jit_compile=False)
+                    task.compile(model, task.optimizer(1e-3, 300), steps_per_execution=4, jit_compile=False)
                     ds = data.make_dataset(
                         shapes_dataset, "train", BATCH, training=True, drop_remainder=True, cache=True, task=task
                     )
