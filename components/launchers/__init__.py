@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Optional
 
 from components.launchers.base import Launcher, LaunchError, WorkerSet
+from trainer.registry import Registry
 
 __all__ = [
     "LaunchError",
@@ -22,18 +23,20 @@ __all__ = [
     "register",
 ]
 
-_REGISTRY: dict[str, Callable[[], Launcher]] = {}
+# The cluster launchers import the kubernetes client: their module is imported on first use only.
+_LAUNCHERS: Registry[Callable[[], Launcher]] = Registry(
+    "launcher", ("components.launchers.builtins",), error=LaunchError, replace=True
+)
 
 
 def register(name: str, factory: Callable[[], Launcher]) -> None:
     """Registers a launcher factory under ``name`` (a later registration of the name replaces it)."""
-    _REGISTRY[name] = factory
+    _LAUNCHERS.register(name, factory)
 
 
 def launcher_names() -> list[str]:
     """The registered launchers' names, sorted."""
-    _load_builtins()
-    return sorted(_REGISTRY)
+    return sorted(_LAUNCHERS.names())
 
 
 def get_launcher(name: str) -> Launcher:
@@ -42,10 +45,7 @@ def get_launcher(name: str) -> Launcher:
     Raises:
         LaunchError: no launcher has that name (the message lists the known ones).
     """
-    _load_builtins()
-    if name not in _REGISTRY:
-        raise LaunchError(f"launcher: no launcher named {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]()
+    return _LAUNCHERS.get(name)()
 
 
 def in_cluster(environ: Optional[Mapping[str, str]] = None) -> bool:
@@ -63,18 +63,3 @@ def choose_launcher(requested: str, environ: Optional[Mapping[str, str]] = None)
     if requested != "auto":
         return requested
     return "auto" if in_cluster(environ) else "local"
-
-
-def _load_builtins() -> None:
-    if "jobset" not in _REGISTRY:
-        # The cluster launchers import the kubernetes client: loaded on first use only.
-        from components.launchers.job import AutoClusterLauncher, IndexedJobLauncher
-        from components.launchers.jobset import JobSetLauncher
-
-        register("jobset", JobSetLauncher)
-        register("job", IndexedJobLauncher)
-        register("auto", AutoClusterLauncher)
-    if "local" not in _REGISTRY:
-        from components.launchers.local import LocalLauncher
-
-        register("local", LocalLauncher)

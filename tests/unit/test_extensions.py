@@ -31,7 +31,7 @@ def test_a_kind_cannot_take_a_registered_name():
     class Another(SourceKind):
         name = "npz"
 
-    with pytest.raises(SourceError, match="source kind 'npz' is registered twice: components.convert.sources.npz"):
+    with pytest.raises(SourceError, match="source format 'npz' is registered twice: components.convert.sources.npz"):
         register_kind(Another())
     assert [k.name for k in sources.kinds()].count("npz") == 1 and type(sources.kind("npz")).__name__ == "NpzKind"
 

@@ -103,7 +103,7 @@ def test_the_job_file_round_trips(tmp_path):
 def test_launcher_registry_and_the_auto_choice():
     assert launcher_names() == ["auto", "job", "jobset", "local"]
     assert isinstance(get_launcher("local"), LocalLauncher)
-    with pytest.raises(LaunchError, match="known: .*local"):
+    with pytest.raises(LaunchError, match="expected one of .*local"):
         get_launcher("nope")
     assert choose_launcher("auto", {}) == "local"
     # In a cluster ``auto`` stays ``auto``: its launcher asks the API whether JobSet is served.

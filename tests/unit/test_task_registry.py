@@ -42,7 +42,7 @@ def test_a_task_without_renderers_fails_plainly(monkeypatch):
     class Bare(type(get_task("classification"))):
         name = "bare"
 
-    monkeypatch.setitem(trainer.tasks._TYPES, "bare", Bare)
+    monkeypatch.setitem(trainer.tasks._TASKS._entries, "bare", Bare)
     assert "bare" in task_names()
     with pytest.raises(TaskError, match="no renderers for task 'bare'; tasks with renderers: .*classification"):
         renderers_of("bare")
@@ -54,7 +54,7 @@ def test_options_are_typed_and_strict():
         get_task("detection", {"image_size": "big"})
     with pytest.raises(TaskError, match="model_options.backbon: unknown key .*known keys: backbone, weights"):
         get_task("classification", {"backbon": "resnet50"})
-    with pytest.raises(TaskError, match="unknown task 'segmentation'; known tasks: classification, detection"):
+    with pytest.raises(TaskError, match="unknown task 'segmentation'; expected one of classification, detection"):
         get_task("segmentation")
 
 

@@ -18,20 +18,19 @@ keras-hub, for detection) is imported only by the methods that build, export or 
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from trainer import model_folder
-from trainer.extensions import ExtensionError, load_extensions
+from trainer.registry import Registry
 from trainer.tasks.base import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tfrecords import DatasetInfo
 
 DEFAULT_TASK = "classification"
 _BUILTIN_MODULES = ("trainer.tasks.classification", "trainer.tasks.detection")
 
-_TYPES: dict[str, type[Task]] = {}
+_TASKS: Registry[type[Task]] = Registry("task", _BUILTIN_MODULES, error=TaskError)
 
 
 def register(task_type: type[Task]) -> type[Task]:
@@ -40,36 +39,21 @@ def register(task_type: type[Task]) -> type[Task]:
     Raises:
         TaskError: another type is registered under the same name.
     """
-    known = _TYPES.get(task_type.name)
-    if known is not None and known is not task_type:
-        raise TaskError(f"task {task_type.name!r} is registered twice: {known.__module__} and {task_type.__module__}")
-    _TYPES[task_type.name] = task_type
-    return task_type
-
-
-def _load_modules() -> None:
-    """Imports the built-in task modules and the extension modules ``LTP_EXTENSIONS`` names.
-
-    Raises:
-        TaskError: an extension module cannot be imported.
-    """
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(module)  # cached by Python after the first time
-    try:
-        load_extensions()
-    except ExtensionError as err:
-        raise TaskError(str(err)) from err
+    return _TASKS.register(task_type.name, task_type)
 
 
 def task_types() -> dict[str, type[Task]]:
-    """Task name -> task type, every registered task (built-in and ``LTP_EXTENSIONS``)."""
-    _load_modules()
-    return dict(_TYPES)
+    """Task name -> task type, every registered task (built-in and ``LTP_EXTENSIONS``).
+
+    Raises:
+        TaskError: a module named in ``LTP_EXTENSIONS`` cannot be imported.
+    """
+    return _TASKS.entries()
 
 
 def task_names() -> list[str]:
     """The registered tasks' names, sorted."""
-    return sorted(task_types())
+    return sorted(_TASKS.names())
 
 
 def get_task(name: str | None, options: Mapping[str, Any] | None = None) -> Task:
@@ -82,11 +66,7 @@ def get_task(name: str | None, options: Mapping[str, Any] | None = None) -> Task
     Raises:
         TaskError: no task of that name, or options it does not take.
     """
-    name = name or DEFAULT_TASK
-    types = task_types()
-    if name not in types:
-        raise TaskError(f"task: unknown task {name!r}; known tasks: {', '.join(sorted(types))}")
-    return types[name](options)
+    return _TASKS.get(name or DEFAULT_TASK)(options)
 
 
 def task_of_manifest(info: DatasetInfo, options: Mapping[str, Any] | None = None) -> Task:

@@ -25,11 +25,14 @@ from components.convert.sources.idx import IDX
 from components.convert.sources.manifest import CSV, JSONL
 from components.convert.sources.npz import NPZ
 from components.convert.sources.shapes import SHAPES
-from trainer.extensions import ExtensionError, load_extensions
+from trainer.registry import Registry
 from trainer.storage import is_gcs, read_bytes  # read_bytes: the workers' local fast path (os.read)
 
 BUILTIN_KINDS: tuple[SourceKind, ...] = (FOLDER, CSV, JSONL, NPZ, IDX, COCO, FASHION_MNIST, DIGITS, SHAPES)
-_EXTRA: list[SourceKind] = []  # the extension modules' kinds, in the order they registered
+# Built-in kinds first, in detection order, then the extension modules' in the order they registered.
+_KINDS: Registry[SourceKind] = Registry("source format", error=SourceError)
+for _kind in BUILTIN_KINDS:
+    _KINDS.register(_kind.name, _kind)
 
 
 def register_kind(source_kind: SourceKind) -> SourceKind:
@@ -41,15 +44,7 @@ def register_kind(source_kind: SourceKind) -> SourceKind:
     Raises:
         SourceError: another kind is registered under the same name.
     """
-    for known in (*BUILTIN_KINDS, *_EXTRA):
-        if known.name == source_kind.name and known is not source_kind:
-            raise SourceError(
-                f"source kind {source_kind.name!r} is registered twice: {type(known).__module__} and "
-                f"{type(source_kind).__module__}; expected a new name"
-            )
-    if source_kind not in _EXTRA and source_kind not in BUILTIN_KINDS:
-        _EXTRA.append(source_kind)
-    return source_kind
+    return _KINDS.register(source_kind.name, source_kind)
 
 
 def kinds() -> tuple[SourceKind, ...]:
@@ -58,11 +53,7 @@ def kinds() -> tuple[SourceKind, ...]:
     Raises:
         SourceError: a module named in ``LTP_EXTENSIONS`` cannot be imported.
     """
-    try:
-        load_extensions()
-    except ExtensionError as err:
-        raise SourceError(str(err)) from err
-    return (*BUILTIN_KINDS, *_EXTRA)
+    return tuple(_KINDS.entries().values())
 
 
 def kind_names() -> tuple[str, ...]:
@@ -84,10 +75,7 @@ def kind(name: str) -> SourceKind:
     Raises:
         SourceError: no kind has that name.
     """
-    for k in kinds():
-        if k.name == name:
-            return k
-    raise SourceError(f"unknown source format {name!r}; expected one of {', '.join(kind_names())}")
+    return _KINDS.get(name)
 
 
 def is_builtin(uri: str) -> bool:
