@@ -2,12 +2,18 @@
 demo -> (blessed) staging -> (asked for) prod.
 
 ``end_to_end`` (classification) and ``detection`` are two pipelines with their own defaults for
-the Kubeflow run form (:func:`run_form`: the config sections' defaults under the task's run
-defaults); both call :func:`build` inside their ``@dsl.pipeline`` body. No TensorFlow here:
-compiling stays fast.
+the Kubeflow run form: :func:`pipeline` generates each from the task (:func:`form_parameters`:
+the config fields' types, defaults and documentation under the task's run defaults), and its body
+calls :func:`build`. No TensorFlow here: compiling stays fast.
 """
 
-from typing import Any
+import copy
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from kfp import dsl, kubernetes
 
@@ -19,49 +25,171 @@ from components.promote.component import promote_model
 from components.report.component import build_report
 from components.train.component import train_model
 from pipelines import accelerators
-from trainer.config import BenchmarkConfig, PromoteConfig, TrainConfig
+from trainer.config import BenchmarkConfig, ConfigBase, ConvertConfig, EvaluateConfig, PromoteConfig, TrainConfig
 from trainer.tasks import get_task
 
 
-def run_form(task: str) -> dict[str, Any]:
-    """The defaults of a task's run form, by parameter of :func:`build` (the pipeline's signature).
+@dataclasses.dataclass(frozen=True)
+class FormParameter:
+    """One parameter of a task's run form, as the Kubeflow UI shows it.
 
-    Each is the config section's default (0 or "" where the section's is None: KFP's stand-ins),
-    or the task's (``trainer.tasks``: ``run_defaults`` and its ``form``, the default thresholds).
-    tests/unit/test_parameter_surfaces.py checks the pipelines' signatures against the sections.
+    Attributes:
+        name: its name (a parameter of :func:`build`).
+        annotation: its KFP type (``int``, ``float``, ``str``, ``bool``, ``dict``, ``list``).
+        default: the task's default, or the config field's (KFP's stand-in where that is None).
+        description: the config field's documentation, and the task's note where it has one.
+    """
+
+    name: str
+    annotation: type
+    default: Any
+    description: str
+
+
+# Run-form parameter -> the config field it sets: its type, default and description come from there.
+_FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form's own (_OWN)
+    "source": (ConvertConfig, "source"),
+    "limit_per_split": (ConvertConfig, "limit_per_split"),
+    "model": (TrainConfig, "model"),
+    "model_options": (TrainConfig, "model_options"),
+    "epochs": (TrainConfig, "epochs"),
+    "steps_per_epoch": (TrainConfig, "steps_per_epoch"),
+    "batch_size_per_replica": (TrainConfig, "batch_size_per_replica"),
+    "augment": (TrainConfig, "augment"),
+    "learning_rate": (TrainConfig, "learning_rate"),
+    "accelerator_type": None,
+    "accelerator_count": None,
+    "workers": (TrainConfig, "workers"),
+    "launcher": (TrainConfig, "launcher"),
+    "value_thresholds": (EvaluateConfig, "value_thresholds"),
+    "change_thresholds": (EvaluateConfig, "change_thresholds"),
+    "benchmark_images": (BenchmarkConfig, "num_images"),
+    "benchmark_batch_size": (BenchmarkConfig, "batch_size"),
+    "serving_target": (PromoteConfig, "target"),
+    "stages_root": None,
+    "served_model_name": (PromoteConfig, "model_name"),
+    "promote_to_prod": None,
+    "kserve_mode": (PromoteConfig, "kserve_mode"),
+    "canary_steps": (PromoteConfig, "canary_steps"),
+}
+
+# The run form's own parameters, which no step config holds: (type, default, description).
+_OWN: dict[str, tuple[type, Any, str]] = {
+    "accelerator_type": (
+        str,
+        accelerators.DEFAULT_ACCELERATOR_TYPE,
+        "the train pod's accelerator resource: cloud-tpus.google.com/v2 (a TPU v2-8 on GKE), "
+        "cloud-tpus.google.com/v3, google.com/tpu, nvidia.com/gpu, ... (pipelines/accelerators.py).",
+    ),
+    "accelerator_count": (
+        int,
+        accelerators.DEFAULT_ACCELERATOR_COUNT,
+        "how many of it: 8 for a v2-8/v3-8, 1 for one GPU.",
+    ),
+    "stages_root": (
+        str,
+        "",
+        "where stages keep model versions and history (a folder or gs://); empty means <pipeline root>/stages.",
+    ),
+    "promote_to_prod": (bool, False, "after staging passed, promote to prod as well."),
+}
+
+_KFP_TYPES = {int: int, float: float, str: str, bool: bool}
+
+
+def _kfp_type(annotation: Any) -> type:
+    """The KFP parameter type of a config field's annotation (Optional, Literal, tuple, Mapping)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return _kfp_type(next(a for a in args if a is not type(None)))
+    if origin is typing.Literal:
+        return type(args[0])
+    if origin is tuple or annotation is tuple:
+        return list
+    if origin in (dict, Mapping) or annotation in (dict, Mapping):
+        return dict
+    return _KFP_TYPES[annotation]
+
+
+_STAND_INS = {int: 0, float: 0.0, str: "", bool: False, dict: {}, list: []}
+
+
+def _from_field(section: type[ConfigBase], name: str) -> tuple[type, Any, str]:
+    """(type, default, description) of a config field; None defaults become KFP's stand-ins."""
+    field = next(f for f in dataclasses.fields(section) if f.name == name)
+    kfp_type = _kfp_type(typing.get_type_hints(section)[name])
+    default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+    if default is None:
+        default = _STAND_INS[kfp_type]
+    description = section.field_docs()[name].replace("``", "")  # the UI shows plain text
+    return kfp_type, kfp_type(default) if kfp_type in (dict, list) else default, description
+
+
+def form_parameters(task: str) -> dict[str, FormParameter]:
+    """A task's run form: every parameter of :func:`build`, in order, with its type, default and description.
+
+    Defaults are the task's where it has one (``trainer.tasks``: ``run_defaults`` and its
+    ``form``, the default thresholds), else the config field's; descriptions are the config
+    field's documentation, followed by the task's note (``run_defaults.notes``).
 
     Args:
         task: the task's registered name (``classification``, ``detection``).
     """
     the_task = get_task(task)
     quick = the_task.run_defaults
-    train, bench, promote = TrainConfig(), BenchmarkConfig(), PromoteConfig()
-    form = {
+    task_defaults = {
         "source": quick.data,
-        "limit_per_split": 0,  # ConvertConfig.limit_per_split None: all
         "model": quick.model,
-        "model_options": dict(train.model_options),
         "epochs": quick.epochs,
-        "steps_per_epoch": 0,  # TrainConfig.steps_per_epoch None: one pass
-        "batch_size_per_replica": train.batch_size_per_replica,
-        "augment": train.augment,
-        "learning_rate": train.learning_rate,
-        "accelerator_type": accelerators.DEFAULT_ACCELERATOR_TYPE,
-        "accelerator_count": accelerators.DEFAULT_ACCELERATOR_COUNT,
-        "workers": train.workers,
-        "launcher": train.launcher,
-        "value_thresholds": dict(the_task.default_value_thresholds),
-        "change_thresholds": {},
-        "benchmark_images": bench.num_images,
-        "benchmark_batch_size": bench.batch_size,
-        "serving_target": promote.target,
-        "kserve_mode": promote.kserve_mode,
-        "canary_steps": [],  # PromoteConfig.canary_steps None: the target's default
-        "stages_root": "",  # the components' stand-in: <pipeline root>/stages
         "served_model_name": quick.served_model_name,
-        "promote_to_prod": False,
+        "value_thresholds": dict(the_task.default_value_thresholds),
+        **quick.form,
     }
-    return {**form, **{k: dict(v) if isinstance(v, dict) else v for k, v in quick.form.items()}}
+    form = {}
+    for name, field in _FIELDS.items():
+        kfp_type, default, description = _OWN[name] if field is None else _from_field(*field)
+        default = copy.deepcopy(task_defaults.get(name, default))
+        note = quick.notes.get(name)
+        form[name] = FormParameter(name, kfp_type, default, f"{description} {note}" if note else description)
+    return form
+
+
+def run_form(task: str) -> dict[str, Any]:
+    """The defaults of a task's run form, by parameter of :func:`build` (:func:`form_parameters`)."""
+    return {name: p.default for name, p in form_parameters(task).items()}
+
+
+def pipeline(task: str, name: str, description: str, summary: str) -> Any:
+    """A ``@dsl.pipeline`` running :func:`build` with a task's run form: generated, not copied.
+
+    KFP reads a pipeline function's ``inspect.signature`` (names, types, defaults), takes the
+    parameters' descriptions from its docstring's ``Args:`` and calls it positionally; so the
+    function takes ``*args`` and carries a generated ``__signature__`` and ``__doc__``. A config
+    field added to ``_FIELDS`` reaches the UI's form with its type, default and documentation.
+
+    Args:
+        task: the task whose run form it is.
+        name: the pipeline's name (the compiled YAML's, the UI's).
+        description: the pipeline's description.
+        summary: the docstring's first line.
+    """
+    form = form_parameters(task)
+
+    def run(*args: Any) -> None:
+        build(**dict(zip(form, args, strict=True)))
+
+    run.__signature__ = inspect.Signature(
+        [
+            inspect.Parameter(
+                p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default, annotation=p.annotation
+            )
+            for p in form.values()
+        ]
+    )
+    args = "\n".join(f"    {p.name}: {p.description}" for p in form.values())
+    run.__doc__ = f"{summary}\n\nArgs:\n{args}\n"
+    run.__name__ = run.__qualname__ = name.replace("-", "_")
+    return dsl.pipeline(name=name, description=description)(run)
 
 
 def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model_name, serving):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -46,10 +47,8 @@ class SubmittedRun:
 def task_of_pipeline(name: str) -> Optional[str]:
     """The task whose main pipeline ``name`` is (its model options are checked), else None."""
     from pipelines.compile import PIPELINES
-    from trainer.tasks import task_types
 
-    module = PIPELINES.get(name)
-    return next((task for task, kind in task_types().items() if kind.run_defaults.pipeline == module), None)
+    return getattr(importlib.import_module(PIPELINES[name]), "TASK", None) if name in PIPELINES else None
 
 
 def submit_parameters(name: str, config: Optional[str], set_text: str) -> RunParameters:

@@ -502,7 +502,16 @@ class MonitorConfig(ConfigBase):
 
 @dataclasses.dataclass(frozen=True)
 class Config(ConfigBase):
-    """A whole run: one section per step."""
+    """A whole run: one section per step.
+
+    Attributes:
+        convert: how the source becomes TFRecords.
+        train: how the model is trained.
+        evaluate: how it is scored and blessed.
+        benchmark: how its inference is timed.
+        promote: how it reaches a serving stage.
+        monitor: how the serving stages are watched.
+    """
 
     convert: ConvertConfig = dataclasses.field(default_factory=ConvertConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)

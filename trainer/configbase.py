@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -178,6 +180,26 @@ class ConfigBase:
     def replace(self: T, **changes: Any) -> T:
         """Returns a copy with some fields changed, validated again."""
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Field name -> its documentation, one line, from the class docstring's ``Attributes:``.
+
+        The run forms show these as their parameters' descriptions (``pipelines/flow.py``).
+        """
+        docs: dict[str, str] = {}
+        lines = (inspect.getdoc(cls) or "").splitlines()
+        start = next((i + 1 for i, line in enumerate(lines) if line.strip() == "Attributes:"), len(lines))
+        name = None
+        for line in lines[start:]:
+            if line and not line.startswith(" "):
+                break  # the next section
+            entry = re.fullmatch(r" {4}(\w+): (.*)", line)
+            if entry:
+                name, docs[entry[1]] = entry[1], entry[2].strip()
+            elif name and line.strip():
+                docs[name] += " " + line.strip()
+        return docs
 
     def fingerprint(self) -> str:
         """A short stable hash of the values, e.g. for caching and the model card."""

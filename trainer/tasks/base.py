@@ -97,6 +97,8 @@ class RunDefaults:
         headline: the metrics a run's summary prints (the headline first).
         form: the defaults of the task's pipeline run form (``pipeline``) that are neither the
             config sections' defaults nor the fields above, by run-form parameter name.
+        notes: what the run form says of a parameter for this task, after the config field's
+            documentation, by run-form parameter name.
     """
 
     data: str
@@ -107,6 +109,7 @@ class RunDefaults:
     pipeline: str = "pipelines.end_to_end"
     headline: tuple[str, ...] = ()
     form: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,6 +58,17 @@ class Detection(Task):
             "learning_rate": 0.008,
             "change_thresholds": {"ap50": -0.02},
         },
+        notes={
+            "source": "For detection: a COCO instances JSON (images beside it or under images/), or shapes.",
+            "model_options": (
+                "For the detector: image_size, anchor_size, num_scales, aspect_ratios, min_level/max_level, "
+                "max_boxes, warmup_steps (each auto: fitted to the training boxes, within max_image_size), the "
+                "ResNet's stackwise_filters/blocks/strides, head_convs, weights, ...; or {preset: tpu-512} for a "
+                "ResNet-50-class detector at 512 px (docs/detection.md)."
+            ),
+            "epochs": "0 fits a schedule in optimizer steps to the dataset's size and the global batch.",
+            "learning_rate": "0.008 gives 1e-3 at batch 16, after a short warm-up, with cosine decay.",
+        },
     )
     options: DetectorOptions
 
