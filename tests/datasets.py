@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from trainer import tfrecords
+from trainer import tfrecord_wire, tfrecords
 
 
 def make_images(count: int, num_classes: int, shape=(28, 28, 1), seed: int = 0):
@@ -44,8 +44,8 @@ def _write_shard(path: Path, indices: range, images, labels, keys, classes) -> t
     for j in indices:
         png = _png(images[j])
         h, w, c = images[j].shape
-        blob += tfrecords.frame_record(
-            tfrecords.encode_example(
+        blob += tfrecord_wire.frame_record(
+            tfrecord_wire.encode_example(
                 image=png,
                 image_format="png",
                 height=h,
@@ -58,7 +58,7 @@ def _write_shard(path: Path, indices: range, images, labels, keys, classes) -> t
             )
         )
     path.write_bytes(bytes(blob))
-    return tfrecords.ShardInfo(path.name, len(indices), len(blob), tfrecords.shard_checksum(blob))
+    return tfrecords.ShardInfo(path.name, len(indices), len(blob), tfrecord_wire.shard_checksum(blob))
 
 
 Arrays = tuple[np.ndarray, np.ndarray, list[str]]  # images [N, H, W, C] uint8, labels, source keys

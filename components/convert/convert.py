@@ -31,6 +31,7 @@ from components.convert.sources import ConvertError, Item, Source
 from components.convert.storage import Output
 from trainer.config import ConvertConfig
 from trainer.tasks import task_types
+from trainer.tfrecord_wire import crc32c_b64, crc32c_combine
 from trainer.tfrecords import (
     MANIFEST_NAME,
     REJECTED_NAME,
@@ -42,8 +43,6 @@ from trainer.tfrecords import (
     ShardInfo,
     SourceInfo,
     SplitInfo,
-    crc32c_b64,
-    crc32c_combine,
     shard_name,
 )
 

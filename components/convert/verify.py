@@ -14,7 +14,8 @@ from typing import Any
 
 from components.convert.sources import ConvertError
 from trainer.storage import is_gcs, read_bytes
-from trainer.tfrecords import DatasetInfo, ShardInfo, load_dataset_info, shard_checksum
+from trainer.tfrecord_wire import shard_checksum
+from trainer.tfrecords import DatasetInfo, ShardInfo, load_dataset_info
 
 
 class VerifyError(ConvertError):

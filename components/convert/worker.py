@@ -1,7 +1,7 @@
 """The per-chunk work of a conversion: no TensorFlow.
 
 A chunk is a run of consecutive items of one shard. :func:`encode_chunk` reads each item, checks or
-converts it, builds the record (:func:`trainer.tfrecords.encode_example`) and frames it by hand
+converts it, builds the record (:func:`trainer.tfrecord_wire.encode_example`) and frames it by hand
 (byte-identical to ``tf.io.TFRecordWriter``), gzip-compressed as one member when asked
 (concatenated members are one valid gzip stream). It runs in the converting process for small jobs
 and in the worker processes of :mod:`components.convert.pool` otherwise.
@@ -20,7 +20,8 @@ import google_crc32c
 import numpy as np
 
 from components.convert import imaging, sources
-from trainer.tfrecords import NO_LABEL, encode_example_parts, frame_parts
+from trainer.tfrecord_wire import encode_example_parts, frame_parts
+from trainer.tfrecords import NO_LABEL
 
 
 @dataclass

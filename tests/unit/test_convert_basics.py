@@ -7,7 +7,8 @@ import pytest
 
 from components.convert import ConvertError, convert
 from trainer.config import ConvertConfig
-from trainer.tfrecords import iter_records, load_dataset_info
+from trainer.tfrecord_wire import iter_records
+from trainer.tfrecords import load_dataset_info
 
 
 def _records(folder, split):

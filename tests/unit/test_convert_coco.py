@@ -10,7 +10,8 @@ from PIL import Image
 from components.convert import ConvertError, convert
 from components.convert.run import summarize
 from trainer.config import ConvertConfig
-from trainer.tfrecords import REJECTED_NAME, DatasetInfo, iter_records
+from trainer.tfrecord_wire import iter_records
+from trainer.tfrecords import REJECTED_NAME, DatasetInfo
 
 W, H = 10, 8  # every test image: 10 wide, 8 high
 

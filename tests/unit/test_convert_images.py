@@ -11,7 +11,8 @@ from PIL import Image
 
 from components.convert import convert, imaging
 from trainer.config import ConvertConfig
-from trainer.tfrecords import DatasetInfo, iter_records
+from trainer.tfrecord_wire import iter_records
+from trainer.tfrecords import DatasetInfo
 
 
 def _img(mode="RGB", size=(20, 16), seed=0):

@@ -8,7 +8,7 @@ import pytest
 from components.convert import convert, pool
 from components.convert.convert import make_plan
 from trainer.config import ConvertConfig
-from trainer.tfrecords import crc32c_b64, iter_records
+from trainer.tfrecord_wire import crc32c_b64, iter_records
 
 # Fashion-MNIST in three splits, several shards each, each shard written as several chunks.
 CONFIG = ConvertConfig(source="fashion-mnist", limit_per_split=2500, target_shard_mb=0.4)

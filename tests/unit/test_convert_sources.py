@@ -13,7 +13,7 @@ from PIL import Image
 from components.convert import ConvertError, convert, make_plan
 from components.convert.convert import Item, assign_splits, shard_count
 from trainer.config import ConfigError, ConvertConfig
-from trainer.tfrecords import iter_records
+from trainer.tfrecord_wire import iter_records
 
 
 def _png(seed=0, size=(6, 5)):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.datasets import write_test_dataset
-from trainer import tfrecords
+from trainer import tfrecord_wire, tfrecords
 
 
 def _example(**overrides):
@@ -22,7 +22,7 @@ def _example(**overrides):
         sha256="ab" * 32,
     )
     args.update(overrides)
-    return tfrecords.encode_example(**args)
+    return tfrecord_wire.encode_example(**args)
 
 
 def test_importing_the_module_does_not_import_tensorflow():
@@ -83,20 +83,20 @@ def test_framing_is_byte_identical_to_tfrecordwriter(tmp_path):
     with tf.io.TFRecordWriter(path) as w:
         for r in records:
             w.write(r)
-    ours = b"".join(tfrecords.frame_record(r) for r in records)
+    ours = b"".join(tfrecord_wire.frame_record(r) for r in records)
     assert ours == open(path, "rb").read()
     pieces = []
     for r in records:  # the writer's path: a record given as parts, framed without joining them
-        tfrecords.frame_parts([r[:3], r[3:7], r[7:]], pieces)
+        tfrecord_wire.frame_parts([r[:3], r[3:7], r[7:]], pieces)
     assert b"".join(pieces) == ours
-    assert list(tfrecords.iter_records(ours)) == records
+    assert list(tfrecord_wire.iter_records(ours)) == records
 
 
 def test_iter_records_detects_corruption():
-    data = bytearray(tfrecords.frame_record(b"hello world"))
+    data = bytearray(tfrecord_wire.frame_record(b"hello world"))
     data[14] ^= 0xFF
     with pytest.raises(tfrecords.DatasetError, match="CRC"):
-        list(tfrecords.iter_records(bytes(data)))
+        list(tfrecord_wire.iter_records(bytes(data)))
 
 
 def test_load_dataset_info_errors_say_what_to_do(tmp_path):
@@ -139,11 +139,11 @@ def test_crc32c_combine_gives_the_checksum_of_the_concatenation():
     for _ in range(100):
         a = os.urandom(rng.randint(0, 3000))
         b = os.urandom(rng.choice([0, 1, 7, rng.randint(0, 70000)]))
-        got = tfrecords.crc32c_combine(google_crc32c.value(a), google_crc32c.value(b), len(b))
+        got = tfrecord_wire.crc32c_combine(google_crc32c.value(a), google_crc32c.value(b), len(b))
         assert got == google_crc32c.value(a + b)
     # The manifest's form is Cloud Storage's: base64 of the big-endian CRC (gsutil hash -c).
-    assert tfrecords.shard_checksum(b"hello") == "mnG7TA=="
-    assert tfrecords.shard_checksum(bytearray(b"hello")) == "mnG7TA=="
+    assert tfrecord_wire.shard_checksum(b"hello") == "mnG7TA=="
+    assert tfrecord_wire.shard_checksum(bytearray(b"hello")) == "mnG7TA=="
 
 
 def test_dataset_info_round_trips_and_refuses_unknown_or_missing_keys(tmp_path):
