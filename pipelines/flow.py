@@ -69,7 +69,7 @@ _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form
     "stages_root": None,
     "served_model_name": (PromoteConfig, "model_name"),
     "promote_to_prod": None,
-    "kserve_mode": (PromoteConfig, "kserve_mode"),
+    "serving_options": (PromoteConfig, "serving_options"),
     "canary_steps": (PromoteConfig, "canary_steps"),
 }
 
@@ -202,7 +202,7 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model
         pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-        **serving,  # the serving target and its settings: target, kserve_mode, canary_steps
+        **serving,  # the serving target and its settings: target, serving_options, canary_steps
     )
     # Promotion changes what a stage serves: never answer it from the cache.
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
@@ -257,7 +257,7 @@ def build(
     stages_root,
     served_model_name,
     promote_to_prod,
-    kserve_mode,
+    serving_options,
     canary_steps,
 ) -> None:
     """Adds the flow's tasks to the pipeline being defined; the arguments are its parameters.
@@ -309,7 +309,7 @@ def build(
         accelerator="cpu-8",
     ).set_display_name("Benchmark inference")
 
-    target = {"target": serving_target, "kserve_mode": kserve_mode, "canary_steps": canary_steps}  # and its settings
+    target = {"target": serving_target, "serving_options": serving_options, "canary_steps": canary_steps}
     demo = _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, target)
     demo.after(evaluated, benchmarked)
 

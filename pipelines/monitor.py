@@ -23,6 +23,7 @@ def pipeline(
     stages_root: str = "",
     serving_target: str = "kubernetes",
     served_model_name: str = "classifier",
+    serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
 ):
     """Watches the stages once.
 
@@ -32,8 +33,10 @@ def pipeline(
         stages: the stages to watch.
         window: the objectives' PromQL range (30m, 1h, ...): about the time between two runs.
         stages_root: the stage store (folder or gs://); empty means <pipeline root>/stages.
-        serving_target: kubernetes (the stages' Services) or local (loopback servers from the registry).
+        serving_target: kubernetes (the stages' Services), kserve (each model's InferenceService)
+            or local (loopback servers from the registry).
         served_model_name: the name models are served under (/v1/models/<name>).
+        serving_options: the serving target's own settings, as for the promotion (docs/kserve.md).
     """
     watch = (
         monitor_stages(
@@ -44,6 +47,7 @@ def pipeline(
             pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
             target=serving_target,
             model_name=served_model_name,
+            serving_options=serving_options,
         )
         .set_display_name("Watch the stages")
         .set_caching_options(False)

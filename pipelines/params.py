@@ -57,6 +57,10 @@ STEP_CONFIGS: dict[str, tuple[type[ConfigBase], dict[str, str]]] = {
     "promote-model": (PromoteConfig, {}),
 }
 
+# Run-form parameters that were renamed -> their new spelling: a CONFIG file or SET that still
+# names one gets a line that says what to write instead.
+RENAMED = {"kserve_mode": "serving_options.mode"}
+
 
 class ParameterError(ValueError):
     """The run's parameters are wrong; one line per problem, each naming the valid form."""
@@ -224,6 +228,9 @@ def _check_type(name: str, value: Any, kind: str) -> Any:
 
 
 def _unknown(name: str, form: Mapping[str, FormParameter], origin: str, pipeline: str) -> str:
+    new = RENAMED.get(name)
+    if new is not None and new.split(".")[0] in form:
+        return f"{name} ({origin}): renamed; set {new} instead (a dotted name sets one key of a mapping)"
     close = difflib.get_close_matches(name, list(form), n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     whose = f"the {pipeline} pipeline's parameters" if pipeline else "the run form's parameters"

@@ -18,17 +18,19 @@ def pipeline(
     stages_root: str = "",
     serving_target: str = "local",
     served_model_name: str = "classifier",
-    kserve_mode: str = "knative",
+    serving_options: dict = {},  # noqa: B006 (a pipeline default, never mutated)
 ):
     """Rolls one stage back by one version.
 
     Args:
         stage: demo, staging or prod.
         stages_root: the stage store (folder or gs://); empty means <pipeline root>/stages.
-        serving_target: local (a loopback model server) or kubernetes (the stage's manifests).
+        serving_target: local (a loopback model server), kubernetes (the stage's manifests) or
+            kserve (an InferenceService per model).
         served_model_name: the name models are served under (/v1/models/<name>).
-        kserve_mode: with serving_target kserve, the cluster's KServe deployment mode: knative
-            (canary steps) or standard (replace and roll back); docs/kserve.md.
+        serving_options: the serving target's own settings, by name: for kserve {mode: standard}
+            (knative, the default, splits traffic in canary steps; standard replaces and rolls
+            back); docs/kserve.md. A key the target does not take fails the step.
     """
     rollback_stage_op(
         stage=stage,
@@ -37,5 +39,5 @@ def pipeline(
         target=serving_target,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-        kserve_mode=kserve_mode,
+        serving_options=serving_options,
     ).set_display_name("Roll back").set_caching_options(False)

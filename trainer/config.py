@@ -402,9 +402,9 @@ class PromoteConfig(ConfigBase):
             one after the other on a target that splits traffic, checked at each; None: the
             target's default (kserve in Knative mode: 10, 50, 100; local: no canary, the new
             version replaces the old at once). The first version of a model never has a canary.
-        kserve_mode: the KServe deployment mode the kserve target expects (``knative``: canary
-            steps; ``standard``: a new version replaces the old, a failure rolls back), checked
-            against each InferenceService's ``status.deploymentMode``.
+        serving_options: the serving target's own settings, by name, which it reads into its
+            typed options (an unknown key or a wrong value fails the step, naming the keys it
+            takes); e.g. ``{mode: standard}`` for kserve (docs/kserve.md), ``{port: 8600}`` for local.
     """
 
     _section: ClassVar[str] = "promote."
@@ -419,7 +419,7 @@ class PromoteConfig(ConfigBase):
     task: Optional[str] = None
     load_test: Optional[LoadTestConfig] = None
     canary_steps: Optional[tuple[int, ...]] = None
-    kserve_mode: str = "knative"
+    serving_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
         from trainer.tasks import task_names  # no TensorFlow: the task table only
@@ -442,8 +442,6 @@ class PromoteConfig(ConfigBase):
             not steps or steps[-1] != 100 or list(steps) != sorted(set(steps)) or not all(0 < s <= 100 for s in steps)
         ):
             self._fail("canary_steps", f"expected increasing percentages in 1..100 ending with 100, got {steps}")
-        if self.kserve_mode not in ("knative", "standard"):
-            self._fail("kserve_mode", f"expected 'knative' or 'standard', got {self.kserve_mode!r}")
 
     def effective_load_test(self, load_profile: str) -> LoadTestConfig:
         """The load test this stage runs: ``load_test``, else the default of the stage and of the
@@ -472,6 +470,8 @@ class MonitorConfig(ConfigBase):
         model_name: the served model name.
         min_smoke_accuracy: the share of the known images the prediction check must get right.
         timeout_s: how long one Prometheus query or the health check may take.
+        serving_options: the serving target's own settings, as for the promotion
+            (``PromoteConfig.serving_options``): where the target looks for the stages' servers.
     """
 
     _section: ClassVar[str] = "monitor."
@@ -484,6 +484,7 @@ class MonitorConfig(ConfigBase):
     model_name: str = "classifier"
     min_smoke_accuracy: float = 0.5
     timeout_s: float = 30.0
+    serving_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
         if not self.prometheus_url.startswith(("http://", "https://")):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from components.cli import EXIT_OK, add_config_flags, fail, flags_to_fields, load_section
-from components.serving.targets import target_names
+from components.serving.targets import TargetError, target_names
 from trainer.config import STAGES, ConfigError, MonitorConfig
 from trainer.runtime import configure_tensorflow_env
 
@@ -52,7 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report = monitor(config)
         except PrometheusError as err:
             return fail(err)
-    except ConfigError as err:
+    except (ConfigError, TargetError) as err:  # a bad value, or serving options the target does not take
         return fail(err)
     print(json.dumps(summary_of(report), indent=2) if args.json else report.to_markdown(), end="")
     return EXIT_OK if report.passed else EXIT_BROKEN

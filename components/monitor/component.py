@@ -16,6 +16,7 @@ def monitor_stages(
     pipeline_root: str = "",
     target: str = "local",
     model_name: str = "classifier",
+    serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
 ) -> str:
     """Asks Prometheus for each stage's objectives and re-runs the API and prediction checks.
 
@@ -30,8 +31,10 @@ def monitor_stages(
         window: the PromQL range of the objectives (30m, 1h, ...).
         stages_root: the stage registry; "" means <pipeline_root>/stages.
         pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
-        target: local (a loopback server from the registry) or kubernetes (the stage's Service).
+        target: local (a loopback server from the registry), kubernetes (the stage's Service),
+            kserve (each model's InferenceService) or an extension's.
         model_name: the served model name.
+        serving_options: the target's own settings, as the promotion's.
 
     Returns:
         ``ok`` or ``broken: <stage>: <what>; ...``.
@@ -50,6 +53,7 @@ def monitor_stages(
         window=window,
         target=target,
         model_name=model_name,
+        serving_options=serving_options,
     )
     result = monitor(config)
     with open(report.path, "w") as f:

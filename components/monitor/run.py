@@ -29,9 +29,9 @@ from typing import Any, Optional
 
 from components import markdown
 from components.monitor import rules
-from components.serving import stages
 from components.serving.checks import CheckResult, ServingChecksError, run_checks
-from components.serving.targets import ServingTarget, StageUnavailable, target_class
+from components.serving.stages import StageRegistry
+from components.serving.targets import ServingTarget, StageUnavailable, get_target
 from trainer.config import MonitorConfig
 from trainer.tasks import get_task
 
@@ -187,9 +187,9 @@ def check_objectives(prometheus_url: str, stage: str, window: str, timeout_s: fl
 
 def _checks(config: MonitorConfig, target: ServingTarget, stage: str, version: int) -> tuple[CheckResult, ...]:
     """The stage's checks; a stage whose server the target finds missing or not ready fails ``health``."""
-    examples = stages.load_examples(config.stages_root, stage, config.model_name)
+    examples = target.stages.load_examples(stage, config.model_name)
     try:
-        with target.endpoints(config.stages_root, stage, {config.model_name: version}) as endpoints:
+        with target.endpoints(stage, {config.model_name: version}) as endpoints:
             report = run_checks(
                 endpoints.url(config.model_name),
                 config.model_name,
@@ -212,19 +212,23 @@ def monitor(config: MonitorConfig, target: Optional[ServingTarget] = None) -> Mo
 
     Args:
         config: what to watch and how.
-        target: where the stages serve; None: the target ``config.target`` names, built from
-            ``config`` as the promotion builds it.
+        target: where the stages serve, built for the registry of ``config.stages_root``; None: the
+            target ``config.target`` names, built for that registry with ``config.serving_options``.
 
     Raises:
         TypeError: ``config`` is not a MonitorConfig.
+        components.serving.targets.TargetError: an unknown target, options it does not take, or a
+            given target built for another stages root.
         PrometheusError: Prometheus cannot be asked (the run cannot judge the stages).
     """
     if not isinstance(config, MonitorConfig):
         raise TypeError(f"config must be a MonitorConfig, got {type(config).__name__}")
-    target = target_class(config.target).from_config(config) if target is None else target
+    if target is None:
+        target = get_target(config.target, StageRegistry(config.stages_root), config.serving_options)
+    target.check_registry(config.stages_root)
     statuses = []
     for stage in config.stages:
-        current = stages.read_current(config.stages_root, stage, config.model_name)
+        current = target.stages.read_current(stage, config.model_name)
         if current is None or current.version is None:
             log.info("%s serves nothing: skipped", stage)
             statuses.append(StageStatus(stage, None))

@@ -19,7 +19,7 @@ def promote_model(
     model_name: str = "classifier",
     run_id: str = "",
     evaluation: Optional[Input[Metrics]] = None,
-    kserve_mode: str = "knative",
+    serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
 ) -> int:
     """Publish the model to a stage, serves it, smoke-tests it; rolls back and fails on any failure.
@@ -31,13 +31,14 @@ def promote_model(
         stage: demo, staging or prod.
         stages_root: the stage store (folder or gs://); "" means <pipeline_root>/stages.
         pipeline_root: the pipeline root (dsl.PIPELINE_ROOT_PLACEHOLDER).
-        target: local (a loopback model server) or kubernetes (the stage's manifests).
+        target: the serving target's name: local (a loopback model server), kubernetes (the
+            stage's manifests), kserve (an InferenceService per model) or an extension's.
         model_name: the name served under /v1/models/<name>.
         run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER); "" records "unknown".
         evaluation: the evaluation step's metrics, recorded with the promotion (the gate's
             baseline); without it the test split is scored again.
-        kserve_mode: with target kserve, the KServe deployment mode expected: knative (canary
-            steps) or standard (replace and roll back).
+        serving_options: the target's own settings (kserve: {mode: standard}); a key the target
+            does not take fails the step, naming those it takes.
         canary_steps: the traffic shares (percent, the last 100) a new version takes one after
             the other where the target splits traffic; empty: the target's default (kserve
             Knative: 10, 50, 100; local: none).
@@ -58,7 +59,7 @@ def promote_model(
         target=target,
         stages_root=resolve_stages_root(stages_root, pipeline_root),
         model_name=model_name,
-        kserve_mode=kserve_mode,
+        serving_options=serving_options,
         canary_steps=none_if_empty(canary_steps),
     )
     metrics = dict(evaluation.metadata) if evaluation is not None else None
@@ -78,7 +79,7 @@ def rollback_stage_op(
     target: str = "local",
     model_name: str = "classifier",
     run_id: str = "",
-    kserve_mode: str = "knative",
+    serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
 ) -> int:
     """Return a stage to the version it served before the current one, verified by smoke tests.
 
@@ -90,7 +91,7 @@ def rollback_stage_op(
         target: local, kubernetes or kserve.
         model_name: the served model name.
         run_id: the run that rolls back (dsl.PIPELINE_JOB_NAME_PLACEHOLDER).
-        kserve_mode: with target kserve, the KServe deployment mode expected (knative, standard).
+        serving_options: the target's own settings (kserve: {mode: standard}).
 
     Returns:
         The version the stage serves after the rollback.
@@ -107,7 +108,7 @@ def rollback_stage_op(
         target=target,
         stages_root=resolve_stages_root(stages_root, pipeline_root),
         model_name=model_name,
-        kserve_mode=kserve_mode,
+        serving_options=serving_options,
     )
     result = rollback(config, run_id=run_id or "unknown")
     with open(report.path, "w") as f:
@@ -127,7 +128,7 @@ def promote_version_op(
     target: str = "local",
     model_name: str = "classifier",
     run_id: str = "",
-    kserve_mode: str = "knative",
+    serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
 ) -> int:
     """Move the version a stage serves (having passed its checks) to the next stage, smoke-tested.
@@ -143,7 +144,7 @@ def promote_version_op(
         target: local, kubernetes or kserve.
         model_name: the served model name.
         run_id: the run that promotes (dsl.PIPELINE_JOB_NAME_PLACEHOLDER).
-        kserve_mode: with target kserve, the KServe deployment mode expected (knative, standard).
+        serving_options: the target's own settings (kserve: {mode: standard}).
         canary_steps: the traffic shares a new version takes one after the other (empty: the
             target's default).
 
@@ -163,7 +164,7 @@ def promote_version_op(
         target=target,
         stages_root=resolve_stages_root(stages_root, pipeline_root),
         model_name=model_name,
-        kserve_mode=kserve_mode,
+        serving_options=serving_options,
         canary_steps=none_if_empty(canary_steps),
     )
     result = promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))

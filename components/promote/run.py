@@ -12,8 +12,13 @@ shared URL at each step, and a failed step rolls back the same way.
 
 A stage serves several models side by side by name (``PromoteConfig.model_name``): promoting or
 rolling back one model serves the stage's other models as they were (their records are the
-stage's registry, ``stages.served_models``), checks that they still answer, and leaves their
-records alone.
+stage's registry, ``StageRegistry.served_versions``), checks that they still answer, and leaves
+their records alone.
+
+Each public function builds the serving target once (:func:`_target_of`: the registry of
+``config.stages_root``, the target's own ``config.serving_options``, the generic
+``config.canary_steps``) and works on the stage store through the target's registry. Every
+record names the target and the model's task.
 
 ``promote_version``: the same for a version another stage serves (demo -> staging -> prod).
 
@@ -31,7 +36,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from components import markdown
-from components.serving import stages
 from components.serving.checks import (
     CheckResult,
     ChecksReport,
@@ -44,10 +48,10 @@ from components.serving.checks import (
     run_checks,
 )
 from components.serving.load import LoadTestRecord
-from components.serving.stages import StageEntry, StageExamples
-from components.serving.targets import Endpoints, ServingTarget, target_class
+from components.serving.stages import READY_MARKER, StageEntry, StageExamples, StageRegistry
+from components.serving.targets import Endpoints, ServingTarget, TargetSettings, get_target
 from trainer import model_folder, storage
-from trainer.config import LoadTestConfig, PromoteConfig
+from trainer.config import STAGES, LoadTestConfig, PromoteConfig
 from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)
@@ -132,7 +136,7 @@ def saved_model_dir_of(model_dir: str) -> str:
         FileNotFoundError: neither holds ``saved_model.pb``.
     """
     for candidate in (model_folder.saved_model_dir(model_dir), model_dir):
-        if storage.exists(storage.join(candidate, stages.READY_MARKER)):
+        if storage.exists(storage.join(candidate, READY_MARKER)):
             return candidate
     raise FileNotFoundError(
         f"{model_dir} is not a model folder: neither {model_dir}/saved_model/saved_model.pb nor "
@@ -154,26 +158,24 @@ def known_examples_of_dataset(dataset_dir: str, task: Task, count: int, split: s
     return StageExamples(task=task.name, examples=examples)
 
 
-def _stage_models(config: PromoteConfig, version: Optional[int]) -> dict[str, int]:
+def _stage_models(stages: StageRegistry, config: PromoteConfig, version: Optional[int]) -> dict[str, int]:
     """What the stage is to serve: its registry's other models, and this one at ``version`` (None: not it)."""
-    served = stages.served_models(config.stages_root, config.stage)
-    models = {name: entry.version for name, entry in served.items() if name != config.model_name}
+    models = {name: v for name, v in stages.served_versions(config.stage).items() if name != config.model_name}
     if version is not None:
         models[config.model_name] = version
     return dict(sorted(models.items()))
 
 
 def _with_stage_models(
-    report: ChecksReport, endpoints: Endpoints, config: PromoteConfig, timeout_s: float
+    report: ChecksReport, endpoints: Endpoints, others: Mapping[str, int], config: PromoteConfig, timeout_s: float
 ) -> ChecksReport:
-    """Adds the ``stage_models`` check: the stage's other models answer at the versions it serves them.
+    """Adds the ``stage_models`` check: the stage's ``others`` (name -> the version it serves them at) answer.
 
     Without other models the report is returned as it is.
 
     Raises:
         ServingChecksError: one of the other models is not AVAILABLE at its recorded version.
     """
-    others = _stage_models(config, None)
     if not others:
         return report
     health = {name: check_health(endpoints.url(name), name, version, timeout_s) for name, version in others.items()}
@@ -209,23 +211,26 @@ def _serve_and_check(
         # (the API checks, the bounded load without errors). Holding it to latency objectives the
         # failed version missed could leave the stage with nothing verified to serve.
         load = load.replace(max_p50_ms=None, max_p95_ms=None, max_p99_ms=None, min_requests_per_s=None)
-    models = _stage_models(config, version)
+    models = _stage_models(target.stages, config, version)
     act = target.restore if rollback else target.serve
-    act(config.stages_root, config.stage, models, config.model_name, config.rollout_timeout_s)
+    act(config.stage, models, config.model_name, config.rollout_timeout_s)
     timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
-    with target.endpoints(config.stages_root, config.stage, models) as endpoints:
-        return _stage_checks(endpoints, config, examples, version, timeout_s, load)
+    with target.endpoints(config.stage, models) as endpoints:
+        return _stage_checks(endpoints, models, config, examples, timeout_s, load)
 
 
 def _stage_checks(
     endpoints: Endpoints,
+    models: Mapping[str, int],
     config: PromoteConfig,
     examples: StageExamples,
-    version: int,
     timeout_s: float,
     load: Optional[LoadTestConfig],
 ) -> ChecksReport:
-    """Every serving check and the load test on the stage's URL, then that its other models still answer."""
+    """Every serving check and the load test on the stage's URL (the model at its version in
+    ``models``), then that the stage's other models in ``models`` still answer.
+    """
+    version = models[config.model_name]
     report = run_checks(
         endpoints.url(config.model_name),
         config.model_name,
@@ -236,7 +241,8 @@ def _stage_checks(
         timeout_s=timeout_s,
         load=load,
     )
-    return _with_stage_models(report, endpoints, config, timeout_s)
+    others = {name: v for name, v in models.items() if name != config.model_name}
+    return _with_stage_models(report, endpoints, others, config, timeout_s)
 
 
 def _canary_step(
@@ -288,20 +294,18 @@ def _canary(
         ServingChecksError: a step's checks failed (the report says at which step); the caller
             rolls back.
     """
-    models = _stage_models(config, version)
+    models = _stage_models(target.stages, config, version)
     steps, passed = target.canary_steps(), []
     timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
     report = ChecksReport(checks=(), version=version, accuracy=None)
     for percent in steps:
-        target.serve_canary(
-            config.stages_root, config.stage, models, config.model_name, percent, config.rollout_timeout_s
-        )
-        with target.endpoints(config.stages_root, config.stage, models) as endpoints:
+        target.serve_canary(config.stage, models, config.model_name, percent, config.rollout_timeout_s)
+        with target.endpoints(config.stage, models) as endpoints:
             try:
                 if percent < 100:
                     report = _canary_step(endpoints, config, examples, version, timeout_s, load)
                 else:
-                    report = _stage_checks(endpoints, config, examples, version, timeout_s, load)
+                    report = _stage_checks(endpoints, models, config, examples, timeout_s, load)
             except ServingChecksError as err:
                 checks = (*err.report.checks, _canary_check(steps, passed, percent))
                 raise ServingChecksError(
@@ -355,7 +359,8 @@ def promote(
         run_id: the run that promotes (recorded in the history).
         metrics: the model's evaluation metrics to record (prod's are the gate's baseline);
             None scores the SavedModel on the dataset's test split.
-        target: where the stage serves; None: ``config.target``, built from ``config``.
+        target: where the stage serves, built for the registry of ``config.stages_root``; None: the
+            target ``config.target`` names, built from ``config`` (:func:`_target_of`).
 
     Returns:
         What was done (``no_op`` when the stage already served this model).
@@ -366,6 +371,7 @@ def promote(
     """
     if not isinstance(config, PromoteConfig):
         raise TypeError(f"config must be a PromoteConfig, got {type(config).__name__}")
+    target = _target_of(config, target)
     saved_model = saved_model_dir_of(model_dir)
     task = get_task(config.task) if config.task is not None else task_of_model(model_dir)
     candidate = _Candidate(
@@ -380,21 +386,21 @@ def promote(
 
 
 def _passing_version(
-    stages_root: str, source_stage: str, target_stage: str, model_name: str, version: Optional[int]
+    stages: StageRegistry, source_stage: str, target_stage: str, model_name: str, version: Optional[int]
 ) -> tuple[StageEntry, int]:
     """The source stage's current entry and version, checked to be the (given) version it serves, having passed.
 
     Raises:
         ValueError: the stages are not consecutive, or the version is not what the source serves.
     """
-    if source_stage not in stages.STAGES or stages.STAGES.index(source_stage) + 1 >= len(stages.STAGES):
+    if source_stage not in STAGES or STAGES.index(source_stage) + 1 >= len(STAGES):
         raise ValueError(f"source_stage must be demo or staging (a stage with a next one), got {source_stage!r}")
-    expected = stages.STAGES[stages.STAGES.index(source_stage) + 1]
+    expected = STAGES[STAGES.index(source_stage) + 1]
     if target_stage != expected:
         raise ValueError(
             f"a version moves one stage at a time: from {source_stage} only to {expected}, not to {target_stage}"
         )
-    current = stages.read_current(stages_root, source_stage, model_name)
+    current = stages.read_current(source_stage, model_name)
     if current is None or current.version is None:
         raise ValueError(f"{source_stage} serves no {model_name!r} model yet: promote one there first")
     version = current.version if version is None else version
@@ -425,7 +431,8 @@ def promote_version(
         run_id: the run that promotes.
         version: the source stage's version to promote; None takes the one it serves now. Either
             way it must be the version the source stage serves now, having passed its checks.
-        target: where the stage serves; None: ``config.target``, built from ``config``.
+        target: where the stage serves, built for the registry of ``config.stages_root``; None: the
+            target ``config.target`` names, built from ``config`` (:func:`_target_of`).
 
     Returns:
         What was done, with ``source_stage`` and ``source_version``.
@@ -434,12 +441,13 @@ def promote_version(
         ValueError: the stages are not consecutive, or the version is not what the source serves.
         PromotionError: a check failed at the target stage; it was rolled back.
     """
-    root = config.stages_root
-    current, version = _passing_version(root, source_stage, config.stage, config.model_name, version)
-    saved_model = stages.version_path(root, source_stage, config.model_name, version)
+    target = _target_of(config, target)
+    stages = target.stages
+    current, version = _passing_version(stages, source_stage, config.stage, config.model_name, version)
+    saved_model = stages.version_path(source_stage, config.model_name, version)
 
     def examples() -> StageExamples:
-        stored = stages.load_examples(root, source_stage, config.model_name)
+        stored = stages.load_examples(source_stage, config.model_name)
         return stored if config.task is None else dataclasses.replace(stored, task=get_task(config.task).name)
 
     candidate = _Candidate(
@@ -454,35 +462,41 @@ def promote_version(
 
 
 def _target_of(config: PromoteConfig, target: Optional[ServingTarget]) -> ServingTarget:
-    """``target``, else the configured one (its settings from ``config``); checked to serve from the stage store."""
-    target = target_class(config.target).from_config(config) if target is None else target
-    target.check(config.stages_root)
+    """``target``, else the one ``config`` names, built for the registry of ``config.stages_root`` with
+    its own ``serving_options`` and the generic ``canary_steps``; checked to serve from that store.
+
+    Raises:
+        components.serving.targets.TargetError: an unknown target, options it does not take, or a
+            given target built for another stages root.
+        ValueError: the target cannot serve from the stage store.
+    """
+    if target is None:
+        settings = TargetSettings(canary_steps=config.canary_steps)
+        target = get_target(config.target, StageRegistry(config.stages_root), config.serving_options, settings)
+    target.check_registry(config.stages_root)
+    target.check()
     return target
 
 
-def _promote(
-    candidate: _Candidate, config: PromoteConfig, run_id: str, target: Optional[ServingTarget]
-) -> PromotionResult:
-    root, stage, name = config.stages_root, config.stage, config.model_name
-    target = _target_of(config, target)
+def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: ServingTarget) -> PromotionResult:
+    stages, stage, name = target.stages, config.stage, config.model_name
     sha = storage.tree_sha256(candidate.saved_model)
-    in_service = stages.list_versions(root, stage, name)
-    already = _already_served(config, candidate, sha, in_service)
+    in_service = stages.list_versions(stage, name)
+    already = _already_served(stages, config, candidate, sha, in_service)
     if already is not None:
         return already
 
     examples = candidate.examples()
     recorded_metrics = candidate.metrics()
     previous = in_service[-1] if in_service else None
-    version = stages.publish(candidate.saved_model, root, stage, name)
-    stages.save_examples(root, stage, name, examples)
+    version = stages.publish(candidate.saved_model, stage, name)
+    stages.save_examples(stage, name, examples)
     try:
         report = _serve_and_check(config, target, version, examples, canary=previous is not None)
     except Exception as err:
         # Any failure (a check, the rollout, the server not starting) takes the version out of service.
         raise _failed(config, target, candidate, version, run_id, examples, err) from err
     entry = stages.record(
-        root,
         stage,
         StageEntry(
             action="promote",
@@ -496,6 +510,7 @@ def _promote(
             previous_version=previous,
             accuracy=report.accuracy,
             target=config.target,
+            task=examples.task,
             source_stage=candidate.source_stage,
             source_version=candidate.source_version,
             load_test=report.load_test,
@@ -523,10 +538,10 @@ def _result_of(entry: StageEntry, stage: str, no_op: bool) -> PromotionResult:
 
 
 def _already_served(
-    config: PromoteConfig, candidate: _Candidate, sha: str, in_service: list[int]
+    stages: StageRegistry, config: PromoteConfig, candidate: _Candidate, sha: str, in_service: list[int]
 ) -> Optional[PromotionResult]:
     """The no-op result when the stage's newest version in service is this very model, else None."""
-    current = stages.read_current(config.stages_root, config.stage, config.model_name)
+    current = stages.read_current(config.stage, config.model_name)
     if current is None or current.sha256 != sha or current.version not in in_service[-1:]:
         return None
     log.info("%s already serves this model as version %s: nothing to do", config.stage, current.version)
@@ -572,20 +587,20 @@ def _roll_back(
     failed_load: Optional[LoadTestRecord] = None,
 ) -> StageEntry:
     """Retire ``version``, make the stage serve the one before it, verify and record that."""
-    root, stage, name = config.stages_root, config.stage, config.model_name
-    stages.retire(root, stage, name, version)
-    remaining = stages.list_versions(root, stage, name)
-    entry = _rollback_entry(config, version, run_id, reason, failed_load, remaining[-1] if remaining else None)
+    stages, stage, name = target.stages, config.stage, config.model_name
+    stages.retire(stage, name, version)
+    remaining = stages.list_versions(stage, name)
+    back_to = remaining[-1] if remaining else None
+    entry = _rollback_entry(stages, config, version, run_id, reason, failed_load, back_to, examples.task)
     if not remaining:
         # Nothing was served before: the stage serves its other models only, and says so in its history.
-        target.restore(root, stage, _stage_models(config, None), name, config.rollout_timeout_s)
-        return stages.record(root, stage, entry)
+        target.restore(stage, _stage_models(stages, config, None), name, config.rollout_timeout_s)
+        return stages.record(stage, entry)
     try:
         report = _serve_and_check(config, target, remaining[-1], examples, rollback=True)
     except Exception as err:
         failed = err.report if isinstance(err, ServingChecksError) else None
         stages.record(
-            root,
             stage,
             dataclasses.replace(
                 entry,
@@ -601,20 +616,22 @@ def _roll_back(
     verified = dataclasses.replace(
         entry, checks=report.checks, accuracy=report.accuracy, verified=True, load_test=report.load_test
     )
-    return stages.record(root, stage, verified)
+    return stages.record(stage, verified)
 
 
 def _rollback_entry(
+    stages: StageRegistry,
     config: PromoteConfig,
     version: int,
     run_id: str,
     reason: str,
     failed_load: Optional[LoadTestRecord],
     back_to: Optional[int],
+    task: str,
 ) -> StageEntry:
     """The history entry of rolling ``version`` back to ``back_to`` (None: to nothing), before its checks."""
-    root, stage, name = config.stages_root, config.stage, config.model_name
-    earlier = stages.last_entry_for_version(root, stage, name, back_to) if back_to is not None else None
+    stage, name = config.stage, config.model_name
+    earlier = stages.last_entry_for_version(stage, name, back_to) if back_to is not None else None
     return StageEntry(
         action="rollback",
         version=back_to,
@@ -625,6 +642,7 @@ def _rollback_entry(
         sha256=earlier.sha256 if earlier else None,
         previous_version=version if back_to is not None else None,
         target=config.target,
+        task=task,
         reason=reason,
         failed_version=version,
         failed_load_test=failed_load,
@@ -639,7 +657,8 @@ def rollback(config: PromoteConfig, run_id: str, target: Optional[ServingTarget]
     Args:
         config: the stage, target, stages_root and model_name (the model rolled back).
         run_id: the run that rolls back (recorded in the history).
-        target: where the stage serves; None: ``config.target``, built from ``config``.
+        target: where the stage serves, built for the registry of ``config.stages_root``; None: the
+            target ``config.target`` names, built from ``config`` (:func:`_target_of`).
 
     Returns:
         What was done: ``version`` is the version served now, ``previous_version`` the one left.
@@ -648,15 +667,16 @@ def rollback(config: PromoteConfig, run_id: str, target: Optional[ServingTarget]
         ValueError: the stage has fewer than two versions in service (nothing to return to).
         PromotionError: the earlier version fails its checks.
     """
-    root, stage, name = config.stages_root, config.stage, config.model_name
+    stage, name = config.stage, config.model_name
     target = _target_of(config, target)
-    in_service = stages.list_versions(root, stage, name)
+    stages = target.stages
+    in_service = stages.list_versions(stage, name)
     if len(in_service) < 2:
         raise ValueError(
             f"cannot roll back {stage}: versions in service are {in_service} under "
-            f"{stages.model_base_path(root, stage, name)}; a rollback needs an earlier version to return to"
+            f"{stages.model_base_path(stage, name)}; a rollback needs an earlier version to return to"
         )
-    examples = stages.load_examples(root, stage, name)
+    examples = stages.load_examples(stage, name)
     if config.task is not None:
         examples = dataclasses.replace(examples, task=get_task(config.task).name)
     back = _roll_back(config, target, in_service[-1], run_id, "rollback requested", examples)

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Optional
 
-from components.serving import stages
+from components.serving.stages import StageRegistry
 from components.serving.targets import Endpoints
 from components.serving.targets.local import LocalTarget
 from trainer import storage
@@ -39,14 +39,14 @@ class StageServer:
     endpoints: Endpoints
 
 
-def serving_stages(stages_root: str) -> list[tuple[str, dict[str, int]]]:
+def serving_stages(stages: StageRegistry) -> list[tuple[str, dict[str, int]]]:
     """``(stage, {model name: version})`` of every stage whose registry serves a version in service."""
     found = []
     for stage in STAGES:
         models = {
-            name: entry.version
-            for name, entry in stages.served_models(stages_root, stage).items()
-            if entry.version in stages.list_versions(stages_root, stage, name)
+            name: version
+            for name, version in stages.served_versions(stage).items()
+            if version in stages.list_versions(stage, name)
         }
         if models:
             found.append((stage, models))
@@ -64,7 +64,8 @@ def start_servers(stages_root: str, stack: contextlib.ExitStack, base_port: int 
     """
     if storage.is_gcs(stages_root):
         raise ValueError(f"make serve reads a local stage registry, got {stages_root!r}")
-    found = serving_stages(stages_root)
+    stages = StageRegistry(stages_root)
+    found = serving_stages(stages)
     if not found:
         raise FileNotFoundError(
             f"no stage serves a model under {stages_root}: run `make run` first (it promotes to demo and staging)"
@@ -72,9 +73,9 @@ def start_servers(stages_root: str, stack: contextlib.ExitStack, base_port: int 
     started = []
     for stage, models in found:
         port = 0 if base_port == 0 else base_port + STAGES.index(stage)
-        target = LocalTarget(port=port)
+        target = LocalTarget(stages, {"port": port})
         try:
-            endpoints = stack.enter_context(target.endpoints(stages_root, stage, models))
+            endpoints = stack.enter_context(target.endpoints(stage, models))
         except OSError as err:
             raise OSError(f"{stage}: cannot listen on port {port}: {err}; pass --base-port (0: free ports)") from err
         started.append(StageServer(stage, models, endpoints))

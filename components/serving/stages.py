@@ -1,7 +1,7 @@
 """The stage store: model versions, what each stage serves, and its history (docs/CONTRACTS.md).
 
 A stage serves several models side by side, each under its own name, and keeps its records per
-model name. Layout under ``stages_root`` (a local folder or gs://)::
+model name. Layout under the store's root (a local folder or gs://)::
 
     <stage>/models/<model_name>/<version>/              SavedModel in TensorFlow Serving's layout
     <stage>/records/<model_name>/current.json           what the stage serves of this model (an entry)
@@ -10,11 +10,13 @@ model name. Layout under ``stages_root`` (a local folder or gs://)::
     <stage>/published.json                              hash and source of each published version, by model
     <stage>/retired/<model_name>/<version>/             versions taken out of service by a rollback
 
-The models a stage serves are those with a ``current.json`` that serves a version
-(:func:`served_models`): the local model server and TensorFlow Serving's model config list are
-built from them. TensorFlow Serving serves the newest version under ``models/<model_name>``, so a
-rollback moves the version it leaves to ``retired/``; version numbers only grow (a later promotion
-never reuses a retired number). Each record is one whole-file write (one GCS object).
+:class:`StageRegistry` is the store under one root: a step builds it once from its stages root
+and hands it to its serving target. The models a stage serves are those with a ``current.json``
+that serves a version (:meth:`StageRegistry.served_models`): the local model server and
+TensorFlow Serving's model config list are built from them. TensorFlow Serving serves the newest
+version under ``models/<model_name>``, so a rollback moves the version it leaves to ``retired/``;
+version numbers only grow (a later promotion never reuses a retired number). Each record is one
+whole-file write (one GCS object).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ READY_MARKER = "saved_model.pb"
 EXAMPLES_FILE = "smoke_examples.json"
 CURRENT_FILE = "current.json"
 HISTORY_FILE = "history.jsonl"
+PUBLISHED_FILE = "published.json"
 RECORDS_DIR = "records"
 
 
@@ -67,113 +70,18 @@ def _check_stage(stage: str) -> None:
         raise ValueError(f"unknown stage {stage!r}: expected one of {list(STAGES)}")
 
 
-def stage_dir(stages_root: str, stage: str) -> str:
-    """Return ``<stages_root>/<stage>``."""
-    _check_stage(stage)
-    return storage.join(stages_root, stage)
-
-
 def _check_model_name(model_name: str) -> None:
     # The name becomes a folder and a URL part (/v1/models/<name>).
     if not isinstance(model_name, str) or not model_name or "/" in model_name or ":" in model_name:
         raise ValueError(f"model_name must be a non-empty name without '/' or ':', got {model_name!r}")
 
 
-def records_dir(stages_root: str, stage: str, model_name: str) -> str:
-    """Return ``<stage>/records/<model_name>``: the model's current.json, history and known examples."""
-    _check_model_name(model_name)
-    return storage.join(stage_dir(stages_root, stage), RECORDS_DIR, model_name)
-
-
-def model_base_path(stages_root: str, stage: str, model_name: str) -> str:
-    """Return the folder a model server serves for a stage: ``<stage>/models/<model_name>``."""
-    return storage.join(stage_dir(stages_root, stage), "models", model_name)
-
-
-def version_path(stages_root: str, stage: str, model_name: str, version: int) -> str:
-    """Return ``<stage>/models/<model_name>/<version>``."""
-    return storage.join(model_base_path(stages_root, stage, model_name), str(version))
-
-
 def _numeric(names: list[str]) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit())
 
 
-def list_versions(stages_root: str, stage: str, model_name: str) -> list[int]:
-    """Return the complete versions (with ``saved_model.pb``) in service at a stage, ascending."""
-    base = model_base_path(stages_root, stage, model_name)
-    return [v for v in _numeric(storage.list_dirs(base)) if storage.exists(storage.join(base, str(v), READY_MARKER))]
-
-
-def _published(stages_root: str, stage: str) -> dict[str, Any]:
-    return storage.read_json(storage.join(stage_dir(stages_root, stage), "published.json")) or {}
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str) -> int:
-    """Publish a SavedModel to a stage as a new numbered version; idempotent for the same content.
-
-    The files are copied with ``saved_model.pb`` last, because a model server treats a version
-    folder as ready once that file is there. If the newest version in service already has the
-    same content (sha256 over paths and bytes), its number is returned and nothing is copied.
-
-    Args:
-        saved_model_dir: the SavedModel folder (local or gs://).
-        stages_root: the stage store (local or gs://).
-        stage: ``demo``, ``staging`` or ``prod``.
-        model_name: the served model name.
-
-    Returns:
-        The version number now newest at the stage for this content.
-
-    Raises:
-        FileNotFoundError: ``saved_model_dir`` holds no ``saved_model.pb``.
-    """
-    _check_stage(stage)
-    if not storage.exists(storage.join(saved_model_dir, READY_MARKER)):
-        raise FileNotFoundError(
-            f"{saved_model_dir} holds no {READY_MARKER}: pass a SavedModel folder (the model "
-            "artifact's saved_model/ written by trainer.tasks.classification.export.export_saved_model)"
-        )
-    sha = storage.tree_sha256(saved_model_dir)
-    base = model_base_path(stages_root, stage, model_name)
-    published = _published(stages_root, stage)
-    known = published.setdefault(model_name, {})
-    in_service = list_versions(stages_root, stage, model_name)
-    if in_service and known.get(str(in_service[-1]), {}).get("sha256") == sha:
-        return in_service[-1]
-    # A folder without the ready marker is a copy that was interrupted: nothing serves it.
-    for name in _numeric(storage.list_dirs(base)):
-        if name not in in_service:
-            storage.delete_tree(storage.join(base, str(name)))
-    retired = _numeric(storage.list_dirs(storage.join(stage_dir(stages_root, stage), "retired", model_name)))
-    version = max([0, *in_service, *retired, *(int(v) for v in known)]) + 1
-    storage.publish_tree(saved_model_dir, storage.join(base, str(version)), marker=READY_MARKER)
-    known[str(version)] = {"sha256": sha, "source": saved_model_dir, "time": _now()}
-    storage.write_text(
-        storage.join(stage_dir(stages_root, stage), "published.json"), json.dumps(published, indent=1, sort_keys=True)
-    )
-    return version
-
-
-def retire(stages_root: str, stage: str, model_name: str, version: int) -> None:
-    """Take a version out of service (move it to ``<stage>/retired/``), so the one before is newest.
-
-    Raises:
-        FileNotFoundError: the version is not in service at the stage.
-    """
-    src = version_path(stages_root, stage, model_name, version)
-    if version not in list_versions(stages_root, stage, model_name):
-        raise FileNotFoundError(
-            f"version {version} of {model_name!r} is not in service at {stage} ({src}); in service: "
-            f"{list_versions(stages_root, stage, model_name)}"
-        )
-    dst = storage.join(stage_dir(stages_root, stage), "retired", model_name, str(version))
-    storage.delete_tree(dst)
-    storage.move_tree(src, dst)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +105,8 @@ class StageEntry:
         previous_version: what the stage served before a promotion.
         accuracy: the share of known examples the prediction check got right.
         target: the serving target's name (``components.serving.targets``).
+        task: the model's task (``trainer.tasks``), whose serving checks ran; None in entries
+            written before the task was recorded.
         source_stage, source_version: where a version promoted from another stage came from.
         reason: why a rollback happened.
         failed_version: the version a rollback took out of service.
@@ -220,6 +130,7 @@ class StageEntry:
     previous_version: Optional[int] = None
     accuracy: Optional[float] = None
     target: Optional[str] = None
+    task: Optional[str] = None
     source_stage: Optional[str] = None
     source_version: Optional[int] = None
     reason: Optional[str] = None
@@ -287,81 +198,6 @@ class StageEntry:
         return cls.from_dict(json.loads(text))
 
 
-def read_current(stages_root: str, stage: str, model_name: str) -> Optional[StageEntry]:
-    """Return what a stage serves of a model now (its latest entry that serves a version), or None.
-
-    The evaluation gate reads prod's entry for the model name it gates: its ``metrics`` are the
-    baseline.
-    """
-    data = storage.read_json(storage.join(records_dir(stages_root, stage, model_name), CURRENT_FILE))
-    return None if data is None else StageEntry.from_dict(data)
-
-
-def _history_lines(stages_root: str, stage: str, model_name: str) -> list[str]:
-    try:
-        text = storage.read_text(storage.join(records_dir(stages_root, stage, model_name), HISTORY_FILE))
-    except FileNotFoundError:
-        return []
-    return [line for line in text.splitlines() if line.strip()]
-
-
-def read_history(stages_root: str, stage: str, model_name: str) -> list[StageEntry]:
-    """Return a model's history entries at a stage, oldest first (empty if it has none)."""
-    return [StageEntry.from_json(line) for line in _history_lines(stages_root, stage, model_name)]
-
-
-def record(stages_root: str, stage: str, entry: StageEntry) -> StageEntry:
-    """Append an entry to its model's history at a stage and, if it serves a version, make it current.
-
-    Args:
-        stages_root: the stage store.
-        stage: the stage.
-        entry: what happened; ``entry.model_name`` says whose records it goes to.
-
-    Returns:
-        ``entry``.
-
-    Raises:
-        ValueError: the entry names no model.
-    """
-    if entry.model_name is None:
-        raise ValueError(
-            f"a stage record needs model_name (records are kept per served model); got an entry of run {entry.run!r} "
-            "without one: pass StageEntry(..., model_name=<the served name>)"
-        )
-    folder = records_dir(stages_root, stage, entry.model_name)
-    lines = _history_lines(stages_root, stage, entry.model_name)
-    # GCS objects cannot be appended to: rewrite whole (one writer per stage at a time).
-    text = "".join(line + "\n" for line in [*lines, entry.to_json()])
-    storage.write_text(storage.join(folder, HISTORY_FILE), text)
-    if entry.version is not None:
-        storage.write_text(storage.join(folder, CURRENT_FILE), entry.to_json(indent=1))
-    return entry
-
-
-def served_models(stages_root: str, stage: str) -> dict[str, StageEntry]:
-    """Return every model a stage serves, by name (sorted): its current entry, which serves a version.
-
-    This is the stage's registry: the local model server of a stage and TensorFlow Serving's
-    model config list serve exactly these models, each at its entry's version.
-    """
-    names = storage.list_dirs(storage.join(stage_dir(stages_root, stage), RECORDS_DIR))
-    served = {}
-    for name in sorted(names):
-        current = read_current(stages_root, stage, name)
-        if current is not None and current.version is not None:
-            served[name] = current
-    return served
-
-
-def last_entry_for_version(stages_root: str, stage: str, model_name: str, version: int) -> Optional[StageEntry]:
-    """Return the latest history entry that put ``version`` of a model in service at a stage, or None."""
-    for entry in reversed(read_history(stages_root, stage, model_name)):
-        if entry.version == version:
-            return entry
-    return None
-
-
 @dataclasses.dataclass(frozen=True)
 class StageExamples:
     """The known examples a model was last promoted to a stage with (``records/<model_name>/smoke_examples.json``).
@@ -401,24 +237,239 @@ class StageExamples:
         )
 
 
-def save_examples(stages_root: str, stage: str, model_name: str, examples: StageExamples) -> None:
-    """Writes ``<stage>/records/<model_name>/smoke_examples.json``."""
-    path = storage.join(records_dir(stages_root, stage, model_name), EXAMPLES_FILE)
-    storage.write_bytes(path, json.dumps(examples.to_dict()).encode())
+@dataclasses.dataclass(frozen=True)
+class StageRegistry:
+    """The stage store under one root: its folders, versions and records.
 
-
-def load_examples(stages_root: str, stage: str, model_name: str) -> StageExamples:
-    """Reads a model's known examples at a stage.
+    Attributes:
+        root: the store's root, a local folder or gs:// URI (``PromoteConfig.stages_root``).
 
     Raises:
-        FileNotFoundError: the model has never been promoted to the stage.
+        ValueError: ``root`` is empty.
     """
-    path = storage.join(records_dir(stages_root, stage, model_name), EXAMPLES_FILE)
-    try:
-        data = json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path} not found: {model_name!r} has never been promoted to {stage}, so there is nothing to verify "
-            "a rollback with"
-        ) from None
-    return StageExamples.from_dict(data)
+
+    root: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.root, str) or not self.root:
+            raise ValueError(f"a stage registry needs a root (a folder or gs:// URI), got {self.root!r}")
+
+    # ------------------------------------------------------------------ where things are
+
+    def stage_dir(self, stage: str) -> str:
+        """Return ``<root>/<stage>``."""
+        _check_stage(stage)
+        return storage.join(self.root, stage)
+
+    def records_dir(self, stage: str, model_name: str) -> str:
+        """Return ``<stage>/records/<model_name>``: the model's current.json, history and known examples."""
+        _check_model_name(model_name)
+        return storage.join(self.stage_dir(stage), RECORDS_DIR, model_name)
+
+    def models_dir(self, stage: str) -> str:
+        """Return ``<stage>/models``: one base path per served model inside."""
+        return storage.join(self.stage_dir(stage), "models")
+
+    def model_base_path(self, stage: str, model_name: str) -> str:
+        """Return the folder a model server serves for a stage: ``<stage>/models/<model_name>``."""
+        return storage.join(self.models_dir(stage), model_name)
+
+    def version_path(self, stage: str, model_name: str, version: int) -> str:
+        """Return ``<stage>/models/<model_name>/<version>``."""
+        return storage.join(self.model_base_path(stage, model_name), str(version))
+
+    def list_versions(self, stage: str, model_name: str) -> list[int]:
+        """Return the complete versions (with ``saved_model.pb``) in service at a stage, ascending."""
+        base = self.model_base_path(stage, model_name)
+        names = _numeric(storage.list_dirs(base))
+        return [v for v in names if storage.exists(storage.join(base, str(v), READY_MARKER))]
+
+    # ------------------------------------------------------------------ versions
+
+    def publish(self, saved_model_dir: str, stage: str, model_name: str) -> int:
+        """Publish a SavedModel to a stage as a new numbered version; idempotent for the same content.
+
+        The files are copied with ``saved_model.pb`` last, because a model server treats a version
+        folder as ready once that file is there. If the newest version in service already has the
+        same content (sha256 over paths and bytes), its number is returned and nothing is copied.
+
+        Args:
+            saved_model_dir: the SavedModel folder (local or gs://).
+            stage: ``demo``, ``staging`` or ``prod``.
+            model_name: the served model name.
+
+        Returns:
+            The version number now newest at the stage for this content.
+
+        Raises:
+            FileNotFoundError: ``saved_model_dir`` holds no ``saved_model.pb``.
+        """
+        _check_stage(stage)
+        if not storage.exists(storage.join(saved_model_dir, READY_MARKER)):
+            raise FileNotFoundError(
+                f"{saved_model_dir} holds no {READY_MARKER}: pass a SavedModel folder (the model "
+                "artifact's saved_model/ written by trainer.tasks.classification.export.export_saved_model)"
+            )
+        sha = storage.tree_sha256(saved_model_dir)
+        base = self.model_base_path(stage, model_name)
+        published = storage.read_json(storage.join(self.stage_dir(stage), PUBLISHED_FILE)) or {}
+        known = published.setdefault(model_name, {})
+        in_service = self.list_versions(stage, model_name)
+        if in_service and known.get(str(in_service[-1]), {}).get("sha256") == sha:
+            return in_service[-1]
+        # A folder without the ready marker is a copy that was interrupted: nothing serves it.
+        for name in _numeric(storage.list_dirs(base)):
+            if name not in in_service:
+                storage.delete_tree(storage.join(base, str(name)))
+        retired = _numeric(storage.list_dirs(storage.join(self.stage_dir(stage), "retired", model_name)))
+        version = max([0, *in_service, *retired, *(int(v) for v in known)]) + 1
+        storage.publish_tree(saved_model_dir, storage.join(base, str(version)), marker=READY_MARKER)
+        known[str(version)] = {"sha256": sha, "source": saved_model_dir, "time": _now()}
+        text = json.dumps(published, indent=1, sort_keys=True)
+        storage.write_text(storage.join(self.stage_dir(stage), PUBLISHED_FILE), text)
+        return version
+
+    def retire(self, stage: str, model_name: str, version: int) -> None:
+        """Take a version out of service (move it to ``<stage>/retired/``), so the one before is newest.
+
+        Raises:
+            FileNotFoundError: the version is not in service at the stage.
+        """
+        src = self.version_path(stage, model_name, version)
+        in_service = self.list_versions(stage, model_name)
+        if version not in in_service:
+            raise FileNotFoundError(
+                f"version {version} of {model_name!r} is not in service at {stage} ({src}); in service: {in_service}"
+            )
+        dst = storage.join(self.stage_dir(stage), "retired", model_name, str(version))
+        storage.delete_tree(dst)
+        storage.move_tree(src, dst)
+
+    # ------------------------------------------------------------------ records
+
+    def read_current(self, stage: str, model_name: str) -> Optional[StageEntry]:
+        """Return what a stage serves of a model now (its latest entry that serves a version), or None.
+
+        The evaluation gate reads prod's entry for the model name it gates: its ``metrics`` are the
+        baseline.
+        """
+        data = storage.read_json(storage.join(self.records_dir(stage, model_name), CURRENT_FILE))
+        return None if data is None else StageEntry.from_dict(data)
+
+    def _history_lines(self, stage: str, model_name: str) -> list[str]:
+        try:
+            text = storage.read_text(storage.join(self.records_dir(stage, model_name), HISTORY_FILE))
+        except FileNotFoundError:
+            return []
+        return [line for line in text.splitlines() if line.strip()]
+
+    def read_history(self, stage: str, model_name: str) -> list[StageEntry]:
+        """Return a model's history entries at a stage, oldest first (empty if it has none)."""
+        return [StageEntry.from_json(line) for line in self._history_lines(stage, model_name)]
+
+    def record(self, stage: str, entry: StageEntry) -> StageEntry:
+        """Append an entry to its model's history at a stage and, if it serves a version, make it current.
+
+        Args:
+            stage: the stage.
+            entry: what happened; ``entry.model_name`` says whose records it goes to.
+
+        Returns:
+            ``entry``.
+
+        Raises:
+            ValueError: the entry names no model.
+        """
+        if entry.model_name is None:
+            raise ValueError(
+                f"a stage record needs model_name (records are kept per served model); got an entry of run "
+                f"{entry.run!r} without one: pass StageEntry(..., model_name=<the served name>)"
+            )
+        folder = self.records_dir(stage, entry.model_name)
+        lines = self._history_lines(stage, entry.model_name)
+        # GCS objects cannot be appended to: rewrite whole (one writer per stage at a time).
+        text = "".join(line + "\n" for line in [*lines, entry.to_json()])
+        storage.write_text(storage.join(folder, HISTORY_FILE), text)
+        if entry.version is not None:
+            storage.write_text(storage.join(folder, CURRENT_FILE), entry.to_json(indent=1))
+        return entry
+
+    def served_models(self, stage: str) -> dict[str, StageEntry]:
+        """Return every model a stage serves, by name (sorted): its current entry, which serves a version.
+
+        This is the stage's registry: the local model server of a stage and TensorFlow Serving's
+        model config list serve exactly these models, each at its entry's version.
+        """
+        names = storage.list_dirs(storage.join(self.stage_dir(stage), RECORDS_DIR))
+        served = {}
+        for name in sorted(names):
+            current = self.read_current(stage, name)
+            if current is not None and current.version is not None:
+                served[name] = current
+        return served
+
+    def served_versions(self, stage: str) -> dict[str, int]:
+        """Return what a stage serves by its records: model name -> version (sorted by name)."""
+        return {name: entry.version for name, entry in self.served_models(stage).items() if entry.version is not None}
+
+    def last_entry_for_version(self, stage: str, model_name: str, version: int) -> Optional[StageEntry]:
+        """Return the latest history entry that put ``version`` of a model in service at a stage, or None."""
+        for entry in reversed(self.read_history(stage, model_name)):
+            if entry.version == version:
+                return entry
+        return None
+
+    def save_examples(self, stage: str, model_name: str, examples: StageExamples) -> None:
+        """Writes ``<stage>/records/<model_name>/smoke_examples.json``."""
+        path = storage.join(self.records_dir(stage, model_name), EXAMPLES_FILE)
+        storage.write_bytes(path, json.dumps(examples.to_dict()).encode())
+
+    def load_examples(self, stage: str, model_name: str) -> StageExamples:
+        """Reads a model's known examples at a stage.
+
+        Raises:
+            FileNotFoundError: the model has never been promoted to the stage.
+        """
+        path = storage.join(self.records_dir(stage, model_name), EXAMPLES_FILE)
+        try:
+            data = json.loads(storage.read_bytes(path))
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"{path} not found: {model_name!r} has never been promoted to {stage}, so there is nothing to "
+                "verify a rollback with"
+            ) from None
+        return StageExamples.from_dict(data)
+
+
+# The same reads and writes as functions of a root, for the callers outside the serving package
+# (the evaluation gate, the run report, the local runner, test fixtures); each builds a registry.
+
+
+def read_current(stages_root: str, stage: str, model_name: str) -> Optional[StageEntry]:
+    """:meth:`StageRegistry.read_current` of the registry under ``stages_root``."""
+    return StageRegistry(stages_root).read_current(stage, model_name)
+
+
+def read_history(stages_root: str, stage: str, model_name: str) -> list[StageEntry]:
+    """:meth:`StageRegistry.read_history` of the registry under ``stages_root``."""
+    return StageRegistry(stages_root).read_history(stage, model_name)
+
+
+def record(stages_root: str, stage: str, entry: StageEntry) -> StageEntry:
+    """:meth:`StageRegistry.record` of the registry under ``stages_root``."""
+    return StageRegistry(stages_root).record(stage, entry)
+
+
+def served_models(stages_root: str, stage: str) -> dict[str, StageEntry]:
+    """:meth:`StageRegistry.served_models` of the registry under ``stages_root``."""
+    return StageRegistry(stages_root).served_models(stage)
+
+
+def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str) -> int:
+    """:meth:`StageRegistry.publish` of the registry under ``stages_root``."""
+    return StageRegistry(stages_root).publish(saved_model_dir, stage, model_name)
+
+
+def list_versions(stages_root: str, stage: str, model_name: str) -> list[int]:
+    """:meth:`StageRegistry.list_versions` of the registry under ``stages_root``."""
+    return StageRegistry(stages_root).list_versions(stage, model_name)

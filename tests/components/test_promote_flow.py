@@ -9,6 +9,8 @@ from components.kube import RolloutTimeout
 from components.promote.run import PromotionError, promote, render_report, rollback
 from components.serving import stages
 from components.serving.checks import KnownExample, ServingChecksError, http_json, run_checks
+from components.serving.stages import StageRegistry
+from components.serving.targets import TargetSettings
 from components.serving.targets.local import LocalTarget
 from tests.promote_models import export_tiny_model, write_digits_dataset
 from trainer.config import LoadTestConfig, PromoteConfig
@@ -39,7 +41,7 @@ def config(tmp_path, stage="demo", model_name="clf", **kw):
 def serving_version(cfg):
     from components.serving.server import ModelServer
 
-    with ModelServer(stages.model_base_path(cfg.stages_root, cfg.stage, "clf"), "clf") as srv:
+    with ModelServer(StageRegistry(cfg.stages_root).model_base_path(cfg.stage, "clf"), "clf") as srv:
         return int(http_json("GET", f"{srv.url}/v1/models/clf")[1]["model_version_status"][0]["version"])
 
 
@@ -54,6 +56,7 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     profile = cfg.effective_load_test("loopback")
     assert 1 <= load.figures["requests"] <= profile.max_requests and load.figures["errors"] == 0
     current = stages.read_current(cfg.stages_root, "prod", "clf")
+    assert (current.target, current.task) == ("local", "classification")  # the record names both
     # The load test's p50/p95/p99, rate and errors, and prod's objectives, are a typed history record.
     assert current.load_test == result.load_test and current.load_test.passed
     assert current.load_test.requests == load.figures["requests"] and current.load_test.errors == 0
@@ -166,22 +169,22 @@ class StandInCluster(LocalTarget):
 
     name = "stand-in-cluster"
 
-    def __init__(self, fail):
-        super().__init__()
+    def __init__(self, stages, fail):
+        super().__init__(stages)
         self.fail, self.calls = fail, []
 
-    def serve(self, stages_root, stage, models, changed, timeout_s):
+    def serve(self, stage, models, changed, timeout_s):
         self.calls.append(("serve", dict(models)))
         if (changed, models[changed]) == self.fail:
             raise RolloutTimeout(f"rollout of {changed} timed out", namespace="ltp-demo", name="m", waited_s=timeout_s)
 
-    def restore(self, stages_root, stage, models, changed, timeout_s):
+    def restore(self, stage, models, changed, timeout_s):
         self.calls.append(("restore", dict(models)))
 
 
 def test_a_failed_rollout_rolls_back(tmp_path, models):
-    cluster = StandInCluster(fail=("clf", 2))
     cfg = config(tmp_path, rollout_timeout_s=5.0)
+    cluster = StandInCluster(StageRegistry(cfg.stages_root), fail=("clf", 2))
     assert promote(models["good"], models["dataset"], cfg, run_id="r1", metrics={}, target=cluster).version == 1
     with pytest.raises(PromotionError, match="timed out.*serves version 1 \\(verified\\)"):
         promote(models["better"], models["dataset"], cfg, run_id="r2", metrics={}, target=cluster)
@@ -248,7 +251,7 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
 
     # The stage's server serves both, each at its own version, by name.
     image = {"b64": base64.b64encode(png_bytes(digits()[0][0])).decode()}
-    with LocalTarget().endpoints(root, "prod", {"a": 1, "b": 2}) as endpoints:
+    with LocalTarget(StageRegistry(root)).endpoints("prod", {"a": 1, "b": 2}) as endpoints:
         for name, version in (("a", "1"), ("b", "2")):
             status, body = http_json("GET", f"{endpoints.url(name)}/v1/models/{name}")
             assert status == 200 and body["model_version_status"][0]["version"] == version
@@ -264,7 +267,7 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
     assert [e.run for e in stages.read_history(root, "prod", "b")] == ["b-1", "b-2"]
     assert read_baseline(root, "a")["metrics"] == {"accuracy": 0.9}
     assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.91}
-    assert len(stages.load_examples(root, "prod", "b").examples) == b.smoke_examples
+    assert len(StageRegistry(root).load_examples("prod", "b").examples) == b.smoke_examples
 
     # Rolling b back leaves a as it was.
     back = rollback(b, run_id="b-3")
@@ -279,8 +282,8 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
 
 def test_a_failed_first_rollout_of_a_second_model_keeps_the_first_model(tmp_path, models):
     """A failed first version of model b returns the stage to serving a only (a cluster re-applies a's config)."""
-    cluster = StandInCluster(fail=("b", 1))
     a = config(tmp_path, model_name="a", rollout_timeout_s=5.0)
+    cluster = StandInCluster(StageRegistry(a.stages_root), fail=("b", 1))
     b = dataclasses.replace(a, model_name="b")
     assert promote(models["good"], models["dataset"], a, run_id="a-1", metrics={}, target=cluster).version == 1
     with pytest.raises(PromotionError, match="timed out.*serves nothing"):
@@ -320,7 +323,7 @@ def test_the_server_splits_a_models_traffic_by_weight_and_names_the_version_that
 
 def test_a_canary_goes_through_every_step_and_a_failing_one_is_rolled_back(tmp_path, models):
     cfg = config(tmp_path, canary_steps=(50, 100), load_test=LoadTestConfig(clients=1, max_requests=5))
-    target = LocalTarget.from_config(cfg)
+    target = LocalTarget(StageRegistry(cfg.stages_root), settings=TargetSettings(canary_steps=cfg.canary_steps))
     promote(models["good"], models["dataset"], cfg, run_id="run-1", metrics={}, target=target)
     result = promote(models["better"], models["dataset"], cfg, run_id="run-2", metrics={}, target=target)
     assert result.version == 2 and result.check("canary").detail == "passed at 50%, 100%"

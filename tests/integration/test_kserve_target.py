@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 
 from components import kube
-from components.serving.targets import get_target
+from components.serving.stages import StageRegistry
+from components.serving.targets import TargetError, TargetSettings, get_target
 from components.serving.targets.kserve import KServeTarget, render_inference_service
 from tests.integration.fake_kube_api import FakeKServe, FakeKubeAPI
 
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = "gs://models-bucket/stages"
 PLURAL = "inferenceservices"
+FAST = {"poll_interval_s": 0.01}
 
 
 @pytest.fixture
@@ -31,7 +33,12 @@ def kserve(fake):
 
 @pytest.fixture
 def target(api):
-    return KServeTarget(api_client=api, poll_interval_s=0.01)
+    return KServeTarget(StageRegistry(ROOT), FAST, api_client=api)
+
+
+def kserve_target(api, root, **options):
+    """A kserve target for the registry under ``root``, polling fast."""
+    return KServeTarget(StageRegistry(root), {**FAST, **options}, api_client=api)
 
 
 def isvc(fake, name="classifier", namespace="ltp-demo"):
@@ -48,27 +55,28 @@ def traffic(obj):
 
 
 def test_the_registry_builds_the_kserve_target(api):
-    target = get_target("kserve", api_client=api, kserve_mode="standard", canary_steps=(25, 100))
-    assert isinstance(target, KServeTarget)
+    steps = TargetSettings(canary_steps=(25, 100))
+    target = get_target("kserve", StageRegistry(ROOT), {"mode": "standard"}, steps, api_client=api)
+    assert isinstance(target, KServeTarget) and target.api_client is api
     assert target.load_profile == "cluster"
     assert target.canary_steps() == ()  # Standard mode: no traffic split
-    assert KServeTarget(api_client=api, canary_steps=(25, 100)).canary_steps() == (25, 100)
-    with pytest.raises(ValueError, match="ending with 100"):
-        KServeTarget(api_client=api, canary_steps=(50, 10))
-    with pytest.raises(ValueError, match="kserve_mode"):
-        KServeTarget(api_client=api, kserve_mode="serverless")
+    assert KServeTarget(StageRegistry(ROOT), settings=steps, api_client=api).canary_steps() == (25, 100)
+    with pytest.raises(TargetError, match="ending with 100"):
+        TargetSettings(canary_steps=(50, 10))
+    with pytest.raises(TargetError, match=r"serving_options.mode: expected one of \['knative', 'standard'\]"):
+        KServeTarget(StageRegistry(ROOT), {"mode": "serverless"}, api_client=api)
 
 
 def test_a_cluster_without_kserve_is_refused_naming_what_to_install(fake, target):
     with pytest.raises(kube.KubeDeployError, match=r"install KServe.*serving_target=kubernetes"):
-        target.check(ROOT)
+        target.check()
     with pytest.raises(ValueError, match="gs://"):
-        target.check("/tmp/stages")
+        kserve_target(target.api_client, "/tmp/stages").check()
 
 
 def test_each_model_is_an_inference_service_with_metrics_and_the_stage_size(fake, kserve, target):
-    target.check(ROOT)
-    target.serve(ROOT, "prod", {"classifier": 1, "detector": 2}, "detector", timeout_s=5)
+    target.check()
+    target.serve("prod", {"classifier": 1, "detector": 2}, "detector", timeout_s=5)
     obj = isvc(fake, "detector", "ltp-prod")
     predictor = obj["spec"]["predictor"]
     assert predictor["model"]["storageUri"] == f"{ROOT}/prod/models/detector"
@@ -78,34 +86,34 @@ def test_each_model_is_an_inference_service_with_metrics_and_the_stage_size(fake
     assert predictor["minReplicas"] >= 1 and predictor["maxReplicas"] > predictor["minReplicas"]
     assert served_version(obj) == 2 and served_version(isvc(fake, "classifier", "ltp-prod")) == 1
     assert fake.get("configmaps", "ltp-prod", "model-server-monitoring") is not None
-    with target.endpoints(ROOT, "prod", {"classifier": 1, "detector": 2}) as endpoints:
+    with target.endpoints("prod", {"classifier": 1, "detector": 2}) as endpoints:
         assert endpoints.url("detector") == "http://detector-predictor.ltp-prod.example.com"
         assert endpoints.url("classifier") != endpoints.url("detector")  # one URL per model
         assert endpoints.canary_url("detector") == endpoints.url("detector")  # no canary in progress
 
 
 def test_canary_steps_split_the_traffic_and_100_promotes(fake, kserve, target):
-    target.serve(ROOT, "demo", {"classifier": 1}, "classifier", timeout_s=5)
+    target.serve("demo", {"classifier": 1}, "classifier", timeout_s=5)
     first = isvc(fake)["status"]["components"]["predictor"]["latestReadyRevision"]
     for percent in (10, 50):
-        target.serve_canary(ROOT, "demo", {"classifier": 2}, "classifier", percent, timeout_s=5)
+        target.serve_canary("demo", {"classifier": 2}, "classifier", percent, timeout_s=5)
         obj = isvc(fake)
         latest = obj["status"]["components"]["predictor"]["latestReadyRevision"]
         assert traffic(obj) == {latest: percent, first: 100 - percent}
-        with target.endpoints(ROOT, "demo", {"classifier": 2}) as endpoints:
+        with target.endpoints("demo", {"classifier": 2}) as endpoints:
             assert endpoints.canary_url("classifier") == "http://latest-classifier-predictor.ltp-demo.example.com"
-    target.serve_canary(ROOT, "demo", {"classifier": 2}, "classifier", 100, timeout_s=5)
+    target.serve_canary("demo", {"classifier": 2}, "classifier", 100, timeout_s=5)
     obj = isvc(fake)
     assert "canaryTrafficPercent" not in obj["spec"]["predictor"]
     assert list(traffic(obj).values()) == [100] and served_version(obj) == 2
 
 
 def test_a_canary_that_never_gets_ready_times_out_and_restore_serves_the_old_version(fake, kserve, target):
-    target.serve(ROOT, "demo", {"classifier": 1}, "classifier", timeout_s=5)
+    target.serve("demo", {"classifier": 1}, "classifier", timeout_s=5)
     kserve.never_ready = lambda obj: served_version(obj) == 2
     with pytest.raises(kube.RolloutTimeout, match="newest revision .* is not ready"):
-        target.serve_canary(ROOT, "demo", {"classifier": 2}, "classifier", 10, timeout_s=0.3)
-    target.restore(ROOT, "demo", {"classifier": 1}, "classifier", timeout_s=5)
+        target.serve_canary("demo", {"classifier": 2}, "classifier", 10, timeout_s=0.3)
+    target.restore("demo", {"classifier": 1}, "classifier", timeout_s=5)
     obj = isvc(fake)
     assert served_version(obj) == 1 and "canaryTrafficPercent" not in obj["spec"]["predictor"]
     assert list(traffic(obj).values()) == [100]
@@ -115,36 +123,36 @@ def test_a_canary_that_never_gets_ready_times_out_and_restore_serves_the_old_ver
 
 
 def test_pods_the_namespaces_pod_security_refuses_are_reported_plainly(fake, kserve, target):
-    target.serve(ROOT, "prod", {"classifier": 1}, "classifier", timeout_s=5)
+    target.serve("prod", {"classifier": 1}, "classifier", timeout_s=5)
     refused = 'FailedCreate: pods "classifier-predictor-00002" is forbidden: violates PodSecurity "restricted:latest"'
     kserve.never_ready = lambda obj: refused if served_version(obj) == 2 else False
     with pytest.raises(kube.RolloutTimeout, match="LatestDeploymentReady=False .*violates PodSecurity"):
-        target.serve_canary(ROOT, "prod", {"classifier": 2}, "classifier", 10, timeout_s=0.3)
-    target.restore(ROOT, "prod", {"classifier": 1}, "classifier", timeout_s=5)
+        target.serve_canary("prod", {"classifier": 2}, "classifier", 10, timeout_s=0.3)
+    target.restore("prod", {"classifier": 1}, "classifier", timeout_s=5)
     assert served_version(isvc(fake, namespace="ltp-prod")) == 1
 
 
 def test_a_model_the_account_cannot_read_reports_the_storage_initializers_message(fake, kserve, target):
-    target.serve(ROOT, "staging", {"classifier": 1}, "classifier", timeout_s=5)
+    target.serve("staging", {"classifier": 1}, "classifier", timeout_s=5)
     message = "failed to download gs://models-bucket/stages/staging/models/classifier: 403 Forbidden"
     kserve.load_failure = lambda obj: message if served_version(obj) == 2 else None
     with pytest.raises(kube.KubeDeployError, match="403 Forbidden.*read access"):
-        target.serve(ROOT, "staging", {"classifier": 2}, "classifier", timeout_s=5)
-    target.restore(ROOT, "staging", {"classifier": 1}, "classifier", timeout_s=5)
+        target.serve("staging", {"classifier": 2}, "classifier", timeout_s=5)
+    target.restore("staging", {"classifier": 1}, "classifier", timeout_s=5)
     assert served_version(isvc(fake, namespace="ltp-staging")) == 1
 
 
 def test_a_deployment_mode_other_than_the_configured_one_is_refused_before_any_change(fake, kserve, api, target):
-    target.serve(ROOT, "demo", {"classifier": 1}, "classifier", timeout_s=5)
-    standard = KServeTarget(api_client=api, kserve_mode="standard", poll_interval_s=0.01)
-    with pytest.raises(kube.KubeDeployError, match="deploymentMode Knative.*kserve_mode=knative"):
-        standard.serve(ROOT, "demo", {"classifier": 2}, "classifier", timeout_s=5)
+    target.serve("demo", {"classifier": 1}, "classifier", timeout_s=5)
+    standard = kserve_target(api, ROOT, mode="standard")
+    with pytest.raises(kube.KubeDeployError, match="deploymentMode Knative.*serving_options.mode=knative"):
+        standard.serve("demo", {"classifier": 2}, "classifier", timeout_s=5)
     assert served_version(isvc(fake)) == 1
 
 
 def test_restore_without_an_earlier_version_deletes_the_models_inference_service(fake, kserve, target):
-    target.serve(ROOT, "demo", {"classifier": 1, "detector": 1}, "detector", timeout_s=5)
-    target.restore(ROOT, "demo", {"classifier": 1}, "detector", timeout_s=5)
+    target.serve("demo", {"classifier": 1, "detector": 1}, "detector", timeout_s=5)
+    target.restore("demo", {"classifier": 1}, "detector", timeout_s=5)
     assert isvc(fake, "detector") is None and isvc(fake, "classifier") is not None
 
 
@@ -172,22 +180,23 @@ def _passing(name, figures=None):
 def stage_store(tmp_path, monkeypatch):
     """A demo stage whose checks passed for versions 1 and 2 (file-only SavedModels) and a store
     on a folder (the storage initializer's gs:// check is waived: nothing here reads the models)."""
-    from components.serving import deploy, stages
+    from components.serving import stages
     from components.serving.checks import KnownExample
+    from components.serving.targets import kserve
 
-    monkeypatch.setattr(deploy, "check_gcs_root", lambda root: None)
-    root = str(tmp_path / "stages")
+    monkeypatch.setattr(kserve, "check_gcs_root", lambda root: None)
+    registry = StageRegistry(str(tmp_path / "stages"))
 
     def demo_version(content):
         src = tmp_path / f"model-{content}"
         src.mkdir()
         (src / "saved_model.pb").write_text(content)
-        version = stages.publish(str(src), root, "demo", "classifier")
+        version = registry.publish(str(src), "demo", "classifier")
         entry = stages.StageEntry("promote", version, str(src), "run", model_name="classifier")
-        stages.record(root, "demo", dataclasses.replace(entry, checks=(_passing("health"),)))
+        registry.record("demo", dataclasses.replace(entry, checks=(_passing("health"),)))
 
-    stages.save_examples(root, "demo", "classifier", stages.StageExamples("classification", (KnownExample(b"x", 1),)))
-    return root, demo_version
+    registry.save_examples("demo", "classifier", stages.StageExamples("classification", (KnownExample(b"x", 1),)))
+    return registry.root, demo_version
 
 
 @pytest.fixture
@@ -219,13 +228,13 @@ def checks(fake, monkeypatch):
 
 
 def test_a_new_version_goes_through_every_canary_step_checked_against_the_canary(
-    fake, kserve, target, stage_store, checks
+    fake, kserve, api, stage_store, checks
 ):
     from components.promote.run import promote_version
-    from components.serving import stages
     from trainer.config import PromoteConfig
 
     root, demo_version = stage_store
+    target = kserve_target(api, root)
     config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
     demo_version("one")
     promote_version(config, "demo", "run-1", target=target)  # the first version: no canary
@@ -235,16 +244,18 @@ def test_a_new_version_goes_through_every_canary_step_checked_against_the_canary
     tag = "http://latest-classifier-predictor.ltp-staging.example.com"
     assert checks["seen"][1:] == [(10, tag), (50, tag), (None, "http://classifier-predictor.ltp-staging.example.com")]
     assert served_version(isvc(fake, namespace="ltp-staging")) == 2
-    recorded = {c.name: c for c in stages.read_current(root, "staging", "classifier").checks}
+    current = StageRegistry(root).read_current("staging", "classifier")
+    assert (current.target, current.task) == ("kserve", "classification")
+    recorded = {c.name: c for c in current.checks}
     assert recorded["canary"].passed and recorded["canary"].figures == {"steps": 3, "passed_steps": 3}
 
 
-def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, kserve, target, stage_store, checks):
+def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, kserve, api, stage_store, checks):
     from components.promote.run import PromotionError, promote_version
-    from components.serving import stages
     from trainer.config import PromoteConfig
 
     root, demo_version = stage_store
+    target = kserve_target(api, root)
     config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
     demo_version("one")
     promote_version(config, "demo", "run-1", target=target)
@@ -255,17 +266,18 @@ def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, k
     obj = isvc(fake, namespace="ltp-staging")
     assert served_version(obj) == 1 and "canaryTrafficPercent" not in obj["spec"]["predictor"]
     assert list(traffic(obj).values()) == [100]
-    last = stages.read_history(root, "staging", "classifier")[-1]
+    last = StageRegistry(root).read_history("staging", "classifier")[-1]
     assert (last.action, last.version, last.failed_version, last.verified) == ("rollback", 1, 2, True)
     assert "canary at 50% failed" in last.reason
-    assert stages.list_versions(root, "staging", "classifier") == [1]
+    assert StageRegistry(root).list_versions("staging", "classifier") == [1]
 
 
-def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, target, stage_store, checks):
+def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, api, stage_store, checks):
     from components.promote.run import promote_version, rollback
     from trainer.config import PromoteConfig
 
     root, demo_version = stage_store
+    target = kserve_target(api, root)
     config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
     for run in ("one", "two"):
         demo_version(run)
@@ -281,8 +293,8 @@ def test_standard_mode_replaces_without_a_canary_and_rolls_back(fake, api, stage
     from trainer.config import PromoteConfig
 
     FakeKServe(mode="Standard").install(fake)
-    target = KServeTarget(api_client=api, kserve_mode="standard", poll_interval_s=0.01)
     root, demo_version = stage_store
+    target = kserve_target(api, root, mode="standard")
     config = PromoteConfig(stage="staging", target="kserve", stages_root=root, task="classification")
     demo_version("one")
     promote_version(config, "demo", "run-1", target=target)
@@ -327,34 +339,39 @@ def quiet_prometheus():
 
 
 @pytest.fixture
-def demo_served(tmp_path, fake, kserve, target):
+def demo_served(tmp_path, fake, kserve, api):
     """Demo serves version 1 of a tiny model built (not trained) to say digit 3, with digits 3 as its
-    known images; its InferenceService's URL is a real ModelServer on loopback serving that version."""
+    known images; its InferenceService's URL is a real ModelServer on loopback serving that version.
+    Yields the kserve target of that store."""
     from components.serving import stages
     from components.serving.checks import KnownExample
     from components.serving.server import ModelServer
     from tests.promote_models import digits, export_tiny_model, png_bytes
 
-    root = str(tmp_path / "stages")
+    target = kserve_target(api, str(tmp_path / "stages"))
+    registry = target.stages
     export_tiny_model(str(tmp_path / "model"), constant_class=3)
-    version = stages.publish(str(tmp_path / "model"), root, "demo", "classifier")
-    stages.record(
-        root, "demo", stages.StageEntry("promote", version, str(tmp_path / "model"), "run", model_name="classifier")
+    version = registry.publish(str(tmp_path / "model"), "demo", "classifier")
+    registry.record(
+        "demo", stages.StageEntry("promote", version, str(tmp_path / "model"), "run", model_name="classifier")
     )
     images, labels = digits()
     known = tuple(KnownExample(png_bytes(image), 3) for image in images[labels == 3][:4])
-    stages.save_examples(root, "demo", "classifier", stages.StageExamples("classification", known))
-    with ModelServer(stages.model_base_path(root, "demo", "classifier"), "classifier", version=version) as server:
+    registry.save_examples("demo", "classifier", stages.StageExamples("classification", known))
+    with ModelServer(registry.model_base_path("demo", "classifier"), "classifier", version=version) as server:
         kserve.url_of = lambda name, namespace, tag: server.url  # the status is written when the spec changes
-        target.serve(root, "demo", {"classifier": version}, "classifier", timeout_s=5)
-        yield root
+        target.serve("demo", {"classifier": version}, "classifier", timeout_s=5)
+        yield target
 
 
-def test_the_monitor_checks_each_inference_service_over_the_v1_protocol(demo_served, quiet_prometheus, target):
+def test_the_monitor_checks_each_inference_service_over_the_v1_protocol(demo_served, quiet_prometheus):
     from components.monitor.run import monitor, status_line
     from trainer.config import MonitorConfig
 
-    config = MonitorConfig(prometheus_url=quiet_prometheus, stages_root=demo_served, stages=("demo",), target="kserve")
+    target = demo_served
+    config = MonitorConfig(
+        prometheus_url=quiet_prometheus, stages_root=target.stages.root, stages=("demo",), target="kserve"
+    )
     report = monitor(config, target=target)
     assert status_line(report) == "ok", report.to_markdown()
     (demo,) = report.stages
@@ -364,12 +381,15 @@ def test_the_monitor_checks_each_inference_service_over_the_v1_protocol(demo_ser
 
 
 def test_the_monitor_reports_an_inference_service_that_is_not_ready_or_does_not_answer(
-    demo_served, quiet_prometheus, fake, kserve, target
+    demo_served, quiet_prometheus, fake, kserve
 ):
     from components.monitor.run import monitor, status_line
     from trainer.config import MonitorConfig
 
-    config = MonitorConfig(prometheus_url=quiet_prometheus, stages_root=demo_served, stages=("demo",), target="kserve")
+    target = demo_served
+    config = MonitorConfig(
+        prometheus_url=quiet_prometheus, stages_root=target.stages.root, stages=("demo",), target="kserve"
+    )
     message = "failed to download gs://models-bucket/stages/demo/models/classifier: 403 Forbidden"
     kserve.load_failure = lambda obj: message
     fake.update(PLURAL, "ltp-demo", "classifier", "kubectl-edit", {"spec": {"predictor": {"minReplicas": 2}}})

@@ -1,9 +1,11 @@
-"""components.serving.deploy and the kubernetes serving target against the FAKE Kubernetes API server
-(tests/integration/fake_kube_api.py).
+"""The kubernetes serving target (components/serving/targets/kubernetes.py) against the FAKE
+Kubernetes API server (tests/integration/fake_kube_api.py): rendering, pinning every model's
+version, server-side apply, the rollout wait, rollback to the old pod template.
 
 The real `kubernetes` client talks HTTP to the fake on 127.0.0.1; nothing here has run against a
-real cluster (docs/kubernetes.md says what that leaves untested). The stage registry a deploy
-reads (what else the stage serves) lives on a real GCS emulator.
+real cluster (docs/kubernetes.md says what that leaves untested). The target is given every model
+the stage is to serve (the promote step reads them from the stage registry), so nothing here reads
+the registry: its root only names the models' paths.
 """
 
 import time
@@ -13,37 +15,17 @@ import pytest
 import yaml
 
 from components import kube as kubeapi
-from components.serving import deploy as kube
-from components.serving import stages
-from components.serving.targets import get_target
+from components.serving.stages import StageRegistry
+from components.serving.targets import TargetError, get_target
+from components.serving.targets import kubernetes as kube
 from components.serving.targets.kubernetes import KubernetesTarget
-from tests.gcs_emulator import running_emulator
 from tests.integration.fake_kube_api import FakeKubeAPI
 
 pytestmark = pytest.mark.integration
 
 ROOT = "gs://models-bucket/stages"
+REGISTRY = StageRegistry(ROOT)
 FAST = {"poll_interval_s": 0.01}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def gcs():
-    with running_emulator("models-bucket"):
-        yield
-
-
-@pytest.fixture
-def registry(gcs):
-    """Records in the stage registry (cleared after the test): ``record(stage, name, version)``."""
-    from trainer import storage
-
-    def record(stage, model_name, version):
-        entry = stages.StageEntry("promote", version, f"gs://m/{model_name}", "run", model_name=model_name)
-        stages.record(ROOT, stage, entry)
-
-    yield record
-    for stage in stages.STAGES:
-        storage.delete_tree(stages.stage_dir(ROOT, stage))
 
 
 @pytest.fixture
@@ -52,8 +34,21 @@ def fake():
         yield server
 
 
-def deploy(api, stage="demo", version=1, timeout_s=10.0, **kwargs):
-    return kube.deploy_stage(stage, ROOT, "classifier", version, timeout_s, api, **FAST, **kwargs)
+def deploy(api, stage="demo", version=1, timeout_s=10.0, models=None, changed="classifier"):
+    """Serves ``models`` (default: ``changed`` at ``version``) at ``stage``; returns ``changed``'s URL."""
+    models = models or {changed: version}
+    target = KubernetesTarget(REGISTRY, FAST, api_client=api)
+    target.serve(stage, models, changed, timeout_s)
+    with target.endpoints(stage, models) as endpoints:
+        return endpoints.url(changed)
+
+
+def restore(api, stage, models, changed="classifier", timeout_s=10.0):
+    """Serves ``models`` at ``stage`` again, a rollback of ``changed``; returns its URL."""
+    target = KubernetesTarget(REGISTRY, FAST, api_client=api)
+    target.restore(stage, models, changed, timeout_s)
+    with target.endpoints(stage, models) as endpoints:
+        return endpoints.url(changed)
 
 
 def served_versions(fake, namespace="ltp-demo"):
@@ -102,7 +97,7 @@ def test_deploy_applies_every_rendered_object_and_waits_for_the_rollout(fake, ap
     assert len(writes) == len(rendered)
     for _, _, query, content_type in writes:
         assert content_type == "application/apply-patch+yaml"
-        assert query["fieldManager"] == [kube.FIELD_MANAGER]
+        assert query["fieldManager"] == [kubeapi.FIELD_MANAGER]
         assert query["force"] == ["true"]
         assert query["fieldValidation"] == ["Strict"]
 
@@ -133,9 +128,8 @@ def test_redeploying_the_same_version_is_a_no_op(fake, api):
         kube.configure_stage(
             kube.render_stage("demo"),
             stage="demo",
-            stages_root=ROOT,
-            model_name="classifier",
-            version=1,
+            stages=REGISTRY,
+            models={"classifier": 1},
             change_cause="lean-tpu-pipelines: deploy classifier version 1",
         ),
     )
@@ -145,7 +139,7 @@ def test_redeploying_the_same_version_is_a_no_op(fake, api):
 def test_a_rollout_that_never_completes_raises_rollout_timeout(fake, api):
     fake.pod_failure = fail_version(1, "ImagePullBackOff")
     started = time.monotonic()
-    with pytest.raises(kube.RolloutTimeout) as caught:
+    with pytest.raises(kubeapi.RolloutTimeout) as caught:
         deploy(api, version=1, timeout_s=0.5)
     elapsed = time.monotonic() - started
     assert 0.5 <= caught.value.waited_s < 3 and elapsed < 5
@@ -165,14 +159,14 @@ def test_transient_api_errors_while_waiting_are_retried(fake, api):
 
 def test_a_non_transient_read_error_is_not_retried(fake, api):
     fake.read_error = lambda plural, nth: 401 if plural == "deployments" and nth == 2 else None
-    with pytest.raises(kube.KubeDeployError, match="reading Deployment ltp-demo/model-server failed with HTTP 401"):
+    with pytest.raises(kubeapi.KubeDeployError, match="reading Deployment ltp-demo/model-server failed with HTTP 401"):
         deploy(api, version=1)
 
 
 def test_progress_deadline_exceeded_fails_without_waiting_for_the_timeout(fake, api):
     fake.deadline_exceeded = lambda deployment: True
     started = time.monotonic()
-    with pytest.raises(kube.RolloutTimeout, match="the cluster gave up: ReplicaSet .* has timed out progressing"):
+    with pytest.raises(kubeapi.RolloutTimeout, match="the cluster gave up: ReplicaSet .* has timed out progressing"):
         deploy(api, version=1, timeout_s=30)
     assert time.monotonic() - started < 5
 
@@ -182,11 +176,11 @@ def test_rollback_reapplies_the_previous_version(fake, api):
     good = fake.get("deployments", "ltp-staging", "model-server")
 
     fake.pod_failure = fail_version(2, "CrashLoopBackOff")
-    with pytest.raises(kube.RolloutTimeout, match="CrashLoopBackOff"):
+    with pytest.raises(kubeapi.RolloutTimeout, match="CrashLoopBackOff"):
         deploy(api, "staging", version=2, timeout_s=0.3)
     assert served_version(fake, "ltp-staging") == "2"
 
-    url = kube.rollback_stage("staging", ROOT, "classifier", 1, 10, api, **FAST)
+    url = restore(api, "staging", {"classifier": 1})
     assert url == "http://model-server.ltp-staging.svc.cluster.local:8501"
     rolled_back = fake.get("deployments", "ltp-staging", "model-server")
     # The exact pod template of version 1 again: the controller can scale its ReplicaSet back up.
@@ -196,9 +190,8 @@ def test_rollback_reapplies_the_previous_version(fake, api):
     assert "roll back classifier to version 1" in rolled_back["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION]
 
 
-def test_deploying_a_second_model_keeps_the_first_in_the_config(fake, api, registry):
-    registry("demo", "classifier", 3)  # what demo serves, by its registry
-    url = kube.deploy_stage("demo", ROOT, "detector", 1, 10, api, **FAST)
+def test_serving_a_second_model_keeps_the_first_in_the_config(fake, api):
+    url = deploy(api, "demo", models={"classifier": 3, "detector": 1}, changed="detector")
     assert url == "http://model-server.ltp-demo.svc.cluster.local:8501"
     assert served_versions(fake) == {"classifier": 3, "detector": 1}
     text = served_config(fake)
@@ -206,23 +199,21 @@ def test_deploying_a_second_model_keeps_the_first_in_the_config(fake, api, regis
         assert f'name: "{name}"\n    base_path: "{ROOT}/demo/models/{name}"' in text
         assert f"versions: {version}" in text
     assert text.count("config {") == 2
-    # Another stage's registry is its own.
-    kube.deploy_stage("staging", ROOT, "detector", 1, 10, api, **FAST)
+    # Another stage's Deployment is its own.
+    deploy(api, "staging", models={"detector": 1}, changed="detector")
     assert served_versions(fake, "ltp-staging") == {"detector": 1}
 
 
-def test_rolling_back_one_model_keeps_the_others_version(fake, api, registry):
-    registry("prod", "classifier", 5)
-    registry("prod", "detector", 1)
-    kube.deploy_stage("prod", ROOT, "detector", 1, 10, api, **FAST)
+def test_rolling_back_one_model_keeps_the_others_version(fake, api):
+    deploy(api, "prod", models={"classifier": 5, "detector": 1}, changed="detector")
     good = fake.get("deployments", "ltp-prod", "model-server")
 
     fake.pod_failure = fail_version(2, "CrashLoopBackOff", model_name="detector")
-    with pytest.raises(kube.RolloutTimeout, match="CrashLoopBackOff"):
-        kube.deploy_stage("prod", ROOT, "detector", 2, 0.3, api, **FAST)
+    with pytest.raises(kubeapi.RolloutTimeout, match="CrashLoopBackOff"):
+        deploy(api, "prod", timeout_s=0.3, models={"classifier": 5, "detector": 2}, changed="detector")
     assert served_versions(fake, "ltp-prod") == {"classifier": 5, "detector": 2}
 
-    kube.rollback_stage("prod", ROOT, "detector", 1, 10, api, **FAST)
+    restore(api, "prod", {"classifier": 5, "detector": 1}, changed="detector")
     assert served_versions(fake, "ltp-prod") == {"classifier": 5, "detector": 1}
     rolled_back = fake.get("deployments", "ltp-prod", "model-server")
     assert rolled_back["spec"]["template"] == good["spec"]["template"]  # the old ReplicaSet's template
@@ -255,13 +246,12 @@ def test_forced_apply_takes_back_a_hand_edit_and_unforced_reports_the_conflict(f
     objs = kube.configure_stage(
         kube.render_stage("demo"),
         stage="demo",
-        stages_root=ROOT,
-        model_name="classifier",
-        version=1,
+        stages=REGISTRY,
+        models={"classifier": 1},
         change_cause="lean-tpu-pipelines: deploy classifier version 1",
     )
     with pytest.raises(
-        kube.KubeDeployError, match=r'HTTP 409: Apply failed with 1 conflict\(s\): conflict with "kubectl-edit"'
+        kubeapi.KubeDeployError, match=r'HTTP 409: Apply failed with 1 conflict\(s\): conflict with "kubectl-edit"'
     ):
         kubeapi.apply_objects(api, objs, force=False)
 
@@ -276,13 +266,13 @@ def test_forced_apply_takes_back_a_hand_edit_and_unforced_reports_the_conflict(f
 def test_missing_namespace_and_missing_rights_say_how_to_fix_them(fake, api):
     fake.namespaces.discard("ltp-demo")
     with pytest.raises(
-        kube.KubeDeployError, match=r"HTTP 404: namespaces \"ltp-demo\" not found.*manifests/namespaces"
+        kubeapi.KubeDeployError, match=r"HTTP 404: namespaces \"ltp-demo\" not found.*manifests/namespaces"
     ):
         deploy(api, version=1)
     fake.namespaces.add("ltp-demo")
     fake.deny.add("deployments")
     with pytest.raises(
-        kube.KubeDeployError, match=r"Deployment ltp-demo/model-server failed with HTTP 403.*manifests/rbac"
+        kubeapi.KubeDeployError, match=r"Deployment ltp-demo/model-server failed with HTTP 403.*manifests/rbac"
     ):
         deploy(api, version=1)
 
@@ -300,8 +290,7 @@ def test_without_api_client_the_kubeconfig_is_used(fake, tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(path))
-    url = kube.deploy_stage("demo", ROOT, "classifier", 4, 10, **FAST)
-    assert url.startswith("http://model-server.ltp-demo.svc")
+    KubernetesTarget(REGISTRY, FAST).serve("demo", {"classifier": 4}, "classifier", 10)
     assert served_version(fake) == "4"
 
 
@@ -310,14 +299,16 @@ def test_an_unreachable_api_server_is_a_clear_error():
     configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
     configuration.retries = 0
     with kubernetes.client.ApiClient(configuration) as client:
-        with pytest.raises(kube.KubeDeployError, match=r"cannot reach the Kubernetes API server at http://127.0.0.1:9"):
+        with pytest.raises(
+            kubeapi.KubeDeployError, match=r"cannot reach the Kubernetes API server at http://127.0.0.1:9"
+        ):
             deploy(client, version=1)
 
 
 def test_no_configuration_at_all_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
-    with pytest.raises(kube.KubeDeployError, match="no Kubernetes configuration: not in a pod"):
+    with pytest.raises(kubeapi.KubeDeployError, match="no Kubernetes configuration: not in a pod"):
         kubeapi.load_api_client()
 
 
@@ -380,7 +371,7 @@ def test_apply_goes_through_discovery_and_leaves_no_cache_file(fake, api):
 def test_an_api_the_cluster_does_not_serve_is_named(fake, api):
     fake.hidden.add("horizontalpodautoscalers")
     with pytest.raises(
-        kube.KubeDeployError, match=r"HorizontalPodAutoscaler ltp-prod/model-server.*does not serve.*autoscaling/v2"
+        kubeapi.KubeDeployError, match=r"HorizontalPodAutoscaler ltp-prod/model-server.*does not serve.*autoscaling/v2"
     ):
         deploy(api, "prod", version=1)
     # Nothing after the missing API was applied; what came before it was.
@@ -390,16 +381,13 @@ def test_an_api_the_cluster_does_not_serve_is_named(fake, api):
 
 def test_strict_field_validation_refuses_an_unknown_field(fake, api):
     objs = kube.configure_stage(
-        kube.render_stage("demo"),
-        stage="demo",
-        stages_root=ROOT,
-        model_name="classifier",
-        version=1,
-        change_cause="x",
+        kube.render_stage("demo"), stage="demo", stages=REGISTRY, models={"classifier": 1}, change_cause="x"
     )
     service = next(o for o in objs if o["kind"] == "Service")
     service["spce"] = {}  # a typo the server would drop without strict validation
-    with pytest.raises(kube.KubeDeployError, match=r'Service ltp-demo/model-server failed with HTTP 400.*"spce".*Fix:'):
+    with pytest.raises(
+        kubeapi.KubeDeployError, match=r'Service ltp-demo/model-server failed with HTTP 400.*"spce".*Fix:'
+    ):
         kubeapi.apply_objects(api, objs)
 
 
@@ -408,28 +396,29 @@ def test_strict_field_validation_refuses_an_unknown_field(fake, api):
 
 @pytest.fixture
 def target(api):
-    return get_target("kubernetes", api_client=api, poll_interval_s=0.01)
+    return get_target("kubernetes", REGISTRY, FAST, api_client=api)
 
 
 def test_the_registry_builds_the_kubernetes_target(target, api):
-    assert isinstance(target, KubernetesTarget) and target.api_client is api
-    with pytest.raises(ValueError, match=r"unknown serving target 'kserv': expected one of \[.*'kubernetes'.*'local'"):
-        get_target("kserv")
+    assert isinstance(target, KubernetesTarget) and target.api_client is api and target.stages is REGISTRY
+    assert target.options.poll_interval_s == 0.01
+    with pytest.raises(TargetError, match=r"unknown serving target 'kserv'; expected one of .*kubernetes.*local"):
+        get_target("kserv", REGISTRY)
 
 
 def test_target_refuses_a_stage_store_the_pods_cannot_read(target):
     with pytest.raises(ValueError, match=r"stages_root must be gs://.*got 'stages'"):
-        target.check("stages")
-    target.check(ROOT)
+        KubernetesTarget(StageRegistry("stages")).check()
+    target.check()
 
 
 def test_target_serves_every_model_of_the_stage_and_names_their_url(fake, target):
-    target.serve(ROOT, "demo", {"classifier": 3, "detector": 1}, "detector", 10)
+    target.serve("demo", {"classifier": 3, "detector": 1}, "detector", 10)
     assert served_versions(fake) == {"classifier": 3, "detector": 1}
     dep = fake.get("deployments", "ltp-demo", "model-server")
     assert dep["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION].endswith("deploy detector version 1")
     assert dep["status"]["availableReplicas"] == 1
-    with target.endpoints(ROOT, "demo", {"classifier": 3, "detector": 1}) as endpoints:
+    with target.endpoints("demo", {"classifier": 3, "detector": 1}) as endpoints:
         url = "http://model-server.ltp-demo.svc.cluster.local:8501"
         assert endpoints.urls == {"classifier": url, "detector": url}
         with pytest.raises(
@@ -439,31 +428,31 @@ def test_target_serves_every_model_of_the_stage_and_names_their_url(fake, target
 
 
 def test_target_restore_returns_to_the_old_pod_template(fake, target):
-    target.serve(ROOT, "staging", {"classifier": 1}, "classifier", 10)
+    target.serve("staging", {"classifier": 1}, "classifier", 10)
     good = fake.get("deployments", "ltp-staging", "model-server")
     fake.pod_failure = fail_version(2, "CrashLoopBackOff")
-    with pytest.raises(kube.RolloutTimeout, match="CrashLoopBackOff"):
-        target.serve(ROOT, "staging", {"classifier": 2}, "classifier", 0.3)
-    target.restore(ROOT, "staging", {"classifier": 1}, "classifier", 10)
+    with pytest.raises(kubeapi.RolloutTimeout, match="CrashLoopBackOff"):
+        target.serve("staging", {"classifier": 2}, "classifier", 0.3)
+    target.restore("staging", {"classifier": 1}, "classifier", 10)
     rolled_back = fake.get("deployments", "ltp-staging", "model-server")
     assert rolled_back["spec"]["template"] == good["spec"]["template"]
     assert "roll back classifier to version 1" in rolled_back["metadata"]["annotations"][kube.CHANGE_CAUSE_ANNOTATION]
 
 
 def test_target_restore_without_the_failed_first_model_serves_the_others(fake, target):
-    target.serve(ROOT, "prod", {"a": 1}, "a", 10)
+    target.serve("prod", {"a": 1}, "a", 10)
     good = fake.get("deployments", "ltp-prod", "model-server")
     fake.pod_failure = fail_version(1, "ImagePullBackOff", model_name="b")
-    with pytest.raises(kube.RolloutTimeout):
-        target.serve(ROOT, "prod", {"a": 1, "b": 1}, "b", 0.3)
+    with pytest.raises(kubeapi.RolloutTimeout):
+        target.serve("prod", {"a": 1, "b": 1}, "b", 0.3)
     assert served_versions(fake, "ltp-prod") == {"a": 1, "b": 1}
-    target.restore(ROOT, "prod", {"a": 1}, "b", 10)
+    target.restore("prod", {"a": 1}, "b", 10)
     assert served_versions(fake, "ltp-prod") == {"a": 1}
     assert fake.get("deployments", "ltp-prod", "model-server")["spec"]["template"] == good["spec"]["template"]
 
 
 def test_target_restore_to_nothing_applies_nothing(fake, target):
-    target.restore(ROOT, "demo", {}, "classifier", 10)
+    target.restore("demo", {}, "classifier", 10)
     assert [r for r in fake.requests if r[0] != "GET"] == []
     assert fake.objects() == []
 
@@ -484,7 +473,7 @@ def inference_service(name):
 
 def test_a_custom_kind_is_applied_waited_for_and_deleted(fake, api):
     fake.add_kind("inferenceservices", *ISVC)
-    with pytest.raises(kube.KubeDeployError, match="cannot apply InferenceService .* may render only"):
+    with pytest.raises(kubeapi.KubeDeployError, match="cannot apply InferenceService .* may render only"):
         kubeapi.apply_objects(api, [inference_service("clf")])
     (applied,) = kubeapi.apply_objects(api, [inference_service("clf")], extra_kinds=[ISVC])
     assert (applied.kind, applied.outcome) == ("InferenceService", "created")
@@ -492,11 +481,11 @@ def test_a_custom_kind_is_applied_waited_for_and_deleted(fake, api):
     def wait(timeout_s):
         return kubeapi.wait_for_condition(api, *ISVC, "ltp-demo", "clf", "Ready", timeout_s, poll_interval_s=0.01)
 
-    with pytest.raises(kube.RolloutTimeout, match=r"InferenceService ltp-demo/clf did not become Ready .*no Ready"):
+    with pytest.raises(kubeapi.RolloutTimeout, match=r"InferenceService ltp-demo/clf did not become Ready .*no Ready"):
         wait(0.2)
     loading = {"type": "Ready", "status": "False", "reason": "Loading", "message": "the model is loading"}
     fake.set_status("inferenceservices", "ltp-demo", "clf", {"conditions": [loading]})
-    with pytest.raises(kube.RolloutTimeout, match=r"Ready=False \(Loading: the model is loading\)"):
+    with pytest.raises(kubeapi.RolloutTimeout, match=r"Ready=False \(Loading: the model is loading\)"):
         wait(0.2)
     fake.set_status("inferenceservices", "ltp-demo", "clf", {"conditions": [{**loading, "status": "True"}]})
     assert wait(5)["metadata"]["name"] == "clf"
@@ -507,7 +496,7 @@ def test_a_custom_kind_is_applied_waited_for_and_deleted(fake, api):
     assert [r[1] for r in fake.requests if r[0] == "DELETE"] == [
         "/apis/serving.kserve.io/v1beta1/namespaces/ltp-demo/inferenceservices/clf"
     ] * 2
-    with pytest.raises(kube.RolloutTimeout, match="the object does not exist"):
+    with pytest.raises(kubeapi.RolloutTimeout, match="the object does not exist"):
         wait(0.1)
 
 
@@ -516,7 +505,7 @@ def test_a_refused_delete_says_how_to_fix_it(fake, api):
     fake.deny.add("configmaps")
     name = next(o["metadata"]["name"] for o in fake.objects() if o["kind"] == "ConfigMap")
     with pytest.raises(
-        kube.KubeDeployError, match=r"deleting ConfigMap ltp-demo/.* failed with HTTP 403.*manifests/rbac"
+        kubeapi.KubeDeployError, match=r"deleting ConfigMap ltp-demo/.* failed with HTTP 403.*manifests/rbac"
     ):
         kubeapi.delete_object(api, "v1", "ConfigMap", "ltp-demo", name)
     assert fake.get("configmaps", "ltp-demo", name) is not None

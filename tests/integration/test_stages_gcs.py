@@ -6,7 +6,7 @@ import pytest
 
 from components.serving import stages
 from components.serving.checks import CheckResult, KnownExample
-from components.serving.stages import StageEntry
+from components.serving.stages import StageEntry, StageRegistry
 from tests.gcs_emulator import running_emulator
 from trainer import storage
 
@@ -31,60 +31,55 @@ def fake_saved_model(path, payload):
 def test_stage_store_on_gcs(gcs, tmp_path):
     root = stages.resolve_stages_root("", f"{gcs}/pipeline-root")
     assert root == f"{gcs}/pipeline-root/stages"
+    registry = StageRegistry(root)
     a = fake_saved_model(tmp_path / "a", b"A")
     b = fake_saved_model(tmp_path / "b", b"B")
-    assert stages.publish(a, root, "prod", "clf") == 1
-    assert stages.publish(a, root, "prod", "clf") == 1
-    assert stages.publish(b, root, "prod", "clf") == 2
-    assert storage.list_files(stages.version_path(root, "prod", "clf", 2)) == [
+    assert registry.publish(a, "prod", "clf") == 1
+    assert registry.publish(a, "prod", "clf") == 1
+    assert registry.publish(b, "prod", "clf") == 2
+    assert storage.list_files(registry.version_path("prod", "clf", 2)) == [
         "saved_model.pb",
         "variables/variables.index",
     ]
     assert storage.read_bytes(f"{root}/prod/models/clf/2/saved_model.pb") == b"B"
     # A version copied within GCS keeps its identity (content hash).
-    assert storage.tree_sha256(stages.version_path(root, "prod", "clf", 2)) == storage.tree_sha256(b)
+    assert storage.tree_sha256(registry.version_path("prod", "clf", 2)) == storage.tree_sha256(b)
 
-    assert stages.read_current(root, "prod", "clf") is None
+    assert registry.read_current("prod", "clf") is None
     health = (CheckResult("health", True, "version 1 AVAILABLE"),)
     for version, uri, run, accuracy in [(1, "gs://m/a", "run-1", 0.9), (2, "gs://m/b", "run-2", 0.93)]:
         metrics = {"accuracy": accuracy}
         entry = StageEntry("promote", version, uri, run, model_name="clf", checks=health, metrics=metrics)
-        stages.record(root, "prod", entry)
-    assert stages.read_current(root, "prod", "clf").metrics == {"accuracy": 0.93}  # what the gate reads
+        registry.record("prod", entry)
+    assert registry.read_current("prod", "clf").metrics == {"accuracy": 0.93}  # what the gate reads
 
-    stages.retire(root, "prod", "clf", 2)
-    assert stages.list_versions(root, "prod", "clf") == [1]
+    registry.retire("prod", "clf", 2)
+    assert registry.list_versions("prod", "clf") == [1]
     assert storage.exists(f"{root}/prod/retired/clf/2/saved_model.pb")
-    stages.record(
-        root, "prod", StageEntry("rollback", 1, "gs://m/a", "run-3", model_name="clf", metrics={"accuracy": 0.9})
-    )
-    assert [e.action for e in stages.read_history(root, "prod", "clf")] == ["promote", "promote", "rollback"]
-    assert stages.read_current(root, "prod", "clf").version == 1
-    assert stages.publish(b, root, "prod", "clf") == 3
+    registry.record("prod", StageEntry("rollback", 1, "gs://m/a", "run-3", model_name="clf", metrics={"accuracy": 0.9}))
+    assert [e.action for e in registry.read_history("prod", "clf")] == ["promote", "promote", "rollback"]
+    assert registry.read_current("prod", "clf").version == 1
+    assert registry.publish(b, "prod", "clf") == 3
 
 
 def test_records_per_model_on_gcs(gcs):
-    root = f"{gcs}/multi-stages"
+    registry = StageRegistry(f"{gcs}/multi-stages")
+    root = registry.root
     health = (CheckResult("health", True, "version 1 AVAILABLE"),)
     for name, version, metrics in [("classifier", 3, {"accuracy": 0.9}), ("detector", 1, {"ap50": 0.7})]:
-        stages.record(
-            root,
-            "demo",
-            StageEntry("promote", version, f"gs://m/{name}", "r", model_name=name, checks=health, metrics=metrics),
-        )
-    stages.record(
-        root, "demo", StageEntry("promote", 2, "gs://m/det2", "r2", model_name="detector", metrics={"ap50": 0.8})
-    )
+        entry = StageEntry("promote", version, f"gs://m/{name}", "r", model_name=name, checks=health, metrics=metrics)
+        registry.record("demo", entry)
+    registry.record("demo", StageEntry("promote", 2, "gs://m/det2", "r2", model_name="detector", metrics={"ap50": 0.8}))
     assert storage.exists(f"{root}/demo/records/detector/current.json")
     assert storage.exists(f"{root}/demo/records/classifier/history.jsonl")
-    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 3, "detector": 2}
-    assert [e.version for e in stages.read_history(root, "demo", "detector")] == [1, 2]
-    assert stages.read_current(root, "demo", "classifier").metrics == {"accuracy": 0.9}
+    assert registry.served_versions("demo") == {"classifier": 3, "detector": 2}
+    assert [e.version for e in registry.read_history("demo", "detector")] == [1, 2]
+    assert registry.read_current("demo", "classifier").metrics == {"accuracy": 0.9}
     examples = stages.StageExamples("classification", (KnownExample(b"png", 4),))
-    stages.save_examples(root, "demo", "detector", examples)
-    assert stages.load_examples(root, "demo", "detector") == examples
+    registry.save_examples("demo", "detector", examples)
+    assert registry.load_examples("demo", "detector") == examples
     with pytest.raises(FileNotFoundError, match="'classifier' has never been promoted"):
-        stages.load_examples(root, "demo", "classifier")
+        registry.load_examples("demo", "classifier")
 
 
 @pytest.mark.slow
@@ -98,12 +93,14 @@ def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
     config = PromoteConfig(stage="demo", stages_root=f"{gcs}/run-stages", model_name="clf", min_smoke_accuracy=0.6)
     result = promote(str(tmp_path / "model"), dataset, config, run_id="run-1", metrics={"accuracy": 0.9})
     assert result.version == 1 and result.check("prediction").passed
-    assert stages.read_current(config.stages_root, "demo", "clf").version == 1
-    examples = stages.load_examples(config.stages_root, "demo", "clf")  # smoke_examples.json on gs://
+    registry = StageRegistry(config.stages_root)
+    current = registry.read_current("demo", "clf")
+    assert (current.version, current.task, current.target) == (1, "classification", "local")
+    examples = registry.load_examples("demo", "clf")  # smoke_examples.json on gs://
     assert examples.task == "classification" and len(examples.examples) == config.smoke_examples
     assert promote(str(tmp_path / "model"), dataset, config, run_id="run-2").no_op
     # A second model at the same stage on GCS: the stage's server downloads and serves both.
     other = dataclasses.replace(config, model_name="other")
     second = promote(str(tmp_path / "model"), dataset, other, run_id="run-3", metrics={"accuracy": 0.8})
     assert second.version == 1 and second.check("stage_models").detail == "also serves clf version 1"
-    assert sorted(stages.served_models(config.stages_root, "demo")) == ["clf", "other"]
+    assert sorted(registry.served_models("demo")) == ["clf", "other"]

@@ -23,7 +23,15 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path):
     spec = yaml.safe_load((tmp_path / "p.yaml").read_text())
     assert spec["pipelineInfo"]["name"] == "monitor"
     params = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(params) == {"prometheus_url", "stages", "window", "stages_root", "serving_target", "served_model_name"}
+    assert set(params) == {
+        "prometheus_url",
+        "stages",
+        "window",
+        "stages_root",
+        "serving_target",
+        "served_model_name",
+        "serving_options",
+    }
     tasks = spec["root"]["dag"]["tasks"]
     assert set(tasks) == {"monitor-stages", "fail-if-broken"}
     assert all(t["cachingOptions"] == {} for t in tasks.values())  # a recurring run must look again
@@ -101,6 +109,7 @@ def _broken_by_bad_traffic(url, prom, config):
 def test_monitor_pipeline_runs_locally_against_prometheus(tmp_path):
     from components.monitor.run import PrometheusError, monitor
     from components.promote.run import promote
+    from components.serving.stages import StageRegistry
     from components.serving.targets.local import LocalTarget
     from tests.promote_models import export_tiny_model, write_digits_dataset
     from trainer.config import MonitorConfig, PromoteConfig
@@ -112,7 +121,7 @@ def test_monitor_pipeline_runs_locally_against_prometheus(tmp_path):
     promote(str(tmp_path / "m1"), dataset, demo, run_id="setup", metrics={"accuracy": 0.8})
 
     # demo's "deployed" server, as TensorFlow Serving in ltp-demo would be; staging serves nothing.
-    with LocalTarget().endpoints(root, "demo", {"clf": 1}) as endpoints:
+    with LocalTarget(StageRegistry(root)).endpoints("demo", {"clf": 1}) as endpoints:
         url = endpoints.url("clf")
         with running_prometheus(tmp_path / "prom", {"ltp-demo": [urllib.parse.urlsplit(url).netloc]}) as prom:
             _send_good_traffic(url, prom, _good_request())

@@ -20,6 +20,8 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path, name):
     assert spec["pipelineInfo"]["name"] == name
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["served_model_name"]["defaultValue"] == "classifier"
+    # The serving target's own settings are one mapping (kserve: {mode: standard}), empty by default.
+    assert params["serving_options"]["parameterType"] == "STRUCT"
     (task,) = spec["root"]["dag"]["tasks"].values()
     assert task["cachingOptions"] == {}  # caching off: the step changes what a stage serves
     args = task["inputs"]["parameters"]

@@ -1,4 +1,4 @@
-"""components.serving.deploy without an API server: rendering a stage and pinning a model version."""
+"""The kubernetes target's objects without an API server: rendering a stage and pinning the models' versions."""
 
 import functools
 
@@ -6,7 +6,8 @@ import kubernetes_validate
 import pytest
 
 from components import kube as kubeapi
-from components.serving import deploy as kube
+from components.serving.stages import StageRegistry
+from components.serving.targets import kubernetes as kube
 
 ROOT = "gs://models-bucket/stages"
 
@@ -17,14 +18,10 @@ def rendered(stage):
 
 
 def configure(stage="staging", version=3, model_name="classifier", root=ROOT, cause="test", others=None):
+    """The stage's objects serving ``others`` and ``model_name`` at ``version``."""
+    models = {**(others or {}), model_name: version}
     return kube.configure_stage(
-        list(rendered(stage)),
-        stage=stage,
-        stages_root=root,
-        model_name=model_name,
-        version=version,
-        change_cause=cause,
-        others=others,
+        list(rendered(stage)), stage=stage, stages=StageRegistry(root), models=models, change_cause=cause
     )
 
 
@@ -43,12 +40,12 @@ def test_render_stage_uses_the_overlay():
 
 
 def test_render_unknown_stage_names_the_stages_that_exist():
-    with pytest.raises(kube.KubeDeployError, match=r"no overlay for stage 'qa'.*\['demo', 'prod', 'staging'\]"):
+    with pytest.raises(kubeapi.KubeDeployError, match=r"no overlay for stage 'qa'.*\['demo', 'prod', 'staging'\]"):
         kube.render_stage("qa")
 
 
 def test_a_stage_must_be_a_plain_folder_name():
-    with pytest.raises(kube.KubeDeployError, match="stage must be an overlay's folder name"):
+    with pytest.raises(kubeapi.KubeDeployError, match="stage must be an overlay's folder name"):
         kube.render_stage("../base")
 
 
@@ -94,7 +91,7 @@ def test_model_config_lists_every_model_the_stage_serves():
         "    }\n"
         "  }\n"
     )
-    # Sorted by name; the deployed model's version overrides what the registry had for it.
+    # Sorted by name, each at its version.
     assert text == "model_config_list {\n" + config("classifier", 4) + config("detector", 1) + "}\n"
     dep = by_kind(objs, "Deployment")
     served = dep["spec"]["template"]["metadata"]["annotations"][kube.VERSIONS_ANNOTATION]
@@ -168,11 +165,11 @@ def test_a_rendered_deployment_without_the_model_config_volume_is_refused():
     dep = by_kind(objs, "Deployment")
     dep["spec"] = {**dep["spec"], "template": {**dep["spec"]["template"]}}
     dep["spec"]["template"]["spec"] = {**dep["spec"]["template"]["spec"], "volumes": []}
-    with pytest.raises(kube.KubeDeployError, match="no configMap volume named 'model-config'"):
-        kube.configure_stage(objs, stage="demo", stages_root=ROOT, model_name="classifier", version=1, change_cause="x")
+    with pytest.raises(kubeapi.KubeDeployError, match="no configMap volume named 'model-config'"):
+        kube.configure_stage(objs, stage="demo", stages=StageRegistry(ROOT), models={"classifier": 1}, change_cause="x")
 
 
 def test_unsupported_kinds_are_refused_before_any_request():
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ltp-demo"}}
-    with pytest.raises(kube.KubeDeployError, match="belong in manifests/namespaces"):
+    with pytest.raises(kubeapi.KubeDeployError, match="belong in manifests/namespaces"):
         kubeapi.apply_objects(None, [namespace])

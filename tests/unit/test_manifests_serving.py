@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components import kube as kubeapi
-from components.serving import deploy as kube
+from components.serving.targets import kubernetes as kube
 from trainer.config import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]

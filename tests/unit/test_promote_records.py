@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from components.cli import load_section
+from components.cli import flags_to_fields, load_section
 from components.promote import __main__ as cli
 from components.promote.run import PromotionResult, render_report
 from components.serving.checks import CheckResult
@@ -94,6 +94,9 @@ def test_cli_flags_are_the_config_fields(tmp_path, capsys):
         ["rollback", "--stage", "prod", "--load-test", "{max_seconds: 0.5}", "--task", "classification"]
     )
     assert (args.stage, args.load_test, args.task) == ("prod", {"max_seconds": 0.5}, "classification")
+    # The target's own settings are NAME=VALUE pairs, read into the config's serving_options.
+    args = parser.parse_args(["rollback", "--target", "kserve", "--serving-options", "mode=standard"])
+    assert load_section(PromoteConfig, None, flags_to_fields(args)).serving_options == {"mode": "standard"}
     with pytest.raises(SystemExit):
         cli.main(["promote", "--help"])
     text = capsys.readouterr().out
@@ -131,3 +134,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["promote-version", "--source-stage", "prod", "--stage", "prod"])
     assert exit_.value.code == 2  # argparse: prod has no next stage
+    # A setting the target does not take: one line naming the ones it does.
+    assert cli.main(["rollback", "--stages-root", str(tmp_path), "--serving-options", "mode=standard"]) == 2
+    err = capsys.readouterr().err
+    assert "serving target 'local': serving_options.mode: unknown key in LocalOptions; known keys: host, port" in err

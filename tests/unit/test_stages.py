@@ -4,6 +4,7 @@ import pytest
 
 from components.serving import stages
 from components.serving.checks import CheckResult, KnownExample
+from components.serving.stages import StageEntry, StageRegistry
 
 
 def fake_saved_model(path, payload=b"graph"):
@@ -21,17 +22,31 @@ def test_resolve_stages_root():
         stages.resolve_stages_root("", "")
 
 
+def test_a_registry_is_its_root_and_names_its_folders():
+    registry = StageRegistry("gs://b/stages")
+    assert registry.stage_dir("prod") == "gs://b/stages/prod"
+    assert registry.models_dir("prod") == "gs://b/stages/prod/models"
+    assert registry.version_path("prod", "clf", 3) == "gs://b/stages/prod/models/clf/3"
+    assert registry.records_dir("demo", "clf") == "gs://b/stages/demo/records/clf"
+    with pytest.raises(ValueError, match="unknown stage 'qa'"):
+        registry.stage_dir("qa")
+    with pytest.raises(ValueError, match="model_name must be a non-empty name without '/'"):
+        registry.records_dir("demo", "a/b")
+    with pytest.raises(ValueError, match="a stage registry needs a root"):
+        StageRegistry("")
+
+
 def test_publish_numbers_versions_and_is_idempotent(tmp_path):
-    root = str(tmp_path / "stages")
+    registry = StageRegistry(str(tmp_path / "stages"))
     a = fake_saved_model(tmp_path / "a", b"A")
     b = fake_saved_model(tmp_path / "b", b"B")
-    assert stages.publish(a, root, "demo", "clf") == 1
-    assert stages.publish(a, root, "demo", "clf") == 1  # same content: nothing copied
-    assert stages.publish(b, root, "demo", "clf") == 2
-    assert stages.publish(a, root, "demo", "clf") == 3  # older content again must become newest
-    assert stages.list_versions(root, "demo", "clf") == [1, 2, 3]
+    assert registry.publish(a, "demo", "clf") == 1
+    assert registry.publish(a, "demo", "clf") == 1  # same content: nothing copied
+    assert registry.publish(b, "demo", "clf") == 2
+    assert registry.publish(a, "demo", "clf") == 3  # older content again must become newest
+    assert registry.list_versions("demo", "clf") == [1, 2, 3]
     assert (tmp_path / "stages/demo/models/clf/2/saved_model.pb").read_bytes() == b"B"
-    assert stages.list_versions(root, "staging", "clf") == []
+    assert registry.list_versions("staging", "clf") == []
 
 
 def test_saved_model_pb_is_copied_last(tmp_path, monkeypatch):
@@ -40,47 +55,48 @@ def test_saved_model_pb_is_copied_last(tmp_path, monkeypatch):
     order = []
     real = storage.copy_file
     monkeypatch.setattr(storage, "copy_file", lambda s, d: (order.append(d), real(s, d)))
-    stages.publish(fake_saved_model(tmp_path / "a"), str(tmp_path / "st"), "demo", "clf")
+    StageRegistry(str(tmp_path / "st")).publish(fake_saved_model(tmp_path / "a"), "demo", "clf")
     assert order[-1].endswith("/1/saved_model.pb") and len(order) == 2
 
 
 def test_interrupted_copy_is_replaced(tmp_path):
     root = tmp_path / "stages"
     (root / "demo/models/clf/1/variables").mkdir(parents=True)  # no saved_model.pb: never ready
-    assert stages.publish(fake_saved_model(tmp_path / "a"), str(root), "demo", "clf") == 1
+    assert StageRegistry(str(root)).publish(fake_saved_model(tmp_path / "a"), "demo", "clf") == 1
     assert (root / "demo/models/clf/1/saved_model.pb").exists()
 
 
 def test_publish_refuses_a_folder_without_saved_model(tmp_path):
     (tmp_path / "x").mkdir()
+    registry = StageRegistry(str(tmp_path / "st"))
     with pytest.raises(FileNotFoundError, match="saved_model.pb"):
-        stages.publish(str(tmp_path / "x"), str(tmp_path / "st"), "demo", "clf")
+        registry.publish(str(tmp_path / "x"), "demo", "clf")
     with pytest.raises(ValueError, match="unknown stage"):
-        stages.publish(str(tmp_path / "x"), str(tmp_path / "st"), "qa", "clf")
+        registry.publish(str(tmp_path / "x"), "qa", "clf")
 
 
 def entry(action, version, model_uri, run, metrics=None, model_name="clf", **kw):
-    return stages.StageEntry(
+    return StageEntry(
         action=action, version=version, model_uri=model_uri, run=run, metrics=metrics or {}, model_name=model_name, **kw
     )
 
 
 def test_record_current_history_and_retire(tmp_path):
-    root = str(tmp_path / "stages")
+    registry = StageRegistry(str(tmp_path / "stages"))
     health = (CheckResult("health", True, "version 1 AVAILABLE", {"version": 1}),)
-    assert stages.read_current(root, "prod", "clf") is None
-    assert stages.read_history(root, "prod", "clf") == []
-    v1 = stages.publish(fake_saved_model(tmp_path / "a", b"A"), root, "prod", "clf")
-    stages.record(root, "prod", entry("promote", v1, "/m/a", "run-1", {"accuracy": 0.9}, checks=health))
-    v2 = stages.publish(fake_saved_model(tmp_path / "b", b"B"), root, "prod", "clf")
-    stages.record(root, "prod", entry("promote", v2, "/m/b", "run-2", {"accuracy": 0.95}, checks=health))
-    assert stages.read_current(root, "prod", "clf").metrics == {"accuracy": 0.95}
-    stages.retire(root, "prod", "clf", v2)
-    assert stages.list_versions(root, "prod", "clf") == [1]
-    stages.record(root, "prod", entry("rollback", v1, "/m/a", "run-3", {"accuracy": 0.9}, reason="manual"))
-    current = stages.read_current(root, "prod", "clf")
+    assert registry.read_current("prod", "clf") is None
+    assert registry.read_history("prod", "clf") == []
+    v1 = registry.publish(fake_saved_model(tmp_path / "a", b"A"), "prod", "clf")
+    registry.record("prod", entry("promote", v1, "/m/a", "run-1", {"accuracy": 0.9}, checks=health))
+    v2 = registry.publish(fake_saved_model(tmp_path / "b", b"B"), "prod", "clf")
+    registry.record("prod", entry("promote", v2, "/m/b", "run-2", {"accuracy": 0.95}, checks=health))
+    assert registry.read_current("prod", "clf").metrics == {"accuracy": 0.95}
+    registry.retire("prod", "clf", v2)
+    assert registry.list_versions("prod", "clf") == [1]
+    registry.record("prod", entry("rollback", v1, "/m/a", "run-3", {"accuracy": 0.9}, reason="manual"))
+    current = registry.read_current("prod", "clf")
     assert current.version == 1 and current.action == "rollback" and current.reason == "manual"
-    history = stages.read_history(root, "prod", "clf")
+    history = registry.read_history("prod", "clf")
     assert [e.action for e in history] == ["promote", "promote", "rollback"]
     assert history[0].checks == health and history[0].checks_passed and not history[2].checks_passed
     # On disk: the contract's keys (docs/CONTRACTS.md), which to_dict writes.
@@ -89,10 +105,10 @@ def test_record_current_history_and_retire(tmp_path):
     assert first["checks"] == {"health": {"passed": True, "detail": "version 1 AVAILABLE", "figures": {"version": 1}}}
     assert history[0].to_dict() == first and history[0].metrics == {"accuracy": 0.9}
     # A retired number is never reused: version numbers only grow.
-    assert stages.publish(fake_saved_model(tmp_path / "c", b"C"), root, "prod", "clf") == 3
+    assert registry.publish(fake_saved_model(tmp_path / "c", b"C"), "prod", "clf") == 3
     assert json.loads((tmp_path / "stages/prod/published.json").read_text())["clf"]["3"]["source"].endswith("c")
     with pytest.raises(FileNotFoundError, match="not in service"):
-        stages.retire(root, "prod", "clf", 2)
+        registry.retire("prod", "clf", 2)
     with pytest.raises(ValueError, match="unknown action"):
         entry("deploy", 1, "", "r")
 
@@ -108,59 +124,82 @@ def test_keys_this_code_does_not_know_survive_a_rewrite(tmp_path):
     folder = tmp_path / "stages" / "staging" / "records" / "clf"
     folder.mkdir(parents=True)
     (folder / "history.jsonl").write_text(FUTURE_LINE)
-    (moved,) = stages.read_history(str(tmp_path / "stages"), "staging", "clf")
+    (moved,) = StageRegistry(str(tmp_path / "stages")).read_history("staging", "clf")
     assert moved.source_stage == "demo" and moved.source_version == 4 and moved.checks_passed
     assert moved.extra == {"some_future_key": [1, 2]}
-    assert stages.StageEntry.from_json(moved.to_json()) == moved
+    assert StageEntry.from_json(moved.to_json()) == moved
+
+
+def test_an_entry_names_its_models_task_and_one_written_before_that_loads_without(tmp_path):
+    # FUTURE_LINE was written before entries carried the task: it loads, the task unknown.
+    assert StageEntry.from_json(FUTURE_LINE).task is None
+    assert "task" not in StageEntry.from_json(FUTURE_LINE).to_dict()  # nothing is made up on a rewrite
+    registry = StageRegistry(str(tmp_path / "stages"))
+    registry.record("demo", entry("promote", 1, "/m", "run-1", task="detection", target="local"))
+    current = registry.read_current("demo", "clf")
+    assert (current.task, current.target) == ("detection", "local") and current.extra == {}
+    on_disk = json.loads((tmp_path / "stages/demo/records/clf/current.json").read_text())
+    assert on_disk["task"] == "detection"
 
 
 def test_known_examples_round_trip_with_their_task(tmp_path):
-    root = str(tmp_path / "stages")
+    registry = StageRegistry(str(tmp_path / "stages"))
     with pytest.raises(FileNotFoundError, match="never been promoted"):
-        stages.load_examples(root, "staging", "clf")
+        registry.load_examples("staging", "clf")
     written = stages.StageExamples("classification", (KnownExample(b"png", 4), KnownExample(b"jpg", 0)))
-    stages.save_examples(root, "staging", "clf", written)
+    registry.save_examples("staging", "clf", written)
     on_disk = json.loads((tmp_path / "stages/staging/records/clf/smoke_examples.json").read_text())
     expected = [{"b64": "cG5n", "expected": 4}, {"b64": "anBn", "expected": 0}]
     assert on_disk == {"task": "classification", "examples": expected}
-    assert stages.load_examples(root, "staging", "clf") == written
+    assert registry.load_examples("staging", "clf") == written
     with pytest.raises(FileNotFoundError, match="'detector' has never been promoted to staging"):
-        stages.load_examples(root, "staging", "detector")
+        registry.load_examples("staging", "detector")
 
 
 def test_records_are_kept_per_model_name(tmp_path):
-    root = str(tmp_path / "stages")
-    assert stages.served_models(root, "demo") == {}
-    stages.record(root, "demo", entry("promote", 1, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
-    stages.record(root, "demo", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
-    stages.record(root, "demo", entry("promote", 2, "/m/det2", "run-3", {"ap50": 0.8}, model_name="detector"))
-    stages.record(root, "demo", entry("rollback", 1, "/m/det", "run-4", {"ap50": 0.7}, model_name="detector"))
-    assert stages.read_current(root, "demo", "classifier").metrics == {"accuracy": 0.9}
-    assert stages.read_current(root, "demo", "detector").run == "run-4"
-    assert [e.run for e in stages.read_history(root, "demo", "classifier")] == ["run-1"]
-    assert [e.run for e in stages.read_history(root, "demo", "detector")] == ["run-2", "run-3", "run-4"]
-    assert stages.last_entry_for_version(root, "demo", "detector", 2).run == "run-3"
-    assert stages.last_entry_for_version(root, "demo", "classifier", 2) is None
-    assert {n: e.version for n, e in stages.served_models(root, "demo").items()} == {"classifier": 1, "detector": 1}
-    assert stages.read_current(root, "prod", "classifier") is None
+    registry = StageRegistry(str(tmp_path / "stages"))
+    assert registry.served_models("demo") == {} and registry.served_versions("demo") == {}
+    registry.record("demo", entry("promote", 1, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
+    registry.record("demo", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
+    registry.record("demo", entry("promote", 2, "/m/det2", "run-3", {"ap50": 0.8}, model_name="detector"))
+    registry.record("demo", entry("rollback", 1, "/m/det", "run-4", {"ap50": 0.7}, model_name="detector"))
+    assert registry.read_current("demo", "classifier").metrics == {"accuracy": 0.9}
+    assert registry.read_current("demo", "detector").run == "run-4"
+    assert [e.run for e in registry.read_history("demo", "classifier")] == ["run-1"]
+    assert [e.run for e in registry.read_history("demo", "detector")] == ["run-2", "run-3", "run-4"]
+    assert registry.last_entry_for_version("demo", "detector", 2).run == "run-3"
+    assert registry.last_entry_for_version("demo", "classifier", 2) is None
+    assert registry.served_versions("demo") == {"classifier": 1, "detector": 1}
+    assert registry.read_current("prod", "classifier") is None
     # A model whose first promotion failed has history but serves nothing.
-    stages.record(root, "demo", entry("rollback", None, "", "run-5", model_name="segmenter"))
-    assert list(stages.served_models(root, "demo")) == ["classifier", "detector"]
+    registry.record("demo", entry("rollback", None, "", "run-5", model_name="segmenter"))
+    assert list(registry.served_models("demo")) == ["classifier", "detector"]
     assert (tmp_path / "stages/demo/records/detector/current.json").is_file()
     assert not (tmp_path / "stages/demo/current.json").exists()  # no stage-level record any more
     with pytest.raises(ValueError, match="needs model_name"):
-        stages.record(root, "demo", stages.StageEntry("promote", 3, "/m", "run-6"))
+        registry.record("demo", StageEntry("promote", 3, "/m", "run-6"))
+
+
+def test_the_module_functions_are_the_registrys_for_callers_outside_the_package(tmp_path):
+    root = str(tmp_path / "stages")
+    assert stages.publish(fake_saved_model(tmp_path / "a"), root, "demo", "clf") == 1
+    stages.record(root, "demo", entry("promote", 1, "/m/a", "run-1"))
+    assert stages.list_versions(root, "demo", "clf") == [1]
+    assert stages.read_current(root, "demo", "clf") == StageRegistry(root).read_current("demo", "clf")
+    assert [e.run for e in stages.read_history(root, "demo", "clf")] == ["run-1"]
+    assert list(stages.served_models(root, "demo")) == ["clf"]
 
 
 def test_the_gates_baseline_is_prods_model_of_the_same_name(tmp_path):
     from components.evaluate.run import read_baseline
 
     root = str(tmp_path / "stages")
+    registry = StageRegistry(root)
     assert read_baseline(None, "classifier") is None
     assert read_baseline(root, "classifier") is None
-    stages.record(root, "prod", entry("promote", 4, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
-    stages.record(root, "prod", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
-    stages.record(root, "demo", entry("promote", 9, "/m/x", "run-3", {"accuracy": 0.1}, model_name="classifier"))
+    registry.record("prod", entry("promote", 4, "/m/clf", "run-1", {"accuracy": 0.9}, model_name="classifier"))
+    registry.record("prod", entry("promote", 1, "/m/det", "run-2", {"ap50": 0.7}, model_name="detector"))
+    registry.record("demo", entry("promote", 9, "/m/x", "run-3", {"accuracy": 0.1}, model_name="classifier"))
     assert read_baseline(root, "classifier")["metrics"] == {"accuracy": 0.9}
     assert read_baseline(root, "detector")["metrics"] == {"ap50": 0.7}
     assert read_baseline(root, "segmenter") is None

@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from components.serving.targets.base import Endpoints, ServingTarget, StageUnavailable, register
+from components.serving.targets.kubernetes import ClusterOptions, check_gcs_root, render_stage
+from trainer.configbase import ConfigBase
 
 if TYPE_CHECKING:
-    from trainer.config import MonitorConfig, PromoteConfig
+    from components.serving.stages import StageRegistry
+    from components.serving.targets.base import TargetSettings
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,8 @@ PODMONITOR = ("monitoring.coreos.com/v1", "PodMonitor")
 TEMPLATE_NAME = "model"
 """The name of the overlay's template InferenceService, copied once per served model."""
 MODES = {"knative": ("Knative", "Serverless"), "standard": ("Standard", "RawDeployment")}
-"""``kserve_mode`` -> the ``status.deploymentMode`` values that mean it (today's name first, then the legacy one)."""
+"""``serving_options.mode`` -> the ``status.deploymentMode`` values that mean it (today's name first, then the
+legacy one)."""
 DEFAULT_CANARY_STEPS = (10, 50, 100)
 VERSION_ENV = "LTP_MODEL_VERSION"
 _DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -102,11 +108,11 @@ def render_inference_service(
     """
     check_name(name)
     if mode not in MODES:
-        raise ValueError(f"kserve_mode must be one of {sorted(MODES)}, got {mode!r}")
+        raise ValueError(f"the KServe mode must be one of {sorted(MODES)}, got {mode!r}")
     if canary_percent is not None and mode != "knative":
         raise ValueError(
             f"canaryTrafficPercent={canary_percent} for {name!r} in KServe Standard mode: Standard mode ignores it "
-            "(all traffic would reach the new version). Use kserve_mode=knative for canary steps."
+            "(all traffic would reach the new version). Use serving_options.mode=knative for canary steps."
         )
     obj = copy.deepcopy(dict(template))
     obj["metadata"]["name"] = name
@@ -178,13 +184,21 @@ def tag_url(obj: Mapping[str, Any], tag: str = "latest") -> Optional[str]:
     return None
 
 
-def _check_steps(steps: Sequence[int]) -> tuple[int, ...]:
-    steps = tuple(int(s) for s in steps)
-    if not steps or steps[-1] != 100 or any(not 0 < s <= 100 for s in steps) or list(steps) != sorted(set(steps)):
-        raise ValueError(
-            f"canary_steps must be increasing percentages in 1..100 ending with 100 (e.g. 10, 50, 100), got {steps}"
-        )
-    return steps
+@dataclasses.dataclass(frozen=True)
+class KServeOptions(ClusterOptions):
+    """The ``kserve`` target's own settings (``serving_options``): a cluster target's, and its mode.
+
+    Attributes:
+        manifests_dir: the folder of the overlays (``manifests/kserve``); None finds the project's.
+        poll_interval_s: the pause between two reads of an InferenceService's status.
+        cluster_domain: the cluster's DNS domain, for the URLs the status does not give.
+        mode: the KServe deployment mode the cluster runs the InferenceServices in: ``knative``
+            (canary steps by ``canaryTrafficPercent``) or ``standard`` (no traffic split: a new
+            version replaces the old, a failure rolls back); checked against each
+            InferenceService's ``status.deploymentMode``.
+    """
+
+    mode: typing.Literal["knative", "standard"] = "knative"
 
 
 @register
@@ -192,52 +206,32 @@ class KServeTarget(ServingTarget):
     """Serves each model of a stage as a KServe InferenceService in the stage's namespace.
 
     Args:
+        stages: the stage registry (on GCS: the storage initializer reads the models from it).
+        options: the target's own settings (:class:`KServeOptions`: the mode, the overlays, the
+            poll interval, the cluster's domain).
+        settings: the generic settings: the new version's canary steps in Knative mode (None:
+            :data:`DEFAULT_CANARY_STEPS`).
         api_client: a configured ``kubernetes.client.ApiClient``; None loads the in-cluster
             configuration, else the kubeconfig.
-        kserve_mode: ``knative`` (canary steps by ``canaryTrafficPercent``) or ``standard`` (no
-            traffic split: a new version replaces the old, a failure rolls back); checked against
-            the InferenceServices' ``status.deploymentMode``.
-        canary_steps: the new version's traffic shares in Knative mode, increasing, ending at 100.
-        manifests_dir: the ``manifests/kserve`` folder; None finds the project's.
-        poll_interval_s: pause between status reads.
-        cluster_domain: the cluster's DNS domain, for URLs the status does not give.
     """
 
     name = "kserve"
     load_profile = "cluster"
+    options_type = KServeOptions
 
     def __init__(
         self,
+        stages: StageRegistry,
+        options: Mapping[str, Any] | ConfigBase | None = None,
+        settings: Optional[TargetSettings] = None,
+        *,
         api_client: Optional[Any] = None,
-        kserve_mode: str = "knative",
-        canary_steps: Sequence[int] = DEFAULT_CANARY_STEPS,
-        manifests_dir: Optional[str | Path] = None,
-        poll_interval_s: float = 2.0,
-        cluster_domain: str = "cluster.local",
-    ):
-        if kserve_mode not in MODES:
-            raise ValueError(f"kserve_mode must be one of {sorted(MODES)}, got {kserve_mode!r}")
+    ) -> None:
+        super().__init__(stages, options, settings)
         self.api_client = api_client
-        self.kserve_mode = kserve_mode
-        self.steps = _check_steps(canary_steps)
-        self.manifests_dir = manifests_dir
-        self.poll_interval_s = poll_interval_s
-        self.cluster_domain = cluster_domain
         # The overlays and the cluster's kinds do not change during a promotion: read each once.
         self._overlays: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
         self._podmonitors: Optional[bool] = None
-
-    @classmethod
-    def from_config(cls, config: PromoteConfig | MonitorConfig) -> KServeTarget:
-        """A promotion's ``config.kserve_mode`` and ``config.canary_steps`` (None:
-        :data:`DEFAULT_CANARY_STEPS`); a monitor's config: the defaults (its endpoints depend on neither).
-        """
-        from trainer.config import PromoteConfig
-
-        if not isinstance(config, PromoteConfig):
-            return cls()
-        steps = DEFAULT_CANARY_STEPS if config.canary_steps is None else config.canary_steps
-        return cls(kserve_mode=config.kserve_mode, canary_steps=steps)
 
     def _client(self) -> Any:
         from components import kube
@@ -246,18 +240,17 @@ class KServeTarget(ServingTarget):
             self.api_client = kube.load_api_client()
         return self.api_client
 
-    def check(self, stages_root: str) -> None:
+    def check(self) -> None:
         """The storage initializer reads GCS, and the cluster must serve InferenceServices.
 
         Raises:
-            ValueError: ``stages_root`` is not ``gs://bucket[/prefix]``.
+            ValueError: the registry's root is not ``gs://bucket[/prefix]``.
             components.kube.KubeDeployError: the cluster has no InferenceService CRD (KServe is not
                 installed), or is unreachable.
         """
         from components import kube
-        from components.serving import deploy
 
-        deploy.check_gcs_root(stages_root)
+        check_gcs_root(self.stages.root)
         if not kube.serves_kind(self._client(), API_VERSION, KIND):
             raise kube.KubeDeployError(
                 f"the cluster does not serve {KIND} ({API_VERSION}): KServe is not installed. Fix: install KServe "
@@ -265,17 +258,20 @@ class KServeTarget(ServingTarget):
             )
 
     def canary_steps(self) -> tuple[int, ...]:
-        """The configured steps in Knative mode; none in Standard mode (no traffic split)."""
-        return self.steps if self.kserve_mode == "knative" else ()
+        """The configured steps (None: :data:`DEFAULT_CANARY_STEPS`) in Knative mode; none in Standard mode
+        (no traffic split).
+        """
+        if self.options.mode != "knative":
+            return ()
+        return self.settings.canary_steps or DEFAULT_CANARY_STEPS
 
     def _rendered(self, stage: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The stage's overlay rendered, and its template InferenceService (rendered once per target)."""
         from components import kube
-        from components.serving import deploy
 
         if stage in self._overlays:
             return copy.deepcopy(self._overlays[stage])
-        rendered = deploy.render_stage(stage, self.manifests_dir or default_manifests_dir())
+        rendered = render_stage(stage, self.options.manifests_dir or default_manifests_dir())
         template = next((o for o in rendered if o.get("kind") == KIND and o["metadata"]["name"] == TEMPLATE_NAME), None)
         if template is None:
             raise kube.KubeDeployError(f"the kserve overlay of {stage} renders no {KIND} named {TEMPLATE_NAME!r}")
@@ -286,11 +282,10 @@ class KServeTarget(ServingTarget):
         return self._rendered(stage)[1]["metadata"]["namespace"]
 
     def _namespace_and_objects(
-        self, stages_root: str, stage: str, models: Mapping[str, int], canary: Optional[tuple[str, int]] = None
+        self, stage: str, models: Mapping[str, int], canary: Optional[tuple[str, int]] = None
     ) -> tuple[str, list[dict[str, Any]]]:
         """The stage's namespace, and its objects: the shared ones and one InferenceService per model."""
         from components import kube
-        from components.serving import stages
 
         rendered, template = self._rendered(stage)
         shared = [o for o in rendered if o.get("kind") != KIND]
@@ -303,9 +298,9 @@ class KServeTarget(ServingTarget):
             render_inference_service(
                 template,
                 name,
-                stages.model_base_path(stages_root, stage, name),
+                self.stages.model_base_path(stage, name),
                 version,
-                self.kserve_mode,
+                self.options.mode,
                 canary[1] if canary is not None and canary[0] == name else None,
             )
             for name, version in sorted(models.items())
@@ -318,7 +313,7 @@ class KServeTarget(ServingTarget):
         return kube.get_object(self._client(), API_VERSION, KIND, namespace, name)
 
     def _check_mode(self, obj: Mapping[str, Any]) -> None:
-        """Refuse an InferenceService whose reported mode is not ``kserve_mode``.
+        """Refuse an InferenceService whose reported mode is not ``serving_options.mode``.
 
         Raises:
             components.kube.KubeDeployError: ``status.deploymentMode`` names the other mode.
@@ -326,22 +321,21 @@ class KServeTarget(ServingTarget):
         from components import kube
 
         reported = (obj.get("status") or {}).get("deploymentMode")
-        if reported is not None and reported not in MODES[self.kserve_mode]:
+        mode = self.options.mode
+        if reported is not None and reported not in MODES[mode]:
             meta = obj.get("metadata") or {}
             other = next((m for m, names in MODES.items() if reported in names), reported)
             raise kube.KubeDeployError(
                 f"{KIND} {meta.get('namespace')}/{meta.get('name')} runs in deploymentMode {reported}, but the kserve "
-                f"target is set to kserve_mode={self.kserve_mode}. Fix: set kserve_mode={other}, or move the "
+                f"target is set to serving_options.mode={mode}. Fix: set serving_options.mode={other}, or move the "
                 "InferenceService to the other mode (delete it and promote again)."
             )
 
-    def _apply(
-        self, stages_root: str, stage: str, models: Mapping[str, int], canary: Optional[tuple[str, int]] = None
-    ) -> str:
+    def _apply(self, stage: str, models: Mapping[str, int], canary: Optional[tuple[str, int]] = None) -> str:
         """Checks the modes of the stage's existing InferenceServices, then applies; returns the namespace."""
         from components import kube
 
-        namespace, objects = self._namespace_and_objects(stages_root, stage, models, canary)
+        namespace, objects = self._namespace_and_objects(stage, models, canary)
         for name in models:
             existing = self._get(namespace, name)
             if existing is not None:
@@ -354,7 +348,7 @@ class KServeTarget(ServingTarget):
 
         Raises:
             components.kube.KubeDeployError: the model failed to load (the storage initializer's
-                message), or the reported mode is not ``kserve_mode``.
+                message), or the reported mode is not ``serving_options.mode``.
             components.kube.RolloutTimeout: not ready within ``timeout_s``; says what was missing.
         """
         from components import kube
@@ -382,9 +376,9 @@ class KServeTarget(ServingTarget):
                     name=name,
                     waited_s=waited,
                 )
-            time.sleep(min(self.poll_interval_s, timeout_s - waited))
+            time.sleep(min(self.options.poll_interval_s, timeout_s - waited))
 
-    def serve(self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
+    def serve(self, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
         """Apply every model's InferenceService (``changed`` at its new version, all its traffic) and wait.
 
         Raises:
@@ -392,7 +386,7 @@ class KServeTarget(ServingTarget):
             components.kube.KubeDeployError: rendering or applying failed, the model did not
                 load, or the mode does not match.
         """
-        if self.kserve_mode == "standard":
+        if self.options.mode == "standard":
             log.info(
                 "KServe Standard mode has no traffic split here: %s version %d replaces the one %s served at once "
                 "(a failure rolls back)",
@@ -400,12 +394,10 @@ class KServeTarget(ServingTarget):
                 models[changed],
                 stage,
             )
-        namespace = self._apply(stages_root, stage, models)
+        namespace = self._apply(stage, models)
         self._wait(namespace, changed, timeout_s)
 
-    def serve_canary(
-        self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, percent: int, timeout_s: float
-    ) -> None:
+    def serve_canary(self, stage: str, models: Mapping[str, int], changed: str, percent: int, timeout_s: float) -> None:
         """Give ``changed``'s new version ``percent`` of its traffic (100: all, the canary field removed).
 
         Raises:
@@ -413,15 +405,15 @@ class KServeTarget(ServingTarget):
             components.kube.RolloutTimeout: the canary did not become ready in ``timeout_s``.
         """
         if not self.canary_steps():
-            return super().serve_canary(stages_root, stage, models, changed, percent, timeout_s)
+            return super().serve_canary(stage, models, changed, percent, timeout_s)
         if percent >= 100:
-            return self.serve(stages_root, stage, models, changed, timeout_s)
+            return self.serve(stage, models, changed, timeout_s)
         log.info("%s: canary of %s version %d at %d%% of the traffic", stage, changed, models[changed], percent)
-        namespace = self._apply(stages_root, stage, models, canary=(changed, percent))
+        namespace = self._apply(stage, models, canary=(changed, percent))
         self._wait(namespace, changed, timeout_s, canary_percent=percent)
         return None
 
-    def restore(self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
+    def restore(self, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
         """Return ``changed`` to its version in ``models``: a canary first gets 0% of the traffic, then
         the previous spec is applied again; without an earlier version its InferenceService is deleted.
         """
@@ -432,12 +424,12 @@ class KServeTarget(ServingTarget):
         if changed not in models:
             kube.delete_object(self._client(), API_VERSION, KIND, namespace, changed)
             if models:
-                self._apply(stages_root, stage, models)
+                self._apply(stage, models)
             return
         if current is not None and "canaryTrafficPercent" in current.get("spec", {}).get("predictor", {}):
             # The spec still names the failed version: send its revision nothing before replacing it.
             kube.apply_objects(self._client(), [_with_canary_zero(current)], extra_kinds=[(API_VERSION, KIND)])
-        self._apply(stages_root, stage, models)
+        self._apply(stage, models)
         self._wait(namespace, changed, timeout_s)
 
     def _ready(self, namespace: str, name: str) -> dict[str, Any]:
@@ -462,7 +454,7 @@ class KServeTarget(ServingTarget):
         return obj
 
     @contextlib.contextmanager
-    def endpoints(self, stages_root: str, stage: str, models: Mapping[str, int]) -> Iterator[Endpoints]:
+    def endpoints(self, stage: str, models: Mapping[str, int]) -> Iterator[Endpoints]:
         """Each model answers at its InferenceService's cluster-local address; a canary in progress
         also at its ``latest`` tag URL (Knative tag routing).
 
@@ -479,7 +471,7 @@ class KServeTarget(ServingTarget):
         for name in models:
             obj = self._ready(namespace, name)
             status = obj.get("status") or {}
-            fallback = f"http://{name}.{namespace}.svc.{self.cluster_domain}"
+            fallback = f"http://{name}.{namespace}.svc.{self.options.cluster_domain}"
             urls[name] = (status.get("address") or {}).get("url") or status.get("url") or fallback
             if "canaryTrafficPercent" in (obj.get("spec") or {}).get("predictor", {}):
                 canary = tag_url(obj)

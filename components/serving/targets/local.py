@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Iterator, Mapping
+from typing import ClassVar, Optional
 
 from components.serving.targets.base import Endpoints, ServingTarget, register
-
-if TYPE_CHECKING:
-    from trainer.config import MonitorConfig, PromoteConfig
+from trainer.configbase import ConfigBase
 
 CHECKS_TIMEOUT_S = 60.0
 """The loopback server is up once :meth:`LocalTarget.endpoints` yields: no rollout to wait for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalOptions(ConfigBase):
+    """The ``local`` target's own settings (``serving_options``).
+
+    Attributes:
+        host: the address the loopback model server listens on.
+        port: its port; 0 picks a free one.
+    """
+
+    _section: ClassVar[str] = "serving_options."
+
+    host: str = "127.0.0.1"
+    port: int = 0
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            self._fail("port", f"must be in 0..65535 (0: a free port), got {self.port}")
 
 
 @register
@@ -24,60 +42,39 @@ class LocalTarget(ServingTarget):
     asked), so :meth:`serve` and :meth:`restore` have nothing to do, and :meth:`endpoints` starts
     the server. A stage store on GCS is downloaded first (the versions served only).
 
-    With canary steps, a new version first takes a share of its model's traffic on the server
+    With canary steps (``TargetSettings.canary_steps``; none by default: a new version replaces
+    the old at once), a new version first takes a share of its model's traffic on the server
     (:class:`~components.serving.server.Split`), and a second server answers as the canary alone.
-
-    Args:
-        host: the address the server listens on.
-        port: its port; 0 picks a free one.
-        canary_steps: the new version's traffic shares (increasing, the last 100); empty: none,
-            a new version replaces the old at once.
     """
 
     name = "local"
     load_profile = "loopback"
+    options_type = LocalOptions
+    _split: Optional[tuple[str, int, int]] = None  # (model, canary version, percent) in progress
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, canary_steps: Sequence[int] = ()):
-        steps = tuple(int(s) for s in canary_steps)
-        if steps and (steps[-1] != 100 or list(steps) != sorted(set(steps)) or steps[0] <= 0):
-            raise ValueError(f"canary_steps must be increasing percentages in 1..100 ending with 100, got {steps}")
-        self.host = host
-        self.port = port
-        self.steps = steps
-        self._split: Optional[tuple[str, int, int]] = None  # (model, canary version, percent) in progress
-
-    @classmethod
-    def from_config(cls, config: PromoteConfig | MonitorConfig) -> LocalTarget:
-        """A promotion's ``config.canary_steps`` (None: no canary); a monitor's config: no canary."""
-        from trainer.config import PromoteConfig
-
-        return cls(canary_steps=(config.canary_steps or ()) if isinstance(config, PromoteConfig) else ())
-
-    def check(self, stages_root: str) -> None:
+    def check(self) -> None:
         """Any stage store will do: a folder is served as it is, a gs:// one downloaded."""
 
     def canary_steps(self) -> tuple[int, ...]:
         """The configured steps (none by default)."""
-        return self.steps
+        return self.settings.canary_steps or ()
 
-    def serve(self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
+    def serve(self, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
         """Nothing to do but end a split: the published folder is what :meth:`endpoints` serves."""
         self._split = None
 
-    def serve_canary(
-        self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, percent: int, timeout_s: float
-    ) -> None:
+    def serve_canary(self, stage: str, models: Mapping[str, int], changed: str, percent: int, timeout_s: float) -> None:
         """Remembers the split :meth:`endpoints` serves: ``percent`` of ``changed``'s requests to its new version."""
-        if not self.steps:
-            super().serve_canary(stages_root, stage, models, changed, percent, timeout_s)
+        if not self.canary_steps():
+            super().serve_canary(stage, models, changed, percent, timeout_s)
         self._split = (changed, models[changed], percent) if percent < 100 else None
 
-    def restore(self, stages_root: str, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
+    def restore(self, stage: str, models: Mapping[str, int], changed: str, timeout_s: float) -> None:
         """Nothing to do but end a split: the retired version left the folder :meth:`endpoints` serves."""
         self._split = None
 
     @contextlib.contextmanager
-    def endpoints(self, stages_root: str, stage: str, models: Mapping[str, int]) -> Iterator[Endpoints]:
+    def endpoints(self, stage: str, models: Mapping[str, int]) -> Iterator[Endpoints]:
         """Run one loopback server with every model of ``models``; each model's URL is the server's.
 
         One model is served at its given version; several each at their newest version in
@@ -96,37 +93,35 @@ class LocalTarget(ServingTarget):
             raise ValueError(f"{stage}: no model to serve; expected at least one name -> version")
         split = self._split if self._split is not None and self._split[0] in models else None
         with contextlib.ExitStack() as stack:
-            pairs = [(name, self._local_base(stack, stages_root, stage, name, models[name])) for name in sorted(models)]
+            pairs = [(name, self._local_base(stack, stage, name, models[name])) for name in sorted(models)]
             version = next(iter(models.values())) if len(models) == 1 and split is None else None
+            host, port = self.options.host, self.options.port
             server = stack.enter_context(
-                ModelServer(
-                    pairs, host=self.host, port=self.port, version=version, split=Split(*split) if split else None
-                )
+                ModelServer(pairs, host=host, port=port, version=version, split=Split(*split) if split else None)
             )
             canaries = {}
             if split is not None:
                 base = dict(pairs)[split[0]]
-                canary = stack.enter_context(ModelServer(base, split[0], host=self.host, version=split[1]))
+                canary = stack.enter_context(ModelServer(base, split[0], host=host, version=split[1]))
                 canaries[split[0]] = canary.url
             metrics = {name: server.metrics_url for name in models if server.metrics_url is not None}
             yield Endpoints(urls={name: server.url for name in models}, metrics_urls=metrics, canary_urls=canaries)
 
-    def _local_base(self, stack: contextlib.ExitStack, stages_root: str, stage: str, name: str, version: int) -> str:
+    def _local_base(self, stack: contextlib.ExitStack, stage: str, name: str, version: int) -> str:
         """The model's base path on this machine: a gs:// store's versions in service are downloaded
         (only ``version``, and the one before it while a canary of ``name`` is in progress).
         """
-        from components.serving import stages
         from trainer import storage
 
-        base = stages.model_base_path(stages_root, stage, name)
+        base = self.stages.model_base_path(stage, name)
         if not storage.is_gcs(base):
             return base
         wanted = [version]
         if self._split is not None and self._split[0] == name:
-            wanted = [v for v in stages.list_versions(stages_root, stage, name) if v <= version][-2:]
+            wanted = [v for v in self.stages.list_versions(stage, name) if v <= version][-2:]
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"stage-{name}-"))
         for v in wanted:
-            storage.copy_tree(stages.version_path(stages_root, stage, name, v), f"{tmp}/{v}")
+            storage.copy_tree(self.stages.version_path(stage, name, v), f"{tmp}/{v}")
         return tmp
 
     def checks_timeout_s(self, rollout_timeout_s: float) -> float:
