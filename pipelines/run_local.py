@@ -34,6 +34,29 @@ class RunError(Exception):
     """The local run cannot start or did not finish; the message says why and what to do."""
 
 
+# The task -> the module of its pipeline (``NAME`` and ``pipeline``); the pipelines know the
+# tasks, the tasks know no pipeline. A task without its own runs the generic flow with its run form.
+TASK_PIPELINES = {"classification": "pipelines.end_to_end", "detection": "pipelines.detection"}
+
+
+def task_pipeline(task: str) -> Any:
+    """The pipeline ``make run TASK=<task>`` runs: an object with ``NAME`` and ``pipeline``.
+
+    A registered task without a pipeline module of its own (an ``LTP_EXTENSIONS`` task) gets the
+    main flow with its own run form (``pipelines.flow.pipeline``), named after it.
+    """
+    import importlib
+    import types
+
+    if task in TASK_PIPELINES:
+        return importlib.import_module(TASK_PIPELINES[task])
+    from pipelines import flow
+
+    name = task.replace("_", "-")
+    built = flow.pipeline(task, name=name, description=f"The {task} task's run of the main flow.", summary="Runs it.")
+    return types.SimpleNamespace(NAME=name, pipeline=built)
+
+
 def check_source(source: str) -> None:
     """Fails fast, before any step runs, when ``source`` cannot be a dataset.
 
@@ -119,53 +142,66 @@ def summarize(
     return "\n".join(lines)
 
 
-def _evaluation_headline(metrics: dict[str, Any]) -> str:
-    """``<headline metric> <value>, `` of the task whose headline metric the metrics hold (else empty)."""
+def _task_type(name: Optional[str]) -> Any:
+    """The registered type of the task a step's record names; None for a task this code does not know."""
     from trainer.tasks import task_types
 
-    for task_type in task_types().values():
-        key = task_type.headline_metric
-        if key in metrics:
-            return f"{task_type.metric(key).label or key} {metrics[key]:.4f}, "
-    return ""
+    return task_types().get(name or "")
 
 
-def headline(run_dir: Optional[Path], task: str) -> str:
-    """A finished step's figure in one line, from its executor output (empty when it has none)."""
+def _train_headline(arts: dict[str, Any], task: Optional[str]) -> str:
+    """The train step's line: the chosen model, throughput, the task's figure that sums the training up, the fit."""
+    m, trained = arts.get("metrics", {}), arts.get("model", {})
+    task_type = _task_type(trained.get("task") or task)
+    label, value = task_type.training_headline(m) if task_type is not None else ("", None)
+    figure = f", final {label} {value:.4f}" if value is not None else ""
+    # The model the task chose (model: auto), and why: the user did not name it.
+    chosen = f"{trained['model']} ({trained['model_reason']}), " if trained.get("model_reason") else ""
+    fitted = trained.get("fit_summary")
+    return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}" + (f"; {fitted}" if fitted else "")
+
+
+def _evaluate_headline(arts: dict[str, Any], params: dict[str, Any], task: Optional[str]) -> str:
+    """The evaluate step's line: the task's headline metric, then the gate's first reason."""
+    blessing = arts.get("blessing", {})
+    task_type = _task_type(blessing.get("task") or task)
+    label, value = task_type.headline(arts.get("metrics", {})) if task_type is not None else ("", None)
+    score = f"{label.removeprefix('test ')} {value:.4f}, " if value is not None else ""
+    reasons = blessing.get("reasons", [])
+    return score + (reasons[0] if reasons else f"blessed: {params.get('Output')}")
+
+
+def headline(run_dir: Optional[Path], step: str, task: Optional[str] = None) -> str:
+    """A finished step's figure in one line, from its executor output (empty when it has none).
+
+    Args:
+        run_dir: the run folder (None while kfp.local has not made it).
+        step: the step's task name in the run (``train-model``, ``evaluate-model``, ...).
+        task: the run's task; the steps' records name theirs, this is for records that do not.
+    """
     from pipelines.console import executor_output
 
-    out = executor_output(run_dir, task)
+    out = executor_output(run_dir, step)
     arts = {name: (a.get("artifacts") or [{}])[0].get("metadata", {}) for name, a in out.get("artifacts", {}).items()}
     params = out.get("parameterValues", {})
-    if task.startswith("convert"):
+    if step.startswith("convert"):
         m = arts.get("metrics", {})
         return f"{m.get('images', 0):,.0f} images converted, {m.get('rejected', 0):,.0f} rejected"
-    if task.startswith("train"):
-        m = arts.get("metrics", {})
-        score = next(((k, m[k]) for k in ("val_accuracy", "val_ap", "val_map", "train_accuracy") if k in m), None)
-        figure = f", final {score[0]} {score[1]:.4f}" if score else ""
-        trained = arts.get("model", {})
-        # The model the task chose (model: auto), and why: the user did not name it.
-        chosen = f"{trained['model']} ({trained['model_reason']}), " if trained.get("model_reason") else ""
-        fitted = trained.get("fit_summary")
-        return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}" + (
-            f"; {fitted}" if fitted else ""
-        )
-    if task.startswith("evaluate"):
-        m, reasons = arts.get("metrics", {}), arts.get("blessing", {}).get("reasons", [])
-        score = _evaluation_headline(m)
-        return score + (reasons[0] if reasons else f"blessed: {params.get('Output')}")
-    if task.startswith("benchmark"):
+    if step.startswith("train"):
+        return _train_headline(arts, task)
+    if step.startswith("evaluate"):
+        return _evaluate_headline(arts, params, task)
+    if step.startswith("benchmark"):
         m = arts.get("metrics", {})
         rest = (
             f", {m['http_images_per_sec']:,.0f} over REST (local Python server)" if "http_images_per_sec" in m else ""
         )
         return f"{m.get('images_per_sec', 0):,.0f} images/s in process{rest}"
-    if task.startswith("promote"):
+    if step.startswith("promote"):
         r = arts.get("report", {})
         same = " (already served)" if r.get("no_op") else ""
         return f"{r.get('stage', '?')} serves version {r.get('version', params.get('Output', '?'))}{same}"
-    if task.startswith("build-report"):
+    if step.startswith("build-report"):
         return f"report.html, {arts.get('report', {}).get('bytes', 0) / 1024:,.0f} KiB"
     return ""
 
@@ -381,18 +417,15 @@ def run_pipeline(
         verbose: pass kfp.local's whole output through as well (``make run VERBOSE=1``).
         out: where the console prints; None means ``sys.stdout``.
         tty: draw live bars; None asks ``out``.
-        task: ``classification`` (the end_to_end pipeline) or ``detection`` (the detection pipeline).
+        task: the task whose pipeline runs (:func:`task_pipeline`: ``classification`` the
+            end_to_end pipeline, ``detection`` the detection pipeline).
         parameters: the run's parameters with their defaults and origins: printed (those that
             differ from the run form's defaults) and recorded in the report; None for neither.
 
     Returns:
         Whether it succeeded, the run folder, the report's path and the console's line count.
     """
-    import importlib
-
-    from trainer.tasks import get_task
-
-    end_to_end = importlib.import_module(get_task(task).run_defaults.pipeline)
+    end_to_end = task_pipeline(task)
     root = root.resolve()
     t0 = time.monotonic()
     pretty = ", ".join(f"{k}={v}" for k, v in pipeline_kwargs.items() if k in ("source", "limit_per_split", "epochs"))
@@ -402,7 +435,8 @@ def run_pipeline(
     done = run_in_console(
         end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
         out=out or sys.stdout, tty=tty, verbose=verbose, first_lines=lines,
-        epochs={"train-model": int(pipeline_kwargs.get("epochs", 1))}, headline=headline,
+        epochs={"train-model": int(pipeline_kwargs.get("epochs", 1))},
+        headline=lambda run_dir, step: headline(run_dir, step, task),
     )  # fmt: skip
     folder = done.folder
     failure, report = _report(
@@ -444,11 +478,7 @@ def run_parameters(args: argparse.Namespace) -> RunParameters:
     Raises:
         ParameterError: an unknown name, a wrong type, a value a step refuses (one line each).
     """
-    import importlib
-
-    from trainer.tasks import get_task
-
-    module = importlib.import_module(get_task(args.task).run_defaults.pipeline)
+    module = task_pipeline(args.task)
     layers = [local_defaults(args.task)]
     if args.config:
         layers.append(params.read_config(args.config))

@@ -146,6 +146,18 @@ def _dataset_fingerprint(info: DatasetInfo) -> str:
     return hashlib.sha256(json.dumps(shards, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# The task figures ``training.json`` held as top-level keys before the ``metrics`` mapping: still
+# written (from ``metrics``) for the readers of that format, and read from files without ``metrics``.
+LEGACY_METRIC_KEYS = ("train_accuracy", "val_accuracy")
+
+
+def recorded_metrics(data: Mapping[str, Any]) -> dict[str, Optional[float]]:
+    """The task's figures of a ``training.json`` (its ``metrics``), also of one written before that mapping."""
+    if "metrics" in data:
+        return dict(data["metrics"] or {})
+    return {k: data[k] for k in LEGACY_METRIC_KEYS if data.get(k) is not None}
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingSummary:
     """What a finished training reports; written to ``training.json`` (keys as in docs/CONTRACTS.md).
@@ -170,9 +182,7 @@ class TrainingSummary:
         train_seconds: wall time of the fit loop in this process.
         resumed_from_step: the checkpoint step this process started from (0 for a fresh start).
         train_loss: the last epoch's training loss.
-        train_accuracy: the last epoch's training accuracy, for tasks that report one.
         val_loss: the last epoch's validation loss, when validated.
-        val_accuracy: the last epoch's validation accuracy, for tasks that report one.
         class_names: class names, index = label.
         image_shape: ``[height, width, channels]``.
         dataset: the dataset folder trained on.
@@ -187,6 +197,9 @@ class TrainingSummary:
         workers: training processes (pods) under ``MultiWorkerMirroredStrategy``; 1 for one process.
         fit: what the task fitted to the training data (the options left on ``auto``, the
             schedule) and why: coverage, object sizes in pixels, steps; its ``lines`` say it in words.
+        metrics: the task's figures of the last epoch (``Task.summary_metrics``, named by
+            ``Task.training_metrics``: a classifier's accuracies, a detector's box and class
+            losses); None where the training did not report one.
     """
 
     model: str
@@ -207,9 +220,7 @@ class TrainingSummary:
     train_seconds: float
     resumed_from_step: int
     train_loss: Optional[float]
-    train_accuracy: Optional[float]
     val_loss: Optional[float]
-    val_accuracy: Optional[float]
     class_names: list[str]
     image_shape: list[int]
     dataset: str
@@ -223,16 +234,24 @@ class TrainingSummary:
     workers: int = 1
     model_reason: Optional[str] = None
     fit: Optional[dict[str, Any]] = None
+    metrics: dict[str, Optional[float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data (``training.json``)."""
-        return dataclasses.asdict(self)
+        """Plain JSON data (``training.json``): every field, and the keys earlier versions wrote."""
+        data = dataclasses.asdict(self)
+        # Readers of the format before ``metrics`` find its figures where they were (None if absent).
+        data.update({key: self.metrics.get(key) for key in LEGACY_METRIC_KEYS})
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainingSummary:
-        """Reads ``training.json``, also as written before the task field existed (classification)."""
+        """Reads ``training.json``, also as earlier versions wrote it.
+
+        Without ``task`` it is a classification's; without ``metrics`` the task's figures are the
+        top-level keys that held them (``LEGACY_METRIC_KEYS``).
+        """
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{**{k: v for k, v in data.items() if k in names}, "metrics": recorded_metrics(data)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -797,7 +816,7 @@ def _summary(
         resumed_from_step=resumed_from,
         train_loss=last.get("loss"),
         val_loss=last.get("val_loss"),
-        **{"train_accuracy": None, "val_accuracy": None, **prepared.task.summary_metrics(history)},
+        metrics=dict(prepared.task.summary_metrics(history)),
         class_names=list(prepared.info.classes),
         image_shape=list(prepared.task.input_shape(prepared.info)),
         dataset=dataset_dir,

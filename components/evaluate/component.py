@@ -37,8 +37,10 @@ def evaluate_model(
         report: Markdown: decision, metrics, the task's tables (classification: per class, most
             confused pairs).
         blessing: JSON: decision, reasons, checks, baseline.
-        samples: JSON: a few dozen of the split's images with true and predicted labels (the run
-            report's image grid), mistakes first.
+        samples: JSON: the run report's part of the evaluation (components/evaluate/samples.py):
+            the task's image sample (a classifier's images with true and predicted labels,
+            mistakes first; a detector's worst and best images with their boxes drawn) and its
+            parts of the report's dataset, training and evaluation sections.
         page: HTML: the confusion heatmap (classification), or the precision-recall curves and test
             images with true and predicted boxes (detection).
         value_thresholds: metric -> bound (a lower bound where higher is better, an upper bound for
@@ -59,7 +61,6 @@ def evaluate_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.evaluate.run import run_evaluation, write_outputs
-    from components.evaluate.samples import write_sample
     from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig
 
@@ -81,7 +82,8 @@ def evaluate_model(
         metrics.log_metric(name, value)
     if outcome.confusion is not None:
         confusion.log_confusion_matrix(*outcome.confusion)
-    write_outputs(outcome, report.path, blessing.path, page.path)
-    blessing.metadata.update({"blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons})
-    write_sample(model.path, dataset.path, samples.path, split)
+    write_outputs(outcome, report.path, blessing.path, page.path, samples.path)
+    blessing.metadata.update(
+        {"task": outcome.task, "blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons}
+    )
     return outcome.decision.blessed

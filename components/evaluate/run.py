@@ -10,8 +10,9 @@ import json
 import os
 from typing import Any, Optional
 
+from components.evaluate import samples
 from components.evaluate.gate import Decision, decide, validate_thresholds
-from components.evaluate.renderers import renderers_of
+from components.evaluate.renderers import Evaluated, renderers_of
 from components.evaluate.report import blessing_record
 from trainer import model_folder
 from trainer.config import EvaluateConfig
@@ -25,12 +26,13 @@ class EvaluationOutcome:
     """What the evaluation step produced.
 
     Attributes:
-        task: the task evaluated.
+        task: the task evaluated (its name).
         result: the task's evaluation result (``metrics`` and the task's tables).
         decision: the gate's decision.
         report: the Markdown report.
-        blessing: the blessing artifact's JSON content.
-        page: the HTML page (charts and, for detection, images with boxes).
+        blessing: the blessing artifact's JSON content (the task's name in it).
+        page: the HTML page (the task's charts and images).
+        evaluated: what the run report's part (:func:`run_report_part`) is made from.
     """
 
     task: str
@@ -39,6 +41,7 @@ class EvaluationOutcome:
     report: str
     blessing: dict[str, Any]
     page: str = ""
+    evaluated: Optional[Evaluated] = None
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -113,15 +116,41 @@ def run_evaluation(
         result=result,
         decision=decision,
         report=report,
-        blessing=blessing_record(decision, result.metrics, model_dir, config.split),
+        blessing=blessing_record(decision, result.metrics, model_dir, config.split, task.name),
         page=renderers.page(result, decision, config.split),
+        evaluated=Evaluated(task, result, model_dir, dataset_dir, config.split),
     )
 
 
+def run_report_part(outcome: EvaluationOutcome) -> dict[str, Any]:
+    """The evaluation's part of the run report (``samples.json``): the task's image sample and sections.
+
+    The task's renderers make both from the evaluation (``components/evaluate/samples.py`` says
+    the record's keys); a task whose renderers make neither gets a record that says so.
+    """
+    evaluated = outcome.evaluated
+    if evaluated is None:
+        raise ValueError("the outcome has no evaluation context; make it with run_evaluation")
+    renderers = renderers_of(outcome.task)
+    record = samples.empty_record(outcome.task, evaluated.split)
+    if renderers.sample is not None:
+        record.update(renderers.sample(evaluated))
+    if renderers.sections is not None:
+        record["sections"] = {k: v for k, v in renderers.sections(evaluated).items() if v}
+    return record
+
+
 def write_outputs(
-    outcome: EvaluationOutcome, report_path: str, blessing_path: str, page_path: Optional[str] = None
+    outcome: EvaluationOutcome,
+    report_path: str,
+    blessing_path: str,
+    page_path: Optional[str] = None,
+    samples_path: Optional[str] = None,
 ) -> None:
-    """Writes the Markdown report, the blessing JSON and (given a path) the HTML page."""
+    """Writes the Markdown report, the blessing JSON and, given their paths, the page and the run report's part.
+
+    The run report's part is ``samples.json`` (:func:`run_report_part`).
+    """
     files = [(report_path, outcome.report), (blessing_path, json.dumps(outcome.blessing, indent=2))]
     if page_path is not None:
         files.append((page_path, outcome.page))
@@ -129,3 +158,5 @@ def write_outputs(
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
+    if samples_path is not None:
+        samples.write_record(run_report_part(outcome), samples_path)

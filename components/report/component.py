@@ -31,7 +31,8 @@ def build_report(
         evaluation: the evaluation's Metrics (read from its metadata).
         confusion: the evaluation's ClassificationMetrics (read from its metadata).
         blessing: the gate's decision JSON.
-        samples: the evaluation's image sample JSON.
+        samples: the evaluation's part of the report (its image sample and the task's parts of the
+            dataset, training and evaluation sections; JSON).
         benchmark: the benchmark step's output row.
         report: the page (an HTML artifact; the Kubeflow UI shows it in a sandboxed frame).
         stages_root: the promotion records; empty means ``<pipeline_root>/stages``.

@@ -3,10 +3,17 @@
 Built from the steps' own records, read as plain files and dicts (no TensorFlow, no import of
 another step): the dataset's ``dataset.json`` (read by ``trainer.tfrecords.load_dataset_info``)
 and ``rejected.jsonl``, training's ``training.json``, the evaluation's metrics, confusion matrix,
-blessing and image sample, the benchmark's row, and the stages' ``current.json`` and
-``history.jsonl``. Every chart is drawn by :mod:`components.charts`
+blessing and run-report part (``samples.json``), the benchmark's row, and the stages'
+``current.json`` and ``history.jsonl``. Every chart is drawn by :mod:`components.charts`
 (matplotlib, inline SVG) and every image is a ``data:`` URI: the page loads nothing, runs no
 script, and opens the same from a laptop's disk or in the Kubeflow UI's sandboxed frame.
+
+The page knows no task. What a task shows of its dataset, its training and its evaluation (a
+classifier's images per class and worst classes, a detector's boxes per class and sizes, losses,
+drawn test images) comes with the evaluation: the evaluate step's renderers for the task make
+those parts (``samples.json``'s ``sections``, ``components/evaluate/samples.py``), and the page
+places them in its sections. A headline figure is the headline of the task the run (or a stage's
+model) was made for, which the records name (``task``).
 
 Step status and times exist only where the page is built by the local runner (``make run``): a
 step on a cluster cannot see the others' status, so there the section says so.
@@ -31,8 +38,6 @@ if TYPE_CHECKING:
 
 # Rejections listed one by one (the rest are counted by reason).
 REJECTIONS_LISTED = 20
-# Classes listed as the worst (lowest F1).
-WORST_CLASSES = 3
 # History entries shown per stage (newest first).
 HISTORY_SHOWN = 8
 # Two charts side by side on a page 1,080 pixels wide.
@@ -94,7 +99,8 @@ class ReportInputs:
         confusion: the ClassificationMetrics artifact's metadata (``confusionMatrix``), or
             ``{"classes": [...], "matrix": [[...]]}``.
         blessing: the blessing artifact's JSON.
-        samples: the evaluation's image sample (``samples.json``).
+        samples: the evaluation's part of the report (``samples.json``: the task's image sample
+            and its parts of the sections).
         benchmark: the benchmark's row (``BenchmarkRow.summary().to_dict()``).
         stages_root: the stage store (``current.json`` and ``history.jsonl`` per stage).
         steps: the local run's steps with status and times; None on a cluster.
@@ -176,20 +182,6 @@ def confusion_matrix(confusion: Optional[Mapping[str, Any]]) -> Optional[tuple[l
     return names, matrix
 
 
-def per_class(names: Sequence[str], matrix: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
-    """Precision, recall, F1 and support of each class from a confusion matrix (rows: true)."""
-    rows = []
-    for i, name in enumerate(names):
-        tp = matrix[i][i]
-        support = sum(matrix[i])
-        predicted = sum(row[i] for row in matrix)
-        precision = tp / predicted if predicted else 0.0
-        recall = tp / support if support else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        rows.append({"name": name, "precision": precision, "recall": recall, "f1": f1, "support": support})
-    return rows
-
-
 # ------------------------------------------------------------------------------------ HTML
 
 _CSS = """
@@ -208,12 +200,12 @@ th{background:var(--bg2);font-weight:600}td.l,th.l{text-align:left}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
 .card{border:1px solid var(--line);border-radius:8px;padding:8px 12px;min-width:150px;background:#fff}
 .card b{display:block;font-size:20px}.card span{color:var(--muted);font-size:12px}
-.charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{max-width:100%;height:auto}
+.charts{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}.charts svg{max-width:100%;height:auto}
 svg.chart{max-width:100%;height:auto}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(96px,1fr));gap:8px;margin:8px 0}
 .tile{border:2px solid var(--ok);border-radius:6px;padding:4px;text-align:center;font-size:11px;line-height:1.25}
 .tile.wrong{border-color:var(--bad)}
-.tile img{width:56px;height:56px;image-rendering:pixelated;display:block;margin:0 auto 3px}
+.tile img{width:56px;height:auto;image-rendering:pixelated;display:block;margin:0 auto 3px}
 pre{background:var(--bg2);border:1px solid var(--line);padding:8px;overflow:auto;font-size:12px;max-height:420px}
 .banner{border-radius:8px;padding:10px 14px;margin:12px 0;font-weight:600}
 .banner.ok{background:#dafbe1;color:var(--ok)}.banner.bad{background:#ffebe9;color:var(--bad)}
@@ -330,8 +322,14 @@ def _dataset_info(dataset_dir: Optional[str]) -> Optional[DatasetInfo]:
         raise ReportError(str(err)) from None
 
 
-def dataset_section(dataset_dir: Optional[str]) -> str:
-    """Counts per split and class, a chart of them, and the rejections with their reasons."""
+def dataset_section(dataset_dir: Optional[str], task_part: str = "") -> str:
+    """Counts per split, the task's part (its counts per class, ...), and the rejections with their reasons.
+
+    Args:
+        dataset_dir: the Dataset folder.
+        task_part: the task's part of the section (HTML its renderers made, ``samples.json``);
+            empty when the evaluation did not publish one.
+    """
     info = _dataset_info(dataset_dir)
     if info is None:
         return _section("dataset", "Dataset", _missing("No dataset: the conversion did not finish."))
@@ -352,15 +350,8 @@ def dataset_section(dataset_dir: Optional[str]) -> str:
     parts = [
         f"<p>Source <code>{_e(info.source.uri)}</code> ({_e(info.source.format)}); images {_e(size)}.</p>",
         f'<div class="cards">{cards}</div>',
+        task_part or _missing(f"Classes: {', '.join(classes)}. The task's counts come with the evaluation."),
     ]
-    counts = {n: splits[n].class_counts for n in names}
-    rows = [[c, *(counts[n].get(c, 0) for n in names)] for c in classes]
-    rows.append(["all", *(splits[n].count for n in names)])
-    side = [_table(["class", *names], rows)]
-    if classes and names:
-        series = {n: [float(counts[n].get(c, 0)) for c in classes] for n in names}
-        side.append(charts.grouped_bars("Images per class and split", classes, series, "images", width_in=7.0))
-    parts.append(f'<div class="charts">{"".join(side)}</div>')
     parts.append("<h3>Rejected images</h3>")
     reasons = info.rejected_reasons
     if not info.rejected:
@@ -398,33 +389,8 @@ def _fit_part(fit: Optional[dict]) -> list[str]:
     return [f"<p>Fitted to the training data (the options left on <code>auto</code>):</p><ul>{items}</ul>"]
 
 
-def training_section(model_dir: Optional[str]) -> str:
-    """Loss per epoch and the task's metric per epoch (train and validation), and the figures."""
-    summary = read_json(model_folder.summary_path(model_dir)) if model_dir else None
-    if summary is None:
-        return _section("training", "Training", _missing("No training record: training did not finish."))
-    history = summary.get("history", []) or []
-    cards = "".join(
-        [
-            _card(_num(summary.get("images_per_sec"), ",.0f"), "training images/s"),
-            _card(f"{summary.get('epochs', '?')} × {summary.get('steps_per_epoch', '?')}", "epochs × steps"),
-            _card(_num(summary.get("val_accuracy"), ".4f"), "validation accuracy"),
-            _card(_num(summary.get("train_seconds"), ",.1f"), "seconds training"),
-        ]
-    )
-    parts = [
-        f"<p>Model <code>{_e(summary.get('model', '?'))}</code> ({_e(summary.get('task', '?'))}"
-        f"{_e('; chosen: ' + summary['model_reason'] if summary.get('model_reason') else '')}) on "
-        f"{_e(summary.get('accelerator', '?'))} × {_e(summary.get('replicas', '?'))}, global batch "
-        f"{_e(summary.get('global_batch_size', '?'))}, {_e(summary.get('precision', '?'))}"
-        f"{_e(' (' + summary['precision_reason'] + ')' if summary.get('precision_reason') else '')}, learning rate "
-        f"{_e(summary.get('learning_rate', '?'))}.</p>",
-        f'<div class="cards">{cards}</div>',
-        *_fit_part(summary.get("fit")),
-    ]
-    if not history:
-        parts.append(_missing("No per-epoch history in training.json."))
-        return _section("training", "Training", "\n".join(parts))
+def _training_charts(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The loss and each logged metric per epoch (train and validation), and the per-epoch table."""
     epochs = [float(h.get("epoch", i + 1)) for i, h in enumerate(history)]
 
     def curve(key: str) -> Optional[tuple[list[float], list[float]]]:
@@ -441,81 +407,126 @@ def training_section(model_dir: Optional[str]) -> str:
                     f"{key} per epoch", series, "epoch", key, limits=limits, width_in=HALF_IN, integer_x=True
                 )
             )
-    parts.append(f'<div class="charts">{"".join(figures)}</div>')
     keys = sorted({k for h in history for k in h if k not in ("epoch", "step")})
-    parts.append(
-        _table(
-            ["epoch", "step", *keys],
-            [[h.get("epoch", ""), h.get("step", ""), *(_num(h.get(k)) for k in keys)] for h in history],
-            left=0,
-        )
+    rows = [[h.get("epoch", ""), h.get("step", ""), *(_num(h.get(k)) for k in keys)] for h in history]
+    return [f'<div class="charts">{"".join(figures)}</div>', _table(["epoch", "step", *keys], rows, left=0)]
+
+
+def training_section(model_dir: Optional[str], task_part: str = "") -> str:
+    """The run's figures, the task's part, what was fitted to the data, the loss and metrics per epoch.
+
+    Args:
+        model_dir: the Model folder (``training.json``).
+        task_part: the task's part of the section (HTML its renderers made, ``samples.json``: a
+            classifier's accuracies, a detector's losses and fit); empty when the evaluation did
+            not publish one.
+    """
+    summary = read_json(model_folder.summary_path(model_dir)) if model_dir else None
+    if summary is None:
+        return _section("training", "Training", _missing("No training record: training did not finish."))
+    history = summary.get("history", []) or []
+    cards = "".join(
+        [
+            _card(_num(summary.get("images_per_sec"), ",.0f"), "training images/s"),
+            _card(f"{summary.get('epochs', '?')} × {summary.get('steps_per_epoch', '?')}", "epochs × steps"),
+            _card(_num(summary.get("train_seconds"), ",.1f"), "seconds training"),
+        ]
     )
-    return _section("training", "Training", "\n".join(parts))
+    parts = [
+        f"<p>Model <code>{_e(summary.get('model', '?'))}</code> ({_e(summary.get('task', '?'))}"
+        f"{_e('; chosen: ' + summary['model_reason'] if summary.get('model_reason') else '')}) on "
+        f"{_e(summary.get('accelerator', '?'))} × {_e(summary.get('replicas', '?'))}, global batch "
+        f"{_e(summary.get('global_batch_size', '?'))}, {_e(summary.get('precision', '?'))}"
+        f"{_e(' (' + summary['precision_reason'] + ')' if summary.get('precision_reason') else '')}, learning rate "
+        f"{_e(summary.get('learning_rate', '?'))}.</p>",
+        f'<div class="cards">{cards}</div>',
+        task_part,
+        *_fit_part(summary.get("fit")),
+    ]
+    if not history:
+        parts.append(_missing("No per-epoch history in training.json."))
+    else:
+        parts += _training_charts(history)
+    return _section("training", "Training", "\n".join(p for p in parts if p))
+
+
+def _tile_text(item: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """A tile's caption lines and whether the model got it right (a sample of an earlier version: from its labels)."""
+    if "caption" in item:
+        return [str(line) for line in item.get("caption") or []], bool(item.get("ok"))
+    caption = [f"true: {item.get('true')}", f"pred: {item.get('predicted')} ({_num(item.get('score'), '.0%')})"]
+    return caption, item.get("true") == item.get("predicted")
 
 
 def _samples_grid(samples: Optional[Mapping[str, Any]]) -> str:
-    items = list((samples or {}).get("images", []))
+    """The evaluation's image sample as tiles: each image with its caption, framed red where the model erred."""
+    items = [i for i in (samples or {}).get("images", []) if str(i.get("mime", "image/png")).startswith("image/")]
     if not items:
         return _missing("No image sample was published by the evaluation.")
-    tiles = []
+    px = int(samples.get("tile_px") or 56)
+    tiles, wrong = [], 0
     for item in items:
-        wrong = item.get("true") != item.get("predicted")
-        mime = item.get("mime", "image/png")
-        if not str(mime).startswith("image/"):
-            continue
-        label = f"true: {item.get('true')}<br>pred: {item.get('predicted')} ({_num(item.get('score'), '.0%')})"
+        caption, ok = _tile_text(item)
+        wrong += not ok
         tiles.append(
-            f'<div class="tile{" wrong" if wrong else ""}"><img alt="{_e(item.get("true"))}" '
-            f'src="data:{_e(mime)};base64,{_e(item.get("data", ""))}">{label}</div>'
+            f'<div class="tile{"" if ok else " wrong"}"><img alt="{_e(caption[0] if caption else "test image")}" '
+            f'style="width:{px}px" src="data:{_e(item.get("mime", "image/png"))};base64,{_e(item.get("data", ""))}">'
+            f"{'<br>'.join(_e(line) for line in caption)}</div>"
         )
-    wrong_n = sum(1 for i in items if i.get("true") != i.get("predicted"))
-    return (
-        f"<p>{len(items)} of the first {_e(samples.get('scanned', len(items)))} {_e(samples.get('split', ''))} "
-        f"images, mistakes first ({wrong_n} wrong, red).</p>"
-        f'<div class="grid" id="samples">{"".join(tiles)}</div>'
+    summary = samples.get("summary") or (
+        f"{len(items)} of the first {samples.get('scanned', len(items))} {samples.get('split', '')} images, "
+        f"mistakes first ({wrong} wrong, red)."
     )
+    columns = f"grid-template-columns:repeat(auto-fill,minmax({px + 16}px,1fr))"
+    return f'<p>{_e(summary)}</p><div class="grid" id="samples" style="{columns}">{"".join(tiles)}</div>'
+
+
+def task_sections(samples: Optional[Mapping[str, Any]]) -> dict[str, str]:
+    """The task's parts of the sections (HTML its renderers made in the evaluate step), by section."""
+    found = (samples or {}).get("sections") or {}
+    return {str(k): str(v) for k, v in found.items() if isinstance(v, str)}
+
+
+def _metric_label(task_name: Optional[str], name: str) -> str:
+    """A metric's label as its task says it (``AP@0.5``), else its name in words."""
+    from trainer.tasks import TaskError, task_types
+
+    task_type = task_types().get(task_name or "")
+    try:
+        label = task_type.metric(name).label if task_type is not None else ""
+    except TaskError:  # not one of the task's metrics (num_examples)
+        label = ""
+    return label or name.replace("_", " ")
 
 
 def evaluation_section(
     evaluation: Optional[Mapping[str, Any]],
     confusion: Optional[Mapping[str, Any]],
     samples: Optional[Mapping[str, Any]],
+    task: Optional[str] = None,
 ) -> str:
-    """The metrics, the confusion matrix as a heatmap, the image grid and the worst classes."""
+    """The metrics, the confusion matrix as a heatmap (where the task has one), the task's part, the image grid.
+
+    Args:
+        evaluation: the evaluation's scalar metrics.
+        confusion: its confusion matrix (the ClassificationMetrics' metadata), where the task has one.
+        samples: its part of the report (``samples.json``).
+        task: the run's task, which labels its metrics; None: their names.
+    """
     if not evaluation:
         return _section("evaluation", "Evaluation", _missing("No evaluation: the step did not finish."))
     shown = [(k, v) for k, v in evaluation.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    cards = "".join(_card(_num(v, ",.0f" if k.startswith("num_") else ".4f"), k.replace("_", " ")) for k, v in shown)
+    cards = "".join(_card(_num(v, ",.0f" if k.startswith("num_") else ".4f"), _metric_label(task, k)) for k, v in shown)
     parts = [f'<div class="cards">{cards}</div>']
     cm = confusion_matrix(confusion)
     if cm is not None:
         names, matrix = cm
-        parts.append(
-            '<div class="charts">'
-            + charts.heatmap("Confusion matrix", matrix, names, "predicted", "true", width_in=6.0)
-            + "</div>"
-        )
-        table = per_class(names, matrix)
-        worst = sorted(table, key=lambda r: (r["f1"], r["name"]))[:WORST_CLASSES]
-        parts.append("<h3>Worst classes (lowest F1)</h3>")
-        confused = []
-        for r in worst:
-            i = names.index(r["name"])
-            off = [(matrix[i][j], names[j]) for j in range(len(names)) if j != i and matrix[i][j]]
-            top = max(off) if off else None
-            confused.append(f"{top[1]} ({top[0]})" if top else "none")
-        parts.append(
-            _table(
-                ["class", "precision", "recall", "F1", "support", "most often taken for"],
-                [
-                    [r["name"], _num(r["precision"]), _num(r["recall"]), _num(r["f1"]), r["support"], c]
-                    for r, c in zip(worst, confused, strict=True)
-                ],
-            )
-        )
-    parts.append("<h3>Test images with true and predicted labels</h3>")
+        heatmap = charts.heatmap("Confusion matrix", matrix, names, "predicted", "true", width_in=6.0)
+        parts.append(f'<div class="charts">{heatmap}</div>')
+    parts.append(task_sections(samples).get("evaluation", ""))
+    parts.append("<h3>Test images</h3>")
     parts.append(_samples_grid(samples))
-    return _section("evaluation", "Evaluation", "\n".join(parts))
+    return _section("evaluation", "Evaluation", "\n".join(p for p in parts if p))
 
 
 def gate_section(blessing: Optional[Mapping[str, Any]]) -> str:
@@ -599,19 +610,59 @@ def benchmark_section(row: Optional[Mapping[str, Any]]) -> str:
     return _section("benchmark", "Benchmark", "\n".join(parts))
 
 
-def _headline(metrics: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
-    """The headline figure of a record's metrics, as the task whose headline metric they hold names it.
+def task_headline(task_name: Optional[str], metrics: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
+    """(label, value) of a task's headline metric in a record's metrics; ("", None) when the task is unknown."""
+    from trainer.tasks import TaskError, task_types
 
-    A promotion record keeps the metrics, not the task: the first task (in registration order,
-    classification first) whose headline metric is among them is the record's.
+    task_type = task_types().get(task_name or "")
+    if task_type is None:
+        return "", None
+    try:
+        return task_type.headline(metrics)
+    except TaskError:  # a task whose headline is not among its metrics: nothing to show
+        return "", None
+
+
+def _model_task(model_uri: str) -> Optional[str]:
+    """The task a model folder was trained for (its ``training.json``), or None where the folder is gone.
+
+    A ``training.json`` without ``task`` is a classifier's, as ``trainer.tasks.task_of_model`` reads it.
     """
-    from trainer.tasks import task_types
+    from trainer.tasks import DEFAULT_TASK
 
-    metrics = metrics or {}
-    for task_type in task_types().values():
-        if task_type.headline_metric in metrics:
-            return task_type.headline(metrics)
-    return "", None
+    try:
+        summary = read_json(model_folder.summary_path(model_uri)) if model_uri else None
+    except (OSError, ReportError):
+        return None
+    return None if summary is None else str(summary.get("task") or DEFAULT_TASK)
+
+
+def _entry_task(entry: Any, known: dict[str, Optional[str]]) -> Optional[str]:
+    """The task of a stage record's model: the record's own ``task``, else its model folder's.
+
+    Args:
+        entry: a ``components.serving.stages.StageEntry``.
+        known: model URI -> task, the folders read so far (each is read once per page).
+    """
+    named = getattr(entry, "task", None) or (getattr(entry, "extra", None) or {}).get("task")
+    if named:
+        return str(named)
+    if entry.model_uri not in known:
+        known[entry.model_uri] = _model_task(entry.model_uri)
+    return known[entry.model_uri]
+
+
+def run_task(inputs: ReportInputs) -> Optional[str]:
+    """The task the run was made for, as its records name it: the evaluation's, the training's, the dataset's."""
+    for record in (inputs.samples, inputs.blessing):
+        if record and record.get("task"):
+            return str(record["task"])
+    if inputs.model_dir:
+        task = _model_task(inputs.model_dir)
+        if task is not None:
+            return task
+    info = _dataset_info(inputs.dataset_dir)
+    return None if info is None else info.task
 
 
 def stages_section(stages_root: Optional[str]) -> str:
@@ -620,7 +671,8 @@ def stages_section(stages_root: Optional[str]) -> str:
         return _section("stages", "Stages", _missing("No stage store was given."))
     from components.serving import stages
 
-    parts = []
+    parts: list[str] = []
+    known: dict[str, Optional[str]] = {}
     for stage in stages.STAGES:
         served = stages.served_models(stages_root, stage)
         if not served:
@@ -628,7 +680,7 @@ def stages_section(stages_root: Optional[str]) -> str:
             continue
         for name in sorted(served):
             current = served[name]
-            label, value = _headline(current.metrics)
+            label, value = task_headline(_entry_task(current, known), current.metrics)
             parts.append(
                 f"<h3>{_e(stage)}: serves {_e(name)} version {_e(current.version)} from run "
                 f"{_e(current.run)}" + (f", {label} {_num(value)}" if value is not None else "") + "</h3>"
@@ -642,7 +694,7 @@ def stages_section(stages_root: Optional[str]) -> str:
                         entry.action,
                         "none" if entry.version is None else entry.version,
                         entry.run,
-                        _num(_headline(entry.metrics)[1]),
+                        _num(task_headline(_entry_task(entry, known), entry.metrics)[1]),
                         f"{passed}/{len(entry.checks)}",
                         entry.reason or "",
                     ]
@@ -659,7 +711,7 @@ def glance(inputs: ReportInputs) -> str:
     training = read_json(model_folder.summary_path(inputs.model_dir)) if inputs.model_dir else None
     evaluation = inputs.evaluation or {}
     cards = [_card("failed" if inputs.failure else "succeeded", "run")]
-    label, value = _headline(evaluation)
+    label, value = task_headline(run_task(inputs), evaluation)
     if value is not None:
         cards.append(_card(_num(value), label))
     if inputs.blessing:
@@ -701,12 +753,13 @@ def render(inputs: ReportInputs) -> str:
         The HTML text (UTF-8, self-contained).
     """
     samples = inputs.samples
+    task_parts = task_sections(samples)
     sections = [
         steps_section(inputs.steps, inputs.failure),
         parameters_section(inputs.parameters),
-        dataset_section(inputs.dataset_dir),
-        training_section(inputs.model_dir),
-        evaluation_section(inputs.evaluation, inputs.confusion, samples),
+        dataset_section(inputs.dataset_dir, task_parts.get("dataset", "")),
+        training_section(inputs.model_dir, task_parts.get("training", "")),
+        evaluation_section(inputs.evaluation, inputs.confusion, samples, run_task(inputs)),
         gate_section(inputs.blessing),
         benchmark_section(inputs.benchmark),
         stages_section(inputs.stages_root),

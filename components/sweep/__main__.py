@@ -117,7 +117,7 @@ def _notebook(args: argparse.Namespace) -> int:
     from components.sweep.notebook import render_sweep_html, render_sweep_markdown
     from components.sweep.run import run_notebook_sweep
     from trainer.distribute import AcceleratorNotFoundError
-    from trainer.tasks.classification.model import ModelError  # imports keras: only here, where TensorFlow runs anyway
+    from trainer.tasks import TaskError  # any task's "cannot build or train this model" error
 
     train = _train_settings(args)
     try:
@@ -125,7 +125,7 @@ def _notebook(args: argparse.Namespace) -> int:
             args.dataset, args.name, args.batch_sizes, train["epochs"], train["steps_per_epoch"], args.strategy,
             train["model"],
         )  # fmt: skip
-    except (ModelError, AcceleratorNotFoundError) as err:
+    except (TaskError, AcceleratorNotFoundError) as err:
         return fail(err)
     files = {
         "sweep.json": run.to_dict(),

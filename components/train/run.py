@@ -73,21 +73,18 @@ def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, A
 
 
 def fit_summary(fit: Mapping[str, Any]) -> str:
-    """What the fit to the data chose, in one line (the run's console): input size, coverage, steps."""
-    parts = []
-    if "image_size" in fit:
-        parts.append(f"input {fit['image_size']} px")
-        before = fit.get("coverage_previous_setup", fit["coverage_before"])
-        parts.append(f"anchors cover {100 * fit['coverage_after']:.1f}% (previous setup {100 * before:.1f}%)")
-    parts.append(f"{fit['steps']} steps")
-    return "fitted: " + ", ".join(parts)
+    """What the fit to the data chose, in one line, as the fit says it (its ``summary``).
+
+    A fit recorded before the fit said its summary gives its first line instead.
+    """
+    return str(fit.get("summary") or next(iter(fit.get("lines") or []), "fitted to the data"))
 
 
-# The training figures the step logs as Metrics, when the task reports them.
-METRIC_FIELDS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_sec", "steps")
+# The generic training figures the step logs as Metrics (the task's come from the summary's ``metrics``).
+METRIC_FIELDS = ("train_loss", "val_loss", "images_per_sec", "steps")
 
 
 def scalar_metrics(summary: TrainingSummary) -> dict[str, float]:
-    """The training figures for the step's ``Metrics`` artifact (those that are not None)."""
-    values = summary.to_dict()
-    return {name: float(values[name]) for name in METRIC_FIELDS if values.get(name) is not None}
+    """The training figures for the step's ``Metrics`` artifact (those that are not None), the task's included."""
+    values = {**{name: getattr(summary, name) for name in METRIC_FIELDS}, **summary.metrics}
+    return {name: float(value) for name, value in values.items() if value is not None}

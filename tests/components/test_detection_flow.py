@@ -102,7 +102,7 @@ def test_evaluation_gate_and_report_through_the_exported_model(det, tmp_path):
     assert outcome.task == "detection" and outcome.confusion is None
     assert set(outcome.metrics) == {"ap", "ap50", "ap75", "ar100", "num_examples"}
     assert 0.0 <= outcome.metrics["ap"] <= outcome.metrics["ap50"] <= 1.0 and outcome.decision.blessed
-    assert "| square |" in outcome.report and "AP@0.50" in outcome.report
+    assert "| square |" in outcome.report and "AP@0.5" in outcome.report  # the task's metric labels
     # The HTML page: precision-recall curves and test images with true and predicted boxes.
     page = outcome.page
     assert (
@@ -110,6 +110,7 @@ def test_evaluation_gate_and_report_through_the_exported_model(det, tmp_path):
         and page.count("data:image/png;base64,") == len(outcome.result.examples) > 0
     )
     assert "<script" not in page
+    assert outcome.blessing["task"] == "detection"  # the record names its task: readers ask it
     strict = run_evaluation(det["model"], det["dataset"], EvaluateConfig(value_thresholds={"ap50": 1.01}))
     assert not strict.decision.blessed and any("FAIL: ap50" in r for r in strict.decision.reasons)
     with pytest.raises(ValueError, match="unknown metric 'accuracy'"):
@@ -191,3 +192,87 @@ def test_a_killed_detection_training_resumes(det, tmp_path):
     summary = train(det["dataset"], str(model_dir), config)
     assert 0 < summary.resumed_from_step < 24 and summary.steps == 24
     assert (model_dir / "saved_model" / "saved_model.pb").exists()
+
+
+@pytest.fixture(scope="module")
+def report_part(det):
+    """The evaluation and its part of the run report, made with the model's signature taken away."""
+    from components.evaluate.run import run_evaluation, run_report_part
+    from trainer.config import EvaluateConfig
+
+    outcome = run_evaluation(det["model"], det["dataset"], EvaluateConfig(value_thresholds={"ap50": 0.0}))
+
+    def no_second_run(*args, **kwargs):
+        raise AssertionError("the sample must reuse the evaluation's predictions")
+
+    outcome.evaluated.task.serving_function = no_second_run  # the model is not run again
+    return outcome, run_report_part(outcome)
+
+
+def test_the_run_report_part_is_the_detector_s_own(det, report_part):
+    import io
+
+    from PIL import Image
+
+    from trainer.tasks.detection.input import read_detection_split
+    from trainer.tfrecords import load_dataset_info
+
+    outcome, part = report_part
+    assert part["task"] == "detection" and part["scanned"] == 42 and set(part["sections"]) == {
+        "dataset", "training", "evaluation",
+    }  # fmt: skip
+    tiles = part["images"]
+    assert len(tiles) == len(outcome.result.examples) > 0
+    f1 = [t["f1"] for t in tiles]
+    assert f1 == sorted(f1) and all(t["caption"][0].startswith(f"F1 {t['f1']:.2f}") for t in tiles)
+    assert all(t["ok"] == (t["missed"] == 0 and t["false"] == 0) for t in tiles)
+    drawn = Image.open(io.BytesIO(base64.b64decode(tiles[0]["data"])))
+    assert tiles[0]["mime"] == "image/png" and drawn.size == (256, 256)  # 64 px images drawn 4x
+    # boxes per class and split: the records' own non-crowd boxes, counted here another way
+    info = load_dataset_info(det["dataset"])
+    boxes, images = [], []
+    for split in info.splits:
+        records = read_detection_split(info, split)
+        labels = [[k for k, crowd in zip(r["labels"], r["crowd"], strict=True) if not crowd] for r in records]
+        boxes.append(sum(len(ls) for ls in labels))
+        images.append(sum(1 for ls in labels if ls))
+    dataset = part["sections"]["dataset"]
+    assert "<tr><td class=l>all</td>" + "".join(f"<td>{n}</td>" for n in [*boxes, *images]) + "</tr>" in dataset
+    assert "Boxes per class and split" in dataset and "Box sizes" in dataset and "boxes kept" in dataset
+    training = part["sections"]["training"]
+    assert "validation box loss" in training and "<b>64 px</b><span>input size, fitted</span>" in training
+    assert "accuracy" not in training
+    assert "AP per class, weakest first" in part["sections"]["evaluation"]
+
+
+def test_the_detection_run_report_opens_in_a_browser(det, report_part, tmp_path):
+    from components.report.run import ReportInputs, write_report
+    from tests.browser import Browser, chromium_path
+
+    outcome, part = report_part
+    inputs = ReportInputs(
+        title="detection: run report", run="detection-test", dataset_dir=det["dataset"], model_dir=det["model"],
+        evaluation=dict(outcome.metrics), blessing=outcome.blessing, samples=part,
+    )  # fmt: skip
+    page_path = tmp_path / "report.html"
+    write_report(inputs, str(page_path))
+    if chromium_path() is None:
+        pytest.fail("chromium is missing: run 'make browser' (Debian package chromium)")
+    with Browser(width=1200, height=900) as browser:
+        browser.open(page_path)
+        shot = os.environ.get("LTP_DETECTION_REPORT_SCREENSHOT") or str(tmp_path / "report.png")
+        browser.screenshot(Path(shot), full_page=True, scale=0.6)
+        sections = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('section')].map(s => [s.id, s.innerText]))"
+        )
+        charts = browser.evaluate("[...document.querySelectorAll('svg.chart')].map(s => s.getAttribute('aria-label'))")
+        tiles = browser.evaluate(
+            "[...document.querySelectorAll('#samples img')].filter(i => i.naturalWidth > 0).length"
+        )
+    assert [m for m in browser.console if m["type"] in ("error", "exception", "assert")] == []
+    assert [u for u in browser.requests if not u.startswith(("file:", "data:"))] == []
+    assert tiles == len(part["images"]) > 0
+    assert {"Boxes per class and split", "Box sizes (square root of the area, px)"} <= set(charts)
+    assert "Images per class and split" not in charts
+    assert "validation box loss" in sections["training"] and "accuracy" not in sections["training"]
+    assert "No image sample" not in sections["evaluation"] and "worst first" in sections["evaluation"]

@@ -65,7 +65,12 @@ def test_scores_the_saved_model_and_blesses_on_value_thresholds(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and "Confusion matrix" in page and "<svg" in page
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
     wrong = [i["true"] != i["predicted"] for i in sample["images"]]
-    assert wrong == sorted(wrong, reverse=True)
+    assert wrong == sorted(wrong, reverse=True) and [not i["ok"] for i in sample["images"]] == wrong
+    # the run report's part: the record names its task, and the classification renderers' sections
+    assert sample["task"] == "classification" and outs["blessing"].metadata["task"] == "classification"
+    assert set(sample["sections"]) == {"dataset", "evaluation"}  # the fixture exported no training.json
+    assert "<td class=l>class_0</td>" in sample["sections"]["dataset"]
+    assert "Worst classes (lowest F1)" in sample["sections"]["evaluation"]
 
 
 def test_fails_closed_without_thresholds(tmp_path):

@@ -205,6 +205,9 @@ def test_the_one_line_summary_of_the_train_step():
     _opts, fitted = run_fit(synthetic())
     line = fit_summary(fitted.record)
     assert line.startswith("fitted: input 128 px, anchors cover") and line.endswith(f"{fitted.record['steps']} steps")
+    assert line == fitted.record["summary"]  # the fit says it; the train step only passes it on
+    earlier = {k: v for k, v in fitted.record.items() if k != "summary"}  # a fit recorded before it did
+    assert fit_summary(earlier) == fitted.record["lines"][0]
 
 
 def test_the_built_in_shapes_keep_the_detector_tuned_for_them():

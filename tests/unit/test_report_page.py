@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from components.evaluate import samples as sample_lib
+from components.evaluate.renderers import Evaluated
+from components.evaluate.renderers import classification as sample_lib
 from components.report import run as report_run
 from components.report.run import Failure, ReportInputs, StepRecord
 from components.serving import stages
 from components.serving.checks import CheckResult
 from tests.datasets import dataset_info
+from trainer.tasks import get_task
+from trainer.tasks.classification.evaluation import classification_metrics
 from trainer.tfrecords import ImageShape, SourceInfo, SplitInfo, write_dataset_info
 
 CLASSES = ["cat", "dog", "bird"]
@@ -92,6 +95,12 @@ def records(tmp_path):
     }
     probabilities = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.6, 0.3, 0.1]])
     sample = sample_lib.sample_record([_png(10), _png(120), _png(240)], [0, 1, 1], probabilities, CLASSES, "test")
+    # The evaluation's run-report part, as the evaluate step makes it: the classification renderers'
+    # sections from the evaluation (whose confusion matrix is the one above) and the records.
+    pairs = np.array([(t, p) for t, row in enumerate(matrix) for p, n in enumerate(row) for _ in range(n)])
+    result = classification_metrics(pairs[:, 0], np.eye(3)[pairs[:, 1]], CLASSES)
+    evaluated = Evaluated(get_task("classification"), result, str(model), str(dataset), "test")
+    sample = {"task": "classification", **sample, "sections": sample_lib.sections(evaluated)}
     bench = {"accelerator": "cpu-8", "label": "CPU, 8 cores", "cores": 8, "price_per_hour": 0.28,
              "price_source": "case study",
              "num_images": 256, "batch_size": 64, "time_s": 0.05, "images_per_sec": 5120.0, "latency_p50_ms": 12.5,
@@ -138,12 +147,14 @@ def test_every_section_shows_the_run_s_figures(records):
     steps = _section(page, "steps")
     assert "Convert" in steps and "3.2" in steps and "120 images converted" in steps and 'href="logs/c.log"' in steps
     dataset = _section(page, "dataset")
-    assert "<td class=l>cat</td><td>31</td><td>11</td>" in dataset
+    assert "<td class=l>cat</td><td>31</td><td>11</td>" in dataset  # the classification renderers' part
     assert "undecodable: truncated" in dataset and "/data/pets/dog/empty.jpg" in dataset
     assert 'aria-label="Images per class and split"' in dataset
     training = _section(page, "training")
     assert 'aria-label="loss per epoch"' in training and 'aria-label="accuracy per epoch"' in training
     assert "4,321" in training
+    # the task's cards, from a training.json written before the metrics mapping (val_accuracy at the top)
+    assert "<b>0.6500</b><span>validation accuracy</span>" in training and "training accuracy" in training
     evaluation = _section(page, "evaluation")
     assert 'aria-label="Confusion matrix"' in evaluation and "0.8000" in evaluation
     # dog has the lowest F1 (6 of 9 right, taken for cat twice)
@@ -152,6 +163,7 @@ def test_every_section_shows_the_run_s_figures(records):
     assert "cat (2)" in worst
     assert evaluation.count("<img ") == 3 and evaluation.count('class="tile wrong"') == 1
     assert "true: dog<br>pred: cat" in evaluation
+    assert evaluation.index("Worst classes") < evaluation.index('id="samples"')
     gate = _section(page, "gate")
     assert "NOT BLESSED" in gate and "FAIL: accuracy = 0.8000, required &gt;= 0.9" in gate
     benchmark = _section(page, "benchmark")
@@ -252,3 +264,31 @@ def test_the_training_section_says_what_was_fitted_to_the_data(tmp_path):
     assert "a &lt;class&gt; alone" in training  # escaped
     (tmp_path / "training.json").write_text(json.dumps({"model": "mnist_cnn"}))
     assert "Fitted" not in report_run.training_section(str(tmp_path))
+
+
+def test_each_headline_is_the_headline_of_the_task_the_record_names(records, tmp_path):
+    page = report_run.render(records)
+    # the run: its evaluation's record names the task, whose headline is accuracy
+    assert '<div class="card"><b>0.8000</b><span>test accuracy</span></div>' in report_run.glance(records)
+    # a stage's models: each record's model folder says its task (metrics alone are not asked)
+    root = str(tmp_path / "mixed")
+    for name, task, metrics in (("classifier", "classification", {"accuracy": 0.9}),
+                                ("detector", "detection", {"ap50": 0.5, "accuracy": 0.1})):  # fmt: skip
+        model = tmp_path / name
+        model.mkdir()
+        (model / "training.json").write_text(json.dumps({"task": task}))
+        stages.record(root, "demo", stages.StageEntry("promote", 1, str(model), "r", model_name=name, metrics=metrics))
+    stages.record(root, "demo", stages.StageEntry("promote", 1, "/gone", "r", model_name="old", metrics={"ap50": 0.7}))
+    stage_html = report_run.stages_section(root)
+    assert "serves classifier version 1 from run r, test accuracy 0.9000" in stage_html
+    assert "serves detector version 1 from run r, test AP@0.5 0.5000" in stage_html
+    assert "serves old version 1 from run r</h3>" in stage_html  # no task on record: no headline guessed
+    assert "test accuracy" in page
+
+
+def test_without_the_task_s_part_the_dataset_section_shows_no_per_class_counts(records):
+    dataset = report_run.dataset_section(records.dataset_dir)
+    assert "Images per class and split" not in dataset and "<td class=l>cat</td>" not in dataset
+    assert "Classes: cat, dog, bird" in dataset and "undecodable: truncated" in dataset
+    training = report_run.training_section(records.model_dir)
+    assert "validation accuracy" not in training and "4,321" in training

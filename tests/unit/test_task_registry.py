@@ -1,10 +1,13 @@
 """The task registry: configured tasks with typed options, their tables, and their renderers."""
 
+import ast
+import json
 import os
-import re
 import subprocess
 import sys
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -73,17 +76,146 @@ def test_a_bad_task_module_is_named(monkeypatch):
         task_types()
 
 
-# Task knowledge lives in trainer/tasks/<task>/ and in the renderers: no step, pipeline or other
-# library module tests a task's name or sniffs its outputs.
-_SNIFFS = re.compile(r'[!=]= "(classification|detection)"|"probabilities" (not )?in')
-_STEPS = ["components", "pipelines"]
+# Task knowledge lives in trainer/tasks/<task>/ and in that task's renderers module
+# (components/evaluate/renderers/<task>.py): no other module of components/, pipelines/ or trainer/
+# imports a task's package (trainer.tasks and trainer.tasks.base are the seam, open to all) or
+# compares a value with a task's name. The registries name their built-in modules as strings,
+# which is not an import.
+LAYERS = ("components", "pipelines", "trainer")
 
 
-def test_nothing_outside_the_tasks_tests_a_task_s_name_or_sniffs_its_outputs():
-    paths = [p for s in _STEPS for p in ((ROOT / s).rglob("*.py") if (ROOT / s).is_dir() else [ROOT / s])]
-    paths += [p for p in (ROOT / "trainer").rglob("*.py") if "tasks" not in p.relative_to(ROOT).parts]
-    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in paths for m in _SNIFFS.finditer(p.read_text())]
-    assert len(paths) > 20 and found == []
+def task_packages(root: Path = ROOT) -> set[str]:
+    """The task packages on disk: trainer/tasks/<task>/__init__.py."""
+    return {p.parent.name for p in (root / "trainer" / "tasks").glob("*/__init__.py")}
+
+
+def _own_task(path: str, tasks: Collection[str]) -> Optional[str]:
+    """The task whose own place ``path`` (relative, with /) is, or None."""
+    parts = path.split("/")
+    if parts[:2] == ["trainer", "tasks"] and len(parts) > 3 and parts[2] in tasks:
+        return parts[2]
+    if parts[:3] == ["components", "evaluate", "renderers"] and len(parts) == 4 and parts[3][:-3] in tasks:
+        return parts[3][:-3]
+    return None
+
+
+def _imported(tree: ast.AST, path: str) -> list[str]:
+    """Every module (and ``module.name``) an import statement anywhere in the module names, absolute."""
+    package = path[:-3].split("/")[:-1]  # a module's package; for __init__.py, the package itself
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names += [module, *(f"{module}.{alias.name}" for alias in node.names)]
+    return names
+
+
+def _task_names_compared(tree: ast.AST, tasks: Collection[str]) -> list[str]:
+    """The task names a comparison tests a value against (``== "detection"``, ``in ("classification", ...)``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                values = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                found += [v.value for v in values if isinstance(v, ast.Constant) and v.value in tasks]
+    return found
+
+
+def task_knowledge_outside_the_tasks(sources: Mapping[str, str], tasks: Collection[str]) -> list[str]:
+    """``path: what`` for each import of a task's package and each comparison with a task's name outside its places.
+
+    Args:
+        sources: relative path (with /) -> the module's source.
+        tasks: the task packages' names.
+    """
+    found = []
+    for path, source in sorted(sources.items()):
+        tree, own = ast.parse(source, filename=path), _own_task(path, tasks)
+        for name in _imported(tree, path):
+            parts = name.split(".")
+            if parts[:2] == ["trainer", "tasks"] and len(parts) > 2 and parts[2] in tasks and parts[2] != own:
+                found.append(f"{path}: imports {'.'.join(parts[:3])}")
+        found += [f"{path}: compares with task name {n!r}" for n in _task_names_compared(tree, tasks) if n != own]
+    return sorted(set(found))
+
+
+def _layer_sources() -> dict[str, str]:
+    return {str(p.relative_to(ROOT)): p.read_text() for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))}
+
+
+def test_nothing_outside_a_task_s_places_imports_its_package_or_tests_its_name():
+    sources = _layer_sources()
+    assert len(sources) > 100 and {"classification", "detection"} <= task_packages()
+    assert task_knowledge_outside_the_tasks(sources, task_packages()) == []
+
+
+def test_the_task_knowledge_check_reports_what_is_planted():
+    planted = {
+        "components/step/run.py": (
+            "from trainer.tasks.detection.fit import read_box_sample\n"
+            "import trainer.tasks.classification.model\n"
+            "def f(task):\n"
+            "    from trainer.tasks import detection, get_task\n"
+            "    return task.name == 'classification' or task.name in ('detection', 'other')\n"
+        ),
+        "components/evaluate/renderers/detection.py": (
+            "from trainer.tasks.detection.evaluation import METRICS\nfrom trainer.tasks.classification import fit\n"
+        ),
+        "trainer/tasks/detection/fit.py": "from . import input\nfrom trainer.tasks.detection import model\n",
+        "trainer/tasks/__init__.py": "BUILTIN = ('trainer.tasks.classification', 'trainer.tasks.detection')\n",
+        "pipelines/flow.py": "import trainer.tasks.base\nfrom trainer.tasks import TaskError, base\n",
+        "trainer/tasks/classification/x.py": "from ..detection import fit\n",
+    }
+    assert task_knowledge_outside_the_tasks(planted, {"classification", "detection"}) == [
+        "components/evaluate/renderers/detection.py: imports trainer.tasks.classification",
+        "components/step/run.py: compares with task name 'classification'",
+        "components/step/run.py: compares with task name 'detection'",
+        "components/step/run.py: imports trainer.tasks.classification",
+        "components/step/run.py: imports trainer.tasks.detection",
+        "trainer/tasks/classification/x.py: imports trainer.tasks.detection",
+    ]
+
+
+def _step(run_dir: Path, step: str, artifacts: Mapping[str, Mapping], parameters: Optional[dict] = None) -> None:
+    (run_dir / step).mkdir(parents=True)
+    data = {"artifacts": {k: {"artifacts": [{"metadata": dict(v)}]} for k, v in artifacts.items()}}
+    (run_dir / step / "executor_output.json").write_text(json.dumps({**data, "parameterValues": parameters or {}}))
+
+
+def test_the_run_s_console_lines_ask_the_task_the_records_name(tmp_path):
+    from pipelines.run_local import headline
+
+    # metrics of several tasks' names side by side: only the named task's are read
+    train = {"images_per_sec": 80.0, "val_box_loss": 0.1312, "val_accuracy": 0.5}
+    _step(tmp_path, "train-model", {"model": {"task": "detection", "model": "retinanet"}, "metrics": train})
+    assert headline(tmp_path, "train-model") == "80 training images/s, final validation box loss 0.1312"
+    metrics, reasons = {"ap50": 0.187, "accuracy": 0.9}, ["blessed: every threshold passed"]
+    _step(tmp_path, "evaluate-model", {"metrics": metrics, "blessing": {"task": "detection", "reasons": reasons}})
+    assert headline(tmp_path, "evaluate-model", "classification") == "AP@0.5 0.1870, blessed: every threshold passed"
+    # records that name no task (an earlier version's): the run's task, never a guess from the names
+    _step(tmp_path / "old", "evaluate-model", {"metrics": metrics, "blessing": {"reasons": reasons}})
+    assert headline(tmp_path / "old", "evaluate-model", "classification").startswith("accuracy 0.9000, ")
+    assert headline(tmp_path / "old", "evaluate-model") == "blessed: every threshold passed"
+
+
+@pytest.mark.parametrize("name", task_names())
+def test_every_task_s_training_figures_are_its_own(name):
+    task = get_task(name)
+    figures = {m.name for m in task.training_metrics}
+    assert set(task.summary_metrics([{"epoch": 1}])) <= figures  # a summary names only its declared figures
+    assert task.training_headline({}) == ("", None)
+    if figures:
+        first = task.training_metrics[0]
+        assert task.training_headline({m: 0.25 for m in figures}) == (first.title, 0.25)
+
+
+def test_a_task_s_own_renderers_module_is_a_built_in_of_the_renderers_registry():
+    for name in task_packages():
+        assert (ROOT / "components" / "evaluate" / "renderers" / f"{name}.py").is_file(), name
+        assert renderers_of(name).sample is not None and renderers_of(name).sections is not None
 
 
 def test_a_subprocess_sees_an_extra_task_only_when_the_registry_is_looked_up():
@@ -98,3 +230,19 @@ def test_a_subprocess_sees_an_extra_task_only_when_the_registry_is_looked_up():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['brightness',", "'classification',", "'detection']", "False"]
+
+
+def test_make_run_finds_each_task_s_pipeline_and_an_extension_task_gets_the_flow_with_its_form():
+    code = (
+        "import inspect\n"
+        "from pipelines.run_local import task_pipeline\n"
+        "names = task_pipeline('classification').NAME, task_pipeline('detection').NAME\n"
+        "assert names == ('end-to-end', 'detection'), names\n"
+        "toy = task_pipeline('brightness')\n"
+        "form = inspect.signature(toy.pipeline.pipeline_func).parameters\n"
+        "print(toy.NAME, form['model'].default, form['served_model_name'].default, form['source'].default)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), EXTENSIONS_ENV: "tests.toy_task"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["brightness", "tiny", "brightness", "brightness:200"]

@@ -66,7 +66,9 @@ def test_model_folder_and_summary(trained):
     # seeds 0-4 and three floating-point paths (oneDNN; oneDNN capped at SSE4.1; oneDNN off) on an
     # AVX2 EPYC, validation accuracy was 1.0 every time and the loss fell from 1.0-1.2 to 0.27-0.50.
     assert summary.history[-1]["loss"] < summary.history[0]["loss"]
-    assert summary.val_accuracy > 0.5
+    assert summary.metrics["val_accuracy"] > 0.5 and 0 <= summary.metrics["train_accuracy"] <= 1
+    # training.json keeps the keys it had before the metrics mapping, beside it
+    assert written["val_accuracy"] == summary.metrics["val_accuracy"] == written["metrics"]["val_accuracy"]
     effective = TrainConfig.from_yaml(os.path.join(model_dir, "config.yaml"))
     assert effective.precision == chosen.policy and effective.jit_compile is False and effective.steps_per_execution
     card = open(os.path.join(model_dir, "model_card.md")).read()
@@ -81,6 +83,18 @@ def test_model_folder_and_summary(trained):
         for value in event.summary.value
     }
     assert {("epoch_loss", 1), ("epoch_loss", 2), ("epoch_val_accuracy", 2), ("images_per_sec", 2)} <= tags
+
+
+def test_a_training_json_of_an_earlier_version_still_loads(trained):
+    model_dir, summary = trained
+    earlier = json.loads(open(os.path.join(model_dir, "training.json")).read())
+    del earlier["metrics"], earlier["task"]  # written before the metrics mapping and the task field
+    loaded = TrainingSummary.from_dict(earlier)
+    assert loaded.task == "classification" and loaded.metrics == summary.metrics
+    assert loaded.to_dict()["val_accuracy"] == summary.metrics["val_accuracy"]
+    earlier.pop("train_accuracy")  # a figure it did not report stays absent, and None where the old key is read
+    assert "train_accuracy" not in TrainingSummary.from_dict(earlier).metrics
+    assert TrainingSummary.from_dict(earlier).to_dict()["train_accuracy"] is None
 
 
 def test_saved_model_answers_bytes_like_the_keras_model(trained):

@@ -93,10 +93,9 @@ class RunDefaults:
         epochs: training epochs.
         served_model_name: the name the model is served under (``/v1/models/<name>``).
         model: the model builder trained.
-        pipeline: the module of the pipeline a run of the task compiles.
         headline: the metrics a run's summary prints (the headline first).
-        form: the defaults of the task's pipeline run form (``pipeline``) that are neither the
-            config sections' defaults nor the fields above, by run-form parameter name.
+        form: the defaults of the task's pipeline run form that are neither the config sections'
+            defaults nor the fields above, by run-form parameter name.
         notes: what the run form says of a parameter for this task, after the config field's
             documentation, by run-form parameter name.
     """
@@ -106,7 +105,6 @@ class RunDefaults:
     epochs: int
     served_model_name: str
     model: str
-    pipeline: str = "pipelines.end_to_end"
     headline: tuple[str, ...] = ()
     form: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -120,7 +118,8 @@ class DataFit:
         task: the task with every ``auto`` option resolved (the user's values unchanged).
         epochs: the epochs of the fitted schedule; None when the config set them.
         record: JSON data of what was chosen and why (``training.json``'s ``fit``); its ``lines``
-            say it for people (the log, the model card, the run report).
+            say it for people (the log, the model card, the run report), its ``summary`` in one
+            line (the Model artifact's ``fit_summary``, the run's console).
     """
 
     task: Task
@@ -165,6 +164,9 @@ class Task(abc.ABC):
     """The metric that sums a model up in a line (a run's summary, the smoke check's score)."""
     quality_metrics: ClassVar[tuple[str, ...]] = ()
     """The metrics a sweep's tables show, the first ranks the cells."""
+    training_metrics: ClassVar[tuple[Metric, ...]] = ()
+    """The task's figures of a training's last epoch (``TrainingSummary.metrics``, from
+    :meth:`summary_metrics`); the first one present sums a training up (the run's console)."""
     serving: ClassVar[ServingSchema] = ServingSchema()
     default_value_thresholds: ClassVar[Mapping[str, float]] = {}
     run_defaults: ClassVar[RunDefaults]
@@ -207,8 +209,17 @@ class Task(abc.ABC):
         value = (metrics or {}).get(cls.headline_metric)
         return f"test {cls.metric(cls.headline_metric).title}", value
 
+    @classmethod
+    def training_headline(cls, metrics: Optional[Mapping[str, Any]]) -> tuple[str, Any]:
+        """(label, value) of the first of :attr:`training_metrics` in a training's figures; ("", None): none."""
+        for m in cls.training_metrics:
+            value = (metrics or {}).get(m.name)
+            if value is not None:
+                return m.title, value
+        return "", None
+
     def summary_metrics(self, history: Sequence[Mapping[str, Any]]) -> dict[str, Optional[float]]:
-        """Extra fields of the training summary from the last epoch's logs (none by default)."""
+        """The task's figures of a training (named as :attr:`training_metrics`) from its per-epoch logs."""
         return {}
 
     def accepts_image_size(self) -> bool:

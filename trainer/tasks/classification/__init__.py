@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Optional
 from trainer.tasks import register
 from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.classification import input as task_input
-from trainer.tasks.classification.evaluation import METRICS, ClassificationEvaluation
+from trainer.tasks.classification.evaluation import METRICS, TRAINING_METRICS, ClassificationEvaluation
 from trainer.tasks.classification.fit import SMALL_SIDE
 from trainer.tasks.classification.options import ClassifierOptions
 from trainer.tfrecords import DatasetInfo
@@ -37,6 +37,7 @@ class Classification(Task):
     metrics: ClassVar[tuple[Metric, ...]] = METRICS
     headline_metric: ClassVar[str] = "accuracy"
     quality_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
+    training_metrics: ClassVar[tuple[Metric, ...]] = TRAINING_METRICS
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=("probabilities", "classes"))
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"accuracy": 0.8}
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
@@ -87,9 +88,9 @@ class Classification(Task):
         return int(data)
 
     def summary_metrics(self, history: Sequence[Mapping[str, Any]]) -> dict[str, Optional[float]]:
-        """The last epoch's training and validation accuracy."""
+        """The last epoch's validation and training accuracy."""
         last = history[-1] if history else {}
-        return {"train_accuracy": last.get("accuracy"), "val_accuracy": last.get("val_accuracy")}
+        return {"val_accuracy": last.get("val_accuracy"), "train_accuracy": last.get("accuracy")}
 
     def check_dataset(self, info: DatasetInfo) -> None:
         """A classifier needs 2+ classes (images of mixed sizes are resized to a fitted shape)."""
@@ -103,11 +104,12 @@ class Classification(Task):
 
     def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
         """Loss and accuracy, train and validation."""
+        metrics = summary.get("metrics") or {}
         return [
             "| | loss | accuracy |",
             "|---|---|---|",
-            f"| train | {_fmt(summary.get('train_loss'))} | {_fmt(summary.get('train_accuracy'))} |",
-            f"| validation | {_fmt(summary.get('val_loss'))} | {_fmt(summary.get('val_accuracy'))} |",
+            f"| train | {_fmt(summary.get('train_loss'))} | {_fmt(metrics.get('train_accuracy'))} |",
+            f"| validation | {_fmt(summary.get('val_loss'))} | {_fmt(metrics.get('val_accuracy'))} |",
         ]
 
     # ----------------------------------------------------------------- TensorFlow inside

@@ -26,6 +26,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("macro_f1", True, "F1 averaged over classes"),
     Metric("loss", False, "cross-entropy on the test split"),
 )
+# A training's figures (``TrainingSummary.metrics``): the last epoch's accuracies, validation first.
+TRAINING_METRICS: tuple[Metric, ...] = (
+    Metric("val_accuracy", True, "accuracy on the validation split, last epoch", label="validation accuracy"),
+    Metric("train_accuracy", True, "accuracy on the training batches, last epoch", label="training accuracy"),
+)
 # The scalar metrics :func:`classification_metrics` produces: metric -> higher is better.
 SCALAR_METRICS: dict[str, bool] = {m.name: m.higher_is_better for m in METRICS}
 

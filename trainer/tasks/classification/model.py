@@ -15,6 +15,8 @@ from typing import Any
 
 import keras
 
+from trainer.tasks.base import TaskError
+
 # keras.applications backbones the transfer-learning classifier accepts, with how each one wants
 # its [0, 1] input rescaled (scale, offset) and the smallest side it accepts.
 _BACKBONES: dict[str, tuple[str, float, float, int]] = {
@@ -26,8 +28,8 @@ _BACKBONES: dict[str, tuple[str, float, float, int]] = {
 }
 
 
-class ModelError(ValueError):
-    """A model cannot be built as asked (unknown name, bad shape, missing weights)."""
+class ModelError(TaskError):
+    """A model cannot be built as asked (unknown name, bad shape, missing weights); a ``TaskError``."""
 
 
 def mnist_cnn(input_shape: tuple[int, int, int], num_classes: int) -> keras.Model:

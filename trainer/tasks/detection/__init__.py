@@ -16,12 +16,28 @@ from typing import Any, ClassVar, Optional
 from trainer.tasks import register
 from trainer.tasks.base import DataFit, Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.detection import input as task_input
-from trainer.tasks.detection.evaluation import MATCH_IOU, MATCH_SCORE, METRICS, DetectionEvaluation, box_iou
+from trainer.tasks.detection.evaluation import (
+    MATCH_IOU,
+    MATCH_SCORE,
+    METRICS,
+    TRAINING_METRICS,
+    DetectionEvaluation,
+    box_iou,
+)
 from trainer.tasks.detection.export import OUTPUTS
 from trainer.tasks.detection.options import DetectorOptions
 from trainer.tfrecords import DatasetInfo
 
 log = logging.getLogger(__name__)
+
+
+# A training's figures (``training_metrics``) -> the key keras-hub's RetinaNet logs them under.
+_LOGGED = {
+    "val_box_loss": "val_bbox_regression_loss",
+    "val_class_loss": "val_cls_logits_loss",
+    "train_box_loss": "bbox_regression_loss",
+    "train_class_loss": "cls_logits_loss",
+}
 
 
 def _fmt(value: Any) -> str:
@@ -37,6 +53,7 @@ class Detection(Task):
     metrics: ClassVar[tuple[Metric, ...]] = METRICS
     headline_metric: ClassVar[str] = "ap50"
     quality_metrics: ClassVar[tuple[str, ...]] = ("ap50", "ap")
+    training_metrics: ClassVar[tuple[Metric, ...]] = TRAINING_METRICS
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
     records_boxes: ClassVar[bool] = True
@@ -46,7 +63,6 @@ class Detection(Task):
         epochs=0,  # 0: the schedule is fitted to the data, in optimizer steps (fit.py)
         served_model_name="detector",
         model="retinanet",
-        pipeline="pipelines.detection",
         headline=("ap50", "ap"),
         # The small RetinaNet, fitted to the data; 0.008 gives 1e-3 at batch 16.
         form={
@@ -298,6 +314,11 @@ class Detection(Task):
             )  # fmt: skip
             for r in records
         ]
+
+    def summary_metrics(self, history: Sequence[Mapping[str, Any]]) -> dict[str, Optional[float]]:
+        """The last epoch's box and class losses, validation and training (keras-hub's log names)."""
+        last = history[-1] if history else {}
+        return {name: last.get(key) for name, key in _LOGGED.items()}
 
     def describe(self, summary: Mapping[str, Any]) -> Sequence[str]:
         """The losses, train and validation."""

@@ -17,6 +17,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("ap75", True, "COCO AP at IoU 0.75", label="AP@0.75"),
     Metric("ar100", True, "COCO recall with 100 detections per image", label="AR@100"),
 )
+# A training's figures (``TrainingSummary.metrics``), validation first.
+TRAINING_METRICS: tuple[Metric, ...] = (
+    Metric("val_box_loss", False, "box regression loss, validation split, last epoch", label="validation box loss"),
+    Metric("val_class_loss", False, "focal class loss, validation split, last epoch", label="validation class loss"),
+    Metric("train_box_loss", False, "box regression loss, training batches, last epoch", label="training box loss"),
+    Metric("train_class_loss", False, "focal class loss, training batches, last epoch", label="training class loss"),
+)
+# The detections an example image shows and is scored by (per-image F1): per-class NMS keeps a
+# weak second class on the same object, which clutters a picture (the COCO metrics use them all).
+EXAMPLE_SCORE = 0.5
 # A served detection of a known example counts when it overlaps the true box this much, with
 # at least this score, and a negative image (no objects) must have no detection above it.
 MATCH_IOU = 0.5
@@ -32,9 +42,11 @@ class DetectionEvaluation(EvaluationResultBase):
         class_names: class names, index = label.
         per_class: one dict per class: ``name``, ``ap``, ``ap50``, ``instances``.
         pr_curves: per class, precision at the 101 COCO recall points at IoU 0.5 (-1: undefined).
-        examples: a few scored test images for a person to look at: ``image`` (base64 of the
-            encoded bytes), ``truth`` (``[box, label]`` pairs) and ``predicted`` (``[box, label,
-            score]``, score >= 0.3), boxes normalised ``[ymin, xmin, ymax, xmax]``.
+        examples: the worst and the best detected test images for a person to look at, worst
+            first (:func:`scored_examples`): ``image`` (base64 of the encoded bytes), ``truth``
+            (``[box, label]`` pairs, crowd boxes left out), ``predicted`` (``[box, label, score]``,
+            score >= ``EXAMPLE_SCORE``), boxes normalised ``[ymin, xmin, ymax, xmax]``, and the
+            image's quality: ``matched``, ``missed``, ``false`` and ``f1`` (:func:`image_quality`).
     """
 
     metrics: dict[str, float]
@@ -57,28 +69,84 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
     return inter / union if union > 0 else 0.0
 
 
+def image_quality(
+    truth: Sequence[tuple[Sequence[float], int]], found: Sequence[tuple[Sequence[float], int, float]]
+) -> dict[str, Any]:
+    """How well one image was detected: true boxes matched one to one (same class, IoU >= ``MATCH_IOU``).
+
+    Detections are matched greedily, highest score first, each to the unmatched true box of its
+    class it overlaps most.
+
+    Args:
+        truth: the image's ``(box, label)`` pairs (crowd boxes left out).
+        found: its ``(box, label, score)`` detections at or above the score that counts.
+
+    Returns:
+        ``matched`` (true positives), ``missed`` (false negatives), ``false`` (false positives)
+        and ``f1`` (``2 TP / (2 TP + FP + FN)``; None for an image with neither boxes nor detections).
+    """
+    free = list(range(len(truth)))
+    matched = 0
+    for box, label, _score in sorted(found, key=lambda d: -d[2]):
+        overlaps = [(box_iou(box, truth[i][0]), i) for i in free if truth[i][1] == label]
+        best = max(overlaps, default=(0.0, -1))
+        if best[0] >= MATCH_IOU:
+            free.remove(best[1])
+            matched += 1
+    missed, false = len(truth) - matched, len(found) - matched
+    scored = 2 * matched + missed + false
+    return {"matched": matched, "missed": missed, "false": false, "f1": 2 * matched / scored if scored else None}
+
+
+def _truth_of(record: Mapping[str, Any]) -> list[tuple[list[float], int]]:
+    """A record's non-crowd ``(box, label)`` pairs."""
+    pairs = zip(record["boxes"], record["labels"], record["crowd"], strict=True)
+    return [(list(b), int(label)) for b, label, crowd in pairs if not crowd]
+
+
+def _found_of(prediction: Mapping[str, Any]) -> list[tuple[list[float], int, float]]:
+    """A served prediction's ``(box, label, score)`` detections at or above ``EXAMPLE_SCORE`` (labels from 0)."""
+    n = int(prediction["num_detections"])
+    found = zip(
+        prediction["detection_boxes"][:n], prediction["detection_classes"][:n], prediction["detection_scores"][:n],
+        strict=True,
+    )  # fmt: skip
+    return [(list(b), int(c) - 1, float(s)) for b, c, s in found if s >= EXAMPLE_SCORE]
+
+
+def _example(record: Mapping[str, Any], prediction: Mapping[str, Any]) -> dict[str, Any]:
+    """One scored image: its bytes, true boxes, the detections that count, and its quality."""
+    import base64
+
+    truth, found = _truth_of(record), _found_of(prediction)
+    return {
+        "image": base64.b64encode(record["encoded"]).decode("ascii"),
+        "truth": [list(t) for t in truth],
+        "predicted": [list(f) for f in found],
+        **image_quality(truth, found),
+    }
+
+
 def scored_examples(
     records: Sequence[Mapping[str, Any]], predictions: Sequence[Mapping[str, Any]], count: int = 8
 ) -> list[dict[str, Any]]:
-    """The first ``count`` images that have objects, with true and predicted boxes (the HTML page's)."""
-    import base64
+    """The ``count`` worst and ``count`` best detected images of a split, worst first (a person's look).
 
-    out = []
-    for r, p in zip(records, predictions, strict=True):
-        if not r["boxes"]:
-            continue
-        n = int(p["num_detections"])
-        found = zip(p["detection_boxes"][:n], p["detection_classes"][:n], p["detection_scores"][:n], strict=True)
-        out.append(
-            {
-                "image": base64.b64encode(r["encoded"]).decode("ascii"),
-                "truth": [[list(b), int(label)] for b, label in zip(r["boxes"], r["labels"], strict=True)],
-                "predicted": [[list(b), int(c) - 1, float(s)] for b, c, s in found if s >= MATCH_SCORE],
-            }
-        )
-        if len(out) == count:
-            break
-    return out
+    Every image is scored by :func:`image_quality` from the predictions the evaluation made (the
+    model runs once); images with neither boxes nor detections say nothing and are left out. The
+    worst are the lowest F1 (more true boxes first among equals), the best the highest among the
+    rest; a split of fewer than ``2 * count`` such images gives them all.
+    """
+    quality = [
+        (i, image_quality(_truth_of(r), _found_of(p)))
+        for i, (r, p) in enumerate(zip(records, predictions, strict=True))
+    ]
+    ranked = sorted(
+        ((i, q) for i, q in quality if q["f1"] is not None),
+        key=lambda item: (item[1]["f1"], -(item[1]["matched"] + item[1]["missed"]), item[0]),
+    )
+    chosen = ranked if len(ranked) <= 2 * count else ranked[:count] + ranked[-count:]
+    return [_example(records[i], predictions[i]) for i, _ in chosen]
 
 
 def _ground_truth(records: Sequence[Mapping[str, Any]], class_names: list[str]) -> tuple[dict[str, Any], list[int]]:

@@ -413,6 +413,7 @@ def fit_detector(
         chosen["warmup_steps"] = max(MIN_WARMUP, round(WARMUP_SHARE * steps))
     record.update(steps=steps, global_batch=global_batch, learning_rate=learning_rate, chosen=dict(chosen))
     record["lines"] = describe(record, warnings)
+    record["summary"] = summarize(record)
     return DetectorFit(chosen, None if epochs is not None else fitted_epochs, record, warnings)
 
 
@@ -490,6 +491,17 @@ def describe(record: Mapping[str, Any], warnings: Sequence[str]) -> list[str]:
     if record.get("chosen"):
         lines.append("chosen: " + ", ".join(f"{k}={_plain(v)}" for k, v in record["chosen"].items()))
     return lines + [f"warning: {w}" for w in warnings]
+
+
+def summarize(record: Mapping[str, Any]) -> str:
+    """The fit in one line (the Model artifact's ``fit_summary``, the run's console): input size, coverage, steps."""
+    parts = []
+    if "image_size" in record:
+        parts.append(f"input {record['image_size']} px")
+        before = record.get("coverage_previous_setup", record["coverage_before"])
+        parts.append(f"anchors cover {100 * record['coverage_after']:.1f}% (previous setup {100 * before:.1f}%)")
+    parts.append(f"{record['steps']} steps")
+    return "fitted: " + ", ".join(parts)
 
 
 def _plain(value: Any) -> Any:
