@@ -106,7 +106,7 @@ test: setup browser ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q
 
 test-fast: setup ## Run the tests that do not train, convert or start servers
-	$(PY) -m pytest -q -m 'not slow and not integration'
+	$(PY) -m pytest -q -m 'not slow and not integration and not benchmark'
 
 bench: setup ## Run the benchmarks (prints ratios against baselines)
 	$(PY) -m pytest -q -s -m benchmark tests/benchmarks

@@ -6,7 +6,11 @@ stay cheap to collect.
 
 from __future__ import annotations
 
+import functools
 import io
+import os
+import shutil
+import tempfile
 
 import numpy as np
 
@@ -66,12 +70,24 @@ def train_tiny_model(steps: int = 150, seed: int = 0, constant_class: int | None
     return model
 
 
-def export_tiny_model(export_dir: str, **kwargs) -> str:
-    """Trains (or builds) a tiny model and exports it with trainer.tasks.classification.export.export_saved_model."""
+def export_tiny_model(export_dir: str, steps: int = 150, seed: int = 0, constant_class: int | None = None) -> str:
+    """A tiny model (:func:`train_tiny_model`'s arguments) exported with the classification task's
+    ``export_saved_model``, into ``export_dir``.
+
+    Each distinct model is trained and exported once per test process and copied after that: the
+    export's tracing costs seconds, and a dozen modules ask for the same few models.
+    """
+    shutil.copytree(_exported(steps, seed, constant_class), export_dir, dirs_exist_ok=True)
+    return export_dir
+
+
+@functools.cache
+def _exported(steps: int, seed: int, constant_class: int | None) -> str:
     from trainer.tasks.classification.export import export_saved_model
 
-    model = train_tiny_model(**kwargs)
-    return export_saved_model(model, export_dir, CLASS_NAMES, IMAGE_SHAPE)
+    model = train_tiny_model(steps=steps, seed=seed, constant_class=constant_class)
+    folder = os.path.join(tempfile.mkdtemp(prefix="ltp-tiny-model-"), "saved_model")
+    return export_saved_model(model, folder, CLASS_NAMES, IMAGE_SHAPE)
 
 
 def write_digits_dataset(folder, count: int = 64, start: int = 1000) -> str:
