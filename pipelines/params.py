@@ -26,13 +26,10 @@ from typing import Any, Optional
 import yaml
 
 from components.params import none_if_empty
+from components.surface import surfaces
 from trainer.config import (
-    BenchmarkConfig,
     ConfigBase,
     ConfigError,
-    ConvertConfig,
-    EvaluateConfig,
-    PromoteConfig,
     TrainConfig,
 )
 from trainer.configbase import whole_int
@@ -47,15 +44,6 @@ TYPE_WORDS = {
     "List": "a list, e.g. [a, b]",
 }
 
-# Component (by its function name, as the compiled spec names it) -> the config section it builds
-# and its parameters whose names differ from the section's fields.
-STEP_CONFIGS: dict[str, tuple[type[ConfigBase], dict[str, str]]] = {
-    "convert-to-tfrecords": (ConvertConfig, {}),
-    "train-model": (TrainConfig, {"model_name": "model"}),
-    "evaluate-model": (EvaluateConfig, {}),
-    "benchmark-inference": (BenchmarkConfig, {}),
-    "promote-model": (PromoteConfig, {}),
-}
 
 # Run-form parameters that were renamed -> their new spelling: a CONFIG file or SET that still
 # names one gets a line that says what to write instead.
@@ -415,19 +403,31 @@ def _reword(message: str, call: _StepCall, aliases: Mapping[str, str], cls: type
 
 
 def _build(cls: type[ConfigBase], fields: Mapping[str, Any], task: Optional[str]) -> None:
-    """Builds the section from ``fields`` (its checks run); for training, the task's options too."""
+    """Builds the section from ``fields`` (its checks run), with the task's model options for
+    training and the serving target's options for promotion and monitoring.
+    """
     from trainer.tasks import get_task
 
     config = cls.from_dict(fields)
     if task is not None and isinstance(config, TrainConfig):
         get_task(task, dict(config.model_options))
+    if hasattr(config, "serving_options"):
+        from components.serving.targets import TargetError, target_class
+
+        try:
+            target = target_class(config.target)
+        except TargetError as err:
+            raise ConfigError(f"{cls._section}target: {err}") from None
+        # The target's own settings, parsed by the target as the step will parse them.
+        target.options_type.from_dict(config.serving_options, _prefix="serving_options.")
 
 
 def _step_problems(call: _StepCall, values: Mapping[str, Any], task: Optional[str]) -> list[str]:
     """What the step's config says of the values: one line per refused field (else the whole's)."""
     from trainer.tasks import TaskError
 
-    cls, aliases = STEP_CONFIGS[call.component]
+    surface = surfaces()[call.component]
+    cls, aliases = surface.config, surface.aliases
     fields = _step_fields(call, cls, aliases, values)
     try:
         _build(cls, fields, task)
@@ -437,10 +437,16 @@ def _step_problems(call: _StepCall, values: Mapping[str, Any], task: Optional[st
     # A section stops at its first refusal: each field alone gives each bad value its own line.
     problems = []
     for name, value in fields.items():
+        # A target's options are checked against the target the run names.
+        alone = {
+            name: value,
+            **({"target": fields["target"]} if name == "serving_options" and "target" in fields else {}),
+        }
         try:
-            _build(cls, {name: value}, task)
+            _build(cls, alone, task)
         except (ConfigError, TaskError) as err:
-            problems.append(str(err))
+            if str(err) not in problems:
+                problems.append(str(err))
     return [_reword(line, call, aliases, cls) for line in (problems or [whole])]
 
 
@@ -456,8 +462,9 @@ def check_steps(pipeline: Any, values: Mapping[str, Any], task: Optional[str] = 
         ParameterError: one line per value a step's config refuses.
     """
     problems: list[str] = []
+    configured = {name for name, surface in surfaces().items() if surface.config is not None}
     for call in step_calls(pipeline):
-        if call.component in STEP_CONFIGS:
+        if call.component in configured:
             problems += [line for line in _step_problems(call, values, task) if line not in problems]
     if problems:
         order = {name: i for i, name in enumerate(values)}

@@ -142,35 +142,6 @@ def summarize(
     return "\n".join(lines)
 
 
-def _task_type(name: Optional[str]) -> Any:
-    """The registered type of the task a step's record names; None for a task this code does not know."""
-    from trainer.tasks import task_types
-
-    return task_types().get(name or "")
-
-
-def _train_headline(arts: dict[str, Any], task: Optional[str]) -> str:
-    """The train step's line: the chosen model, throughput, the task's figure that sums the training up, the fit."""
-    m, trained = arts.get("metrics", {}), arts.get("model", {})
-    task_type = _task_type(trained.get("task") or task)
-    label, value = task_type.training_headline(m) if task_type is not None else ("", None)
-    figure = f", final {label} {value:.4f}" if value is not None else ""
-    # The model the task chose (model: auto), and why: the user did not name it.
-    chosen = f"{trained['model']} ({trained['model_reason']}), " if trained.get("model_reason") else ""
-    fitted = trained.get("fit_summary")
-    return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}" + (f"; {fitted}" if fitted else "")
-
-
-def _evaluate_headline(arts: dict[str, Any], params: dict[str, Any], task: Optional[str]) -> str:
-    """The evaluate step's line: the task's headline metric, then the gate's first reason."""
-    blessing = arts.get("blessing", {})
-    task_type = _task_type(blessing.get("task") or task)
-    label, value = task_type.headline(arts.get("metrics", {})) if task_type is not None else ("", None)
-    score = f"{label.removeprefix('test ')} {value:.4f}, " if value is not None else ""
-    reasons = blessing.get("reasons", [])
-    return score + (reasons[0] if reasons else f"blessed: {params.get('Output')}")
-
-
 def headline(run_dir: Optional[Path], step: str, task: Optional[str] = None) -> str:
     """A finished step's figure in one line, from its executor output (empty when it has none).
 
@@ -179,31 +150,15 @@ def headline(run_dir: Optional[Path], step: str, task: Optional[str] = None) -> 
         step: the step's task name in the run (``train-model``, ``evaluate-model``, ...).
         task: the run's task; the steps' records name theirs, this is for records that do not.
     """
+    from components.surface import StepOutputs, surface_of
     from pipelines.console import executor_output
 
+    surface = surface_of(step)
+    if surface is None or surface.headline is None:
+        return ""
     out = executor_output(run_dir, step)
     arts = {name: (a.get("artifacts") or [{}])[0].get("metadata", {}) for name, a in out.get("artifacts", {}).items()}
-    params = out.get("parameterValues", {})
-    if step.startswith("convert"):
-        m = arts.get("metrics", {})
-        return f"{m.get('images', 0):,.0f} images converted, {m.get('rejected', 0):,.0f} rejected"
-    if step.startswith("train"):
-        return _train_headline(arts, task)
-    if step.startswith("evaluate"):
-        return _evaluate_headline(arts, params, task)
-    if step.startswith("benchmark"):
-        m = arts.get("metrics", {})
-        rest = (
-            f", {m['http_images_per_sec']:,.0f} over REST (local Python server)" if "http_images_per_sec" in m else ""
-        )
-        return f"{m.get('images_per_sec', 0):,.0f} images/s in process{rest}"
-    if step.startswith("promote"):
-        r = arts.get("report", {})
-        same = " (already served)" if r.get("no_op") else ""
-        return f"{r.get('stage', '?')} serves version {r.get('version', params.get('Output', '?'))}{same}"
-    if step.startswith("build-report"):
-        return f"report.html, {arts.get('report', {}).get('bytes', 0) / 1024:,.0f} KiB"
-    return ""
+    return surface.headline(StepOutputs(arts, out.get("parameterValues", {}), task))
 
 
 @dataclasses.dataclass(frozen=True)

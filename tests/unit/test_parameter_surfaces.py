@@ -23,77 +23,17 @@ from typing import Any, Optional
 import pytest
 from google.protobuf import json_format
 
-from components.benchmark.component import benchmark_inference
-from components.convert.component import convert_to_tfrecords, plan_tfrecords
-from components.evaluate.component import evaluate_model
-from components.monitor.component import monitor_stages
 from components.params import none_if_empty
-from components.promote.component import promote_model, promote_version_op, rollback_stage_op
-from components.report.component import build_report
-from components.train.component import train_model
-from trainer.config import (
-    BenchmarkConfig,
-    ConfigBase,
-    ConvertConfig,
-    EvaluateConfig,
-    MonitorConfig,
-    PromoteConfig,
-    TrainConfig,
-)
+from components.surface import Surface, surfaces
+from trainer.config import ConfigBase
 from trainer.tasks import get_task
 
 NO_DEFAULT = inspect.Parameter.empty
 
 
-@dataclasses.dataclass(frozen=True)
-class Surface:
-    """How one component's parameters map onto its config section.
-
-    Attributes:
-        config: the section, or None for a component that reads no section.
-        aliases: parameter -> field where the names differ; ``field[i]`` is item i of a tuple field.
-        step_only: parameters that are no field (artifacts' places, run ids, the step's own knobs).
-        own_default: fields whose component default means something only a pipeline has, so it
-            differs from the section's on purpose (the type must still agree).
-    """
-
-    config: Optional[type[ConfigBase]]
-    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    step_only: frozenset[str] = frozenset()
-    own_default: frozenset[str] = frozenset()
-
-
-_CONVERT = Surface(
-    ConvertConfig,
-    aliases={"resize_height": "resize[0]", "resize_width": "resize[1]"},
-    step_only=frozenset({"verify", "parallelism"}),
-)
-_PROMOTE = Surface(
-    PromoteConfig,
-    step_only=frozenset({"pipeline_root", "run_id", "source_stage", "version"}),
-    own_default=frozenset({"stages_root"}),  # "": <pipeline root>/stages
-)
-SURFACES: dict[str, tuple[Callable, Surface]] = {
-    "convert-to-tfrecords": (convert_to_tfrecords.python_func, _CONVERT),
-    "plan-tfrecords": (plan_tfrecords.python_func, _CONVERT),
-    "train-model": (train_model.python_func, Surface(TrainConfig, {"model_name": "model"}, frozenset({"config_yaml"}))),
-    "evaluate-model": (
-        evaluate_model.python_func,
-        Surface(EvaluateConfig, step_only=frozenset({"stages_root", "pipeline_root", "served_model_name"})),
-    ),
-    "benchmark-inference": (benchmark_inference.python_func, Surface(BenchmarkConfig, step_only=frozenset({"split"}))),
-    "promote-model": (promote_model.python_func, _PROMOTE),
-    "rollback-stage-op": (rollback_stage_op.python_func, _PROMOTE),
-    "promote-version-op": (promote_version_op.python_func, _PROMOTE),
-    "monitor-stages": (
-        monitor_stages.python_func,
-        Surface(MonitorConfig, step_only=frozenset({"pipeline_root"}), own_default=frozenset({"stages_root"})),
-    ),
-    "build-report": (
-        build_report.python_func,
-        Surface(None, step_only=frozenset({"benchmark", "stages_root", "pipeline_root", "run_id", "title"})),
-    ),
-}
+# Every step's declaration (components/<step>/surface.py) that says how its parameters meet a
+# section (the sweep's and the notebook's components take only their own).
+SURFACES = {name: s for name, s in surfaces().items() if s.config is not None or s.step_only}
 RUN_FORMS = ("pipelines.end_to_end", "pipelines.detection")
 # Run-form parameter -> the RunDefaults attribute that may give its default.
 RUN_DEFAULT_OF = {"source": "data", "model": "model", "epochs": "epochs", "served_model_name": "served_model_name"}
@@ -193,8 +133,8 @@ def run_form_disagreements(
     quick = get_task(task_name).run_defaults
     problems = []
     for root, component, param in edges:
-        func, surface = SURFACES[component]
-        p, q = signature.parameters[root], inspect.signature(func).parameters[param]
+        surface = SURFACES[component]
+        p, q = signature.parameters[root], inspect.signature(surface.func).parameters[param]
         if kind(p.annotation) != kind(q.annotation):
             problems.append(f"{root} -> {component}.{param}: type {kind(p.annotation)}, expected {kind(q.annotation)}")
         allowed = [] if q.default is NO_DEFAULT else [q.default]
@@ -214,8 +154,8 @@ def run_form_disagreements(
 
 @pytest.mark.parametrize("component", sorted(SURFACES))
 def test_component_parameters_repeat_their_config_fields(component):
-    func, surface = SURFACES[component]
-    assert component_disagreements(func, surface) == []
+    surface = SURFACES[component]
+    assert component_disagreements(surface.func, surface) == []
 
 
 def _task_of(module: str) -> str:
@@ -241,7 +181,7 @@ def _mismatched(
 
 
 def test_a_mismatched_component_is_caught():
-    problems = component_disagreements(_mismatched, SURFACES["train-model"][1])
+    problems = component_disagreements(_mismatched, SURFACES["train-model"])
     assert len(problems) == 3, problems
     assert problems[0].startswith("epochs: type float, the field epochs is int")
     assert problems[1].startswith("batch_size_per_replica: default 64")

@@ -206,3 +206,20 @@ def test_the_sweep_s_cells_each_keep_their_own_log_in_the_quiet_console(tmp_path
     assert "the first cell" in (tmp_path / "train-grid-cell.log").read_text()
     assert "the second cell" in (tmp_path / "train-grid-cell-2.log").read_text()
     assert [r.log for r in console.records(relative_to=tmp_path)] == ["train-grid-cell.log", "train-grid-cell-2.log"]
+
+
+def test_a_serving_target_s_options_are_checked_by_that_target_before_anything_runs():
+    from pipelines import end_to_end
+
+    values = {**end_to_end.FORM, "serving_target": "kserve", "serving_options": {"mode": "standard"}}
+    params.check_steps(end_to_end.pipeline, values)  # kserve's own setting: accepted
+    with pytest.raises(params.ParameterError) as caught:
+        params.check_steps(end_to_end.pipeline, {**values, "serving_options": {"mode": "sideways", "mod": 1}})
+    assert caught.value.problems == [
+        "serving_options.mod: unknown key in KServeOptions; known keys: manifests_dir, poll_interval_s, "
+        "cluster_domain, mode"
+    ]
+    with pytest.raises(params.ParameterError, match="serving_options.mode: unknown key in LocalOptions"):
+        params.check_steps(end_to_end.pipeline, {**values, "serving_target": "local"})
+    with pytest.raises(params.ParameterError, match="^serving_target: unknown serving target 'nowhere'; expected one"):
+        params.check_steps(end_to_end.pipeline, {**values, "serving_target": "nowhere"})

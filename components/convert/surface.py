@@ -1,0 +1,29 @@
+"""The convert step's surface (components/surface.py): its components against ``ConvertConfig``."""
+
+from components.convert.component import (
+    convert_to_tfrecords,
+    finalize_tfrecords,
+    plan_tfrecords,
+    write_tfrecord_shards,
+)
+from components.surface import StepOutputs, Surface
+from trainer.config import ConvertConfig
+
+
+def headline(out: StepOutputs) -> str:
+    """``N images converted, M rejected``."""
+    m = out.metadata("metrics")
+    return f"{m.get('images', 0):,.0f} images converted, {m.get('rejected', 0):,.0f} rejected"
+
+
+_CONVERT = {
+    "config": ConvertConfig,
+    "aliases": {"resize_height": "resize[0]", "resize_width": "resize[1]"},
+    "step_only": frozenset({"verify", "parallelism"}),
+}
+SURFACES = (
+    Surface(convert_to_tfrecords, headline=headline, **_CONVERT),
+    Surface(plan_tfrecords, **_CONVERT),
+    Surface(write_tfrecord_shards),
+    Surface(finalize_tfrecords),
+)

@@ -1,0 +1,24 @@
+"""The promote step's surface (components/surface.py): its components against ``PromoteConfig``."""
+
+from components.promote.component import promote_model, promote_version_op, rollback_stage_op
+from components.surface import StepOutputs, Surface
+from trainer.config import PromoteConfig
+
+
+def headline(out: StepOutputs) -> str:
+    """``<stage> serves version N`` (``already served`` when it changed nothing)."""
+    r = out.metadata("report")
+    same = " (already served)" if r.get("no_op") else ""
+    return f"{r.get('stage', '?')} serves version {r.get('version', out.parameters.get('Output', '?'))}{same}"
+
+
+_PROMOTE = {
+    "config": PromoteConfig,
+    "step_only": frozenset({"pipeline_root", "run_id", "source_stage", "version"}),
+    "own_default": frozenset({"stages_root"}),  # "": <pipeline root>/stages
+}
+SURFACES = (
+    Surface(promote_model, headline=headline, **_PROMOTE),
+    Surface(rollback_stage_op, **_PROMOTE),
+    Surface(promote_version_op, **_PROMOTE),
+)
