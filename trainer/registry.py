@@ -27,6 +27,8 @@ class Registry(Generic[T]):
         error: the exception type look-ups and double registrations raise (the seam's own).
         replace: a second registration of a name replaces the first (launcher factories); by
             default it is an error unless it registers the very same entry again.
+        ordered: the registration order means something (source kinds are tried in it), so
+            messages list the names in it; otherwise sorted.
     """
 
     def __init__(
@@ -35,11 +37,13 @@ class Registry(Generic[T]):
         builtins: Iterable[str] = (),
         error: type[Exception] = LookupError,
         replace: bool = False,
+        ordered: bool = False,
     ) -> None:
         self.kind = kind
         self.error = error
         self._builtins = tuple(builtins)
         self._replace = replace
+        self._ordered = ordered
         self._entries: dict[str, T] = {}
 
     def register(self, name: str, entry: T) -> T:
@@ -90,7 +94,8 @@ class Registry(Generic[T]):
         """
         entries = self.entries()
         if name not in entries:
-            raise self.error(f"unknown {self.kind} {name!r}; expected one of {', '.join(entries)}")
+            known = list(entries) if self._ordered else sorted(entries)
+            raise self.error(f"unknown {self.kind} {name!r}; expected one of {', '.join(known)}")
         return entries[name]
 
     def __contains__(self, name: object) -> bool:

@@ -30,7 +30,7 @@ from trainer.storage import is_gcs, read_bytes  # read_bytes: the workers' local
 
 BUILTIN_KINDS: tuple[SourceKind, ...] = (FOLDER, CSV, JSONL, NPZ, IDX, COCO, FASHION_MNIST, DIGITS, SHAPES)
 # Built-in kinds first, in detection order, then the extension modules' in the order they registered.
-_KINDS: Registry[SourceKind] = Registry("source format", error=SourceError)
+_KINDS: Registry[SourceKind] = Registry("source format", error=SourceError, ordered=True)
 for _kind in BUILTIN_KINDS:
     _KINDS.register(_kind.name, _kind)
 
