@@ -102,8 +102,11 @@ submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml 
 	@$(PY) -m pipelines.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
 	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST)
 
-test: setup browser ## Run the test suite (what CI runs)
-	$(PY) -m pytest -q
+# make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py)
+TEST_WORKERS ?= 2
+
+test: setup browser ## Run the test suite (what CI runs) on TEST_WORKERS workers and print its slowest tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: setup ## Run the tests that do not train, convert or start servers
 	$(PY) -m pytest -q -m 'not slow and not integration and not benchmark'

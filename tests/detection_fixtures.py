@@ -1,4 +1,4 @@
-"""A small real detection dataset and one briefly trained RetinaNet, built once per test process.
+"""A small real detection dataset and one briefly trained RetinaNet, built once per test run.
 
 The built-in ``shapes`` generator writes a COCO folder, the converter turns it into TFRecords
 (dataset.json ``task: detection``), and the trainer trains keras-hub's RetinaNet on it for a few
@@ -8,8 +8,9 @@ dozen steps and exports it: the slow part, so every detection test shares it.
 from __future__ import annotations
 
 import functools
-import tempfile
 from pathlib import Path
+
+from tests.shared import once_per_run
 
 # Small and quick, as the suite's budget wants: a 64 px detector trained for 48 steps finds the
 # shapes only roughly; the tests check plumbing and agreement, make run and the benchmark quality.
@@ -17,14 +18,20 @@ IMAGES = 400
 STEPS = 48
 
 
-@functools.lru_cache(maxsize=1)
+@functools.cache
 def tiny_detection() -> dict[str, str]:
-    """``{"root", "coco", "dataset", "model"}``: paths of the COCO file, dataset and model folders."""
+    """``{"root", "coco", "dataset", "model"}``: paths of the COCO file, dataset and model folders.
+
+    Built once per test run, whichever worker asks first (tests/shared.py).
+    """
+    return once_per_run("tiny-detection", _build)
+
+
+def _build(root: Path) -> dict[str, str]:
     from components.convert import convert, shapes
     from trainer.config import ConvertConfig, TrainConfig
     from trainer.train import train
 
-    root = Path(tempfile.mkdtemp(prefix="ltp-detection-"))
     coco = shapes.generate(root / "coco", count=IMAGES, seed=7)
     dataset = root / "dataset"
     convert(ConvertConfig(source=str(coco), workers=1), str(dataset))

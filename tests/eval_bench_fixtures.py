@@ -1,6 +1,6 @@
 """A tiny real dataset folder and exported model for the evaluation and benchmark tests.
 
-Built once per test process (TensorFlow model building is the slow part) under a temporary folder:
+Built once per test run (TensorFlow model building is the slow part) under a temporary folder:
 28x28 grayscale PNGs of 10 classes (class k: a bright bar at row 2k plus noise) written as
 TFRecord shards with dataset.json exactly as docs/CONTRACTS.md pins them, and an untrained (but
 real) ``mnist_cnn`` exported by ``trainer.tasks.classification.export.export_saved_model`` into ``<model>/saved_model``.
@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import io
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from tests.shared import once_per_run
 
 CLASSES = [f"class_{k}" for k in range(10)]
 
@@ -75,8 +76,11 @@ def write_model(root: Path, num_classes: int = 10, train_on: Path | None = None,
 @functools.cache
 def tiny_assets() -> dict[str, str]:
     """Paths of a dataset (train 200, test 60, empty validation), a model trained briefly on it,
-    and a model with 3 classes (which does not fit the dataset). Built once per process."""
-    base = Path(tempfile.mkdtemp(prefix="ltp-evalbench-"))
+    and a model with 3 classes (which does not fit the dataset). Built once per test run (tests/shared.py)."""
+    return once_per_run("eval-bench", _build)
+
+
+def _build(base: Path) -> dict[str, str]:
     dataset = write_dataset(base / "dataset", {"train": 200, "validation": 0, "test": 60})
     model = write_model(base / "model", train_on=dataset, steps=8)
     wrong = write_model(base / "wrong_model", num_classes=3)

@@ -201,3 +201,10 @@ def test_the_cycle_check_sees_a_cycle_through_a_function_level_import(tmp_path):
     graph = import_graph(pkg)
     assert graph["pkg.sub.b"] == {"pkg.c"} and graph["pkg.d"] == set()
     assert import_cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b", "pkg.a"]]
+
+
+def test_every_module_the_suite_runs_first_exists():
+    # A renamed module would silently fall out of the order that balances make test's workers.
+    from tests.conftest import SLOWEST_FIRST
+
+    assert [path for path in SLOWEST_FIRST if not (ROOT / path).is_file()] == []

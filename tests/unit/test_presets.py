@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.detection_fixtures import tiny_detection
 from trainer import model_folder
 from trainer.config import TrainConfig
 from trainer.presets import PresetError, pixel_scale_of, resolve_weights
@@ -39,30 +40,22 @@ def _two_class_coco(coco: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory):
-    """A 3-class shapes dataset and a 2-class one of other images."""
+    """The suite's 3-class shapes dataset (tests/detection_fixtures.py) and a 2-class one of other images."""
     from components.convert import convert, shapes
     from trainer.config import ConvertConfig
 
     root = tmp_path_factory.mktemp("presets")
-    out = {}
-    for name, seed in (("three", 1), ("two", 2)):
-        coco = shapes.generate(root / f"coco-{name}", count=40, seed=seed)
-        if name == "two":
-            coco = _two_class_coco(coco, root / "coco-two-classes" / "instances.json")
-        convert(ConvertConfig(source=str(coco), workers=1), str(root / name))
-        out[name] = str(root / name)
-    out["root"] = str(root)
-    return out
+    coco = _two_class_coco(
+        shapes.generate(root / "coco-two", count=40, seed=2), root / "coco-two-classes" / "instances.json"
+    )
+    convert(ConvertConfig(source=str(coco), workers=1), str(root / "two"))
+    return {"three": tiny_detection()["dataset"], "two": str(root / "two"), "root": str(root)}
 
 
 @pytest.fixture(scope="module")
-def trained(datasets):
-    """A tiny detector trained on the 3-class set: its model folder holds ``preset/``."""
-    from trainer.train import train
-
-    model_dir = str(Path(datasets["root"]) / "model-three")
-    train(datasets["three"], model_dir, TrainConfig(**TINY))
-    return model_dir
+def trained():
+    """The suite's tiny detector, trained on the 3-class set: its model folder holds ``preset/``."""
+    return tiny_detection()["model"]
 
 
 def test_a_trained_detector_is_a_preset_a_run_on_other_classes_fine_tunes_from(datasets, trained, tmp_path, caplog):
