@@ -189,6 +189,13 @@ def test_no_import_cycle_in_trainer():
     assert import_cycles(graph) == []
 
 
+def test_no_import_cycle_in_components():
+    graph = import_graph(COMPONENTS)
+    assert {"components.evaluate.renderers", "components.serving.targets.base"} <= set(graph)
+    assert "components.evaluate.renderers" in graph["components.evaluate.renderers.detection"]
+    assert import_cycles(graph) == []
+
+
 def test_the_cycle_check_sees_a_cycle_through_a_function_level_import(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
