@@ -13,7 +13,7 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 # form, under the Kubeflow UI's names (model_options.image_size=128 sets one key of a mapping).
 # DATA, LIMIT, EPOCHS, STEPS and PROD are shorthands for source, limit_per_split, epochs,
 # steps_per_epoch and promote_to_prod; left empty, they take the task's defaults
-# (pipelines/run_local.py). SET wins over the shorthands, they win over CONFIG (docs/parameters.md).
+# (pipelines/tools/run_local.py). SET wins over the shorthands, they win over CONFIG (docs/parameters.md).
 TASK ?= classification
 CONFIG ?=
 SET ?=
@@ -88,18 +88,18 @@ serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages
 run sweep submit: export LTP_SET = $(SET)
 
 run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N PROD=true VERBOSE=1
-	@$(PY) -m pipelines.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
+	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
 	  $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
 	  $(if $(STEPS),--steps-per-epoch $(STEPS)) $(if $(PROD),--prod '$(PROD)') --pipeline-root '$(OUT)' \
 	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml CONFIG=sweep.yaml SET='steps_per_epoch=8'
-	@$(PY) -m pipelines.run_sweep $(if $(GRID),--grid '$(GRID)') $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
+	@$(PY) -m pipelines.tools.run_sweep $(if $(GRID),--grid '$(GRID)') $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
 	  --pipeline-root '$(OUT)' $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml SET='epochs=20' KFP_HOST=... (uploads or reuses the pipeline version)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make submit KFP_HOST=http://localhost:8080"; exit 2; }
-	@$(PY) -m pipelines.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
+	@$(PY) -m pipelines.tools.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
 	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST)
 
 # make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py)
@@ -123,12 +123,12 @@ format: $(STAMP) ## ruff fix + format
 	$(VENV)/bin/ruff format .
 
 compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=... overrides the image)
-	$(PY) -m pipelines.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)') \
+	$(PY) -m pipelines.tools.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)') \
 	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM))
 
 upload: compile ## Upload the compiled pipelines to KFP_HOST (new pipeline or new version)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make upload KFP_HOST=http://localhost:8080"; exit 2; }
-	$(PY) -m pipelines.upload --host '$(KFP_HOST)' --dir $(DIST)
+	$(PY) -m pipelines.tools.upload --host '$(KFP_HOST)' --dir $(DIST)
 
 images: ## Build the project images (cpu, gpu, tpu); needs Docker
 	for v in cpu gpu tpu; do \

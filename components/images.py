@@ -1,7 +1,7 @@
 """Container images of the pipeline steps, defined once.
 
 Every component runs in the project image (TensorFlow + kfp + this package). The name here is the
-default baked into compiled YAML; ``make compile IMAGE=...`` (``pipelines.compile --image``)
+default baked into compiled YAML; ``make compile IMAGE=...`` (``pipelines.tools.compile --image``)
 rewrites it in the compiled spec, so nothing reads the environment at import time.
 """
 

@@ -2,9 +2,9 @@
 
 ``dsl.ParallelFor(parallelism=...)`` takes a literal only in kfp 2.17.3 (a pipeline parameter is
 refused), so how many cells run at once, and so how many accelerators a grid asks for at once, is
-a compile-time setting: ``make compile SWEEP_PARALLELISM=4`` (``pipelines.compile
+a compile-time setting: ``make compile SWEEP_PARALLELISM=4`` (``pipelines.tools.compile
 --sweep-parallelism``, or the ``SWEEP_PARALLELISM`` environment variable read by
-``pipelines.compile`` when it runs). Pipeline modules with a grid define ``build(parallelism)``;
+``pipelines.tools.compile`` when it runs). Pipeline modules with a grid define ``build(parallelism)``;
 their ``pipeline`` is ``build(DEFAULT_PARALLELISM)``. Nothing reads the environment at import time.
 """
 

@@ -11,7 +11,7 @@ The notebook runs in a fresh working directory: give data paths absolute (or gs:
 
 ``run`` writes ``<output>/<name>.ipynb`` (executed), ``<name>.html``, ``files/`` and ``result.json``;
 exit status 0 when the notebook ran through, 1 when a cell failed or a time limit was hit, 2 for
-bad input. ``submit`` is ``python -m pipelines.submit`` (it compiles the notebook pipeline).
+bad input. ``submit`` is ``python -m pipelines.tools.submit`` (it compiles the notebook pipeline).
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "submit":
         # Submitting compiles the notebook pipeline, which lives in pipelines/ (it imports this
-        # step, not the other way round): the command is pipelines.submit's.
-        from pipelines.submit import main as submit_main
+        # step, not the other way round): the command is pipelines.tools.submit's.
+        from pipelines.tools.submit import main as submit_main
 
         return submit_main(rest, prog=f"{PROG} submit")
     if rest:

@@ -53,7 +53,7 @@ PREVIOUS = {
 
 def _run(coco: Path, root: Path, overrides: dict) -> dict:
     """One local detection run; its AP figures, blessing, whether it ran to the end, and its wall time."""
-    from pipelines import run_local
+    from pipelines.tools import run_local
 
     kwargs = {
         "source": str(coco),

@@ -65,7 +65,7 @@ def test_bench_seams():
     out = Path(os.environ.get("TMPDIR", "/tmp")) / "ltp-bench-compile"
     mine, base = _compare(
         "compile every pipeline",
-        [python, "-m", "pipelines.compile", "--output-dir", str(out)],
+        [python, "-m", "pipelines.tools.compile", "--output-dir", str(out)],
         [python, "-c", "import kfp.dsl"],
     )
     assert len(list(out.glob("*.yaml"))) >= 10

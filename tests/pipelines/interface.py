@@ -83,7 +83,7 @@ def interface(documents: list[dict]) -> dict:
 
 def compiled_interfaces(output_dir: str) -> dict[str, dict]:
     """Compiles every pipeline into ``output_dir``; returns name -> interface."""
-    from pipelines import compile as compile_module
+    from pipelines.tools import compile as compile_module
 
     paths = compile_module.compile_all(Path(output_dir))
     return {Path(path).stem: interface(list(yaml.safe_load_all(Path(path).read_text()))) for path in paths}

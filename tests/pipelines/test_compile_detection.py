@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from components import images
-from pipelines import compile as compile_mod
+from pipelines.tools import compile as compile_mod
 from tests.pipelines.test_compile_end_to_end import _executor, _task_by_display, _tasks
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from components import images
-from pipelines import compile as compile_mod
+from pipelines.tools import compile as compile_mod
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_steps_with_side_effects_are_never_cached(compiled):
 
 def test_compiling_does_not_import_tensorflow():
     code = (
-        "import sys; from pipelines import compile as c; import tempfile, pathlib;"
+        "import sys; from pipelines.tools import compile as c; import tempfile, pathlib;"
         "c.compile_all(pathlib.Path(tempfile.mkdtemp()), names=['end_to_end']);"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     )

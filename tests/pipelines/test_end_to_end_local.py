@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import run_local
+from pipelines.tools import run_local
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

@@ -38,7 +38,7 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path):
     status = tasks["fail-if-broken"]["inputs"]["parameters"]["status"]["taskOutputParameter"]
     assert status == {"producerTask": "monitor-stages", "outputParameterKey": "Output"}
 
-    from pipelines import compile as compile_module
+    from pipelines.tools import compile as compile_module
 
     assert compile_module.PIPELINES["monitor"] == "pipelines.monitor"
 

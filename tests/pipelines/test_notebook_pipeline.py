@@ -14,8 +14,8 @@ from kfp import compiler
 
 from components import images
 from components.notebook.render import network_references
-from pipelines import compile as compile_mod
 from pipelines import notebook
+from pipelines.tools import compile as compile_mod
 
 DEMO = Path(__file__).resolve().parents[2] / "components" / "notebook" / "examples" / "gpu_vs_tpu.ipynb"
 
@@ -140,7 +140,7 @@ def test_compiling_and_submitting_import_neither_tensorflow_nor_papermill():
     import sys
 
     code = (
-        "import sys, pathlib, tempfile; from pipelines import compile as c; import pipelines.submit;"
+        "import sys, pathlib, tempfile; from pipelines.tools import compile as c; import pipelines.tools.submit;"
         "c.compile_all(pathlib.Path(tempfile.mkdtemp()), names=['notebook']);"
         "heavy = sorted(m for m in ('tensorflow', 'keras', 'papermill', 'nbconvert') if m in sys.modules);"
         "assert not heavy, heavy"

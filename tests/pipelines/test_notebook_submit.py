@@ -15,7 +15,7 @@ import nbformat
 import pytest
 import yaml
 
-from pipelines import submit
+from pipelines.tools import submit
 from tests.gcs_emulator import running_emulator
 from trainer import storage
 

@@ -73,7 +73,7 @@ def test_promote_and_rollback_pipelines_run_locally(tmp_path):
 
 
 def test_compile_module_lists_both():
-    from pipelines import compile as compile_module
+    from pipelines.tools import compile as compile_module
 
     assert compile_module.PIPELINES["promote"] == "pipelines.promote"
     assert compile_module.PIPELINES["rollback"] == "pipelines.rollback"

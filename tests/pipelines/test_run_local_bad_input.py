@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipelines import run_local
+from pipelines.tools import run_local
 
 
 def _bad_sources(tmp_path):

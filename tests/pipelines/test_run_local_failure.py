@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pipelines import run_local
+from pipelines.tools import run_local
 
 pytestmark = [pytest.mark.slow]
 

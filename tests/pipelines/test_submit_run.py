@@ -16,7 +16,7 @@ import kfp_server_api
 import pytest
 import yaml
 
-from pipelines import submit_run
+from pipelines.tools import submit_run
 
 API = "/apis/v2beta1"
 

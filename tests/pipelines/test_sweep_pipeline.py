@@ -8,8 +8,8 @@ import pytest
 import yaml
 from kfp import compiler
 
-from pipelines import compile as compile_module
 from pipelines import grid, sweep
+from pipelines.tools import compile as compile_module
 
 
 def _load(path):

@@ -9,7 +9,7 @@ import types
 
 import kfp
 
-from pipelines import upload
+from pipelines.tools import upload
 
 
 class RecordingClient:

@@ -73,7 +73,7 @@ def test_classifier_weights_of_another_backbone_are_refused_with_the_fix(tmp_pat
 
 def test_the_console_and_the_run_report_say_which_model_was_chosen(tmp_path):
     from components.report.run import training_section
-    from pipelines.run_local import headline
+    from pipelines.tools.run_local import headline
 
     reason = "150x200x3 images: a transfer classifier (mobilenet_v2) seeing them at 128 x 128"
     step = tmp_path / "train-model"

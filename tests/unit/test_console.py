@@ -3,7 +3,7 @@
 import io
 
 from components import progress
-from pipelines.console import QuietConsole, display_names
+from pipelines.tools.console import QuietConsole, display_names
 
 CYAN, GREEN, RED, RESET = "\x1b[96m", "\x1b[92m", "\x1b[91m", "\x1b[0m"
 RULE = "-" * 80

@@ -10,8 +10,9 @@ import pytest
 
 from components.report.local import PARAMETERS_FILE, inputs_from_run_dir
 from components.report.run import ReportInputs, render
-from pipelines import detection, end_to_end, params, run_local, run_sweep
-from pipelines.params import Layer, ParameterError
+from pipelines import detection, end_to_end
+from pipelines.tools import params, run_local, run_sweep
+from pipelines.tools.params import Layer, ParameterError
 
 
 def _resolve(*layers, pipeline=detection.pipeline):
@@ -195,7 +196,7 @@ def test_make_sweep_reads_config_grid_and_set_over_its_local_defaults(tmp_path):
 def test_the_sweep_s_cells_each_keep_their_own_log_in_the_quiet_console(tmp_path):
     import io
 
-    from pipelines.console import QuietConsole
+    from pipelines.tools.console import QuietConsole
 
     console = QuietConsole(io.StringIO(), tmp_path, {"train-grid-cell": "Train and evaluate"}, tty=False)
     for cell in ("first", "second"):  # a loop's iterations: kfp.local names each the same

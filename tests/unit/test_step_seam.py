@@ -15,7 +15,7 @@ import pytest
 
 import components
 from components.surface import step_folders, surface_of, surfaces
-from pipelines import params, run_local
+from pipelines.tools import params, run_local
 from tests.unit.test_parameter_surfaces import component_disagreements
 
 COMPONENT = textwrap.dedent(

@@ -165,7 +165,8 @@ def test_a_step_builds_its_target_from_its_config_and_refuses_one_built_for_anot
 
 
 def test_the_old_kserve_mode_gets_one_line_naming_its_new_key():
-    from pipelines import params, promote
+    from pipelines import promote
+    from pipelines.tools import params
 
     form = params.run_form(promote.pipeline)
     with pytest.raises(params.ParameterError) as err:

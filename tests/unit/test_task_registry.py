@@ -186,7 +186,7 @@ def _step(run_dir: Path, step: str, artifacts: Mapping[str, Mapping], parameters
 
 
 def test_the_run_s_console_lines_ask_the_task_the_records_name(tmp_path):
-    from pipelines.run_local import headline
+    from pipelines.tools.run_local import headline
 
     # metrics of several tasks' names side by side: only the named task's are read
     train = {"images_per_sec": 80.0, "val_box_loss": 0.1312, "val_accuracy": 0.5}
@@ -235,7 +235,7 @@ def test_a_subprocess_sees_an_extra_task_only_when_the_registry_is_looked_up():
 def test_make_run_finds_each_task_s_pipeline_and_an_extension_task_gets_the_flow_with_its_form():
     code = (
         "import inspect\n"
-        "from pipelines.run_local import task_pipeline\n"
+        "from pipelines.tools.run_local import task_pipeline\n"
         "names = task_pipeline('classification').NAME, task_pipeline('detection').NAME\n"
         "assert names == ('end-to-end', 'detection'), names\n"
         "toy = task_pipeline('brightness')\n"

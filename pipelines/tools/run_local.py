@@ -2,12 +2,12 @@
 
 The very pipeline that ``make compile`` writes for Kubeflow runs here, each step in a subprocess of
 this Python (``SubprocessRunner(use_venv=False)``: no container, no cluster, no cloud account).
-The console stays short (pipelines/console.py: a line per step, progress, a failing step's log
+The console stays short (pipelines/tools/console.py: a line per step, progress, a failing step's log
 tail); each step's whole log goes to ``<run folder>/logs/<task>.log``, and the run ends with the
 run report, ``<run folder>/report.html`` (also ``<pipeline root>/latest/report.html``).
 
 ``--config run.yaml`` and ``--set 'epochs=20 model_options.image_size=128'`` (``make run CONFIG=...
-SET=...``) set any parameter of the task's pipeline's run form (``pipelines/params.py``); the
+SET=...``) set any parameter of the task's pipeline's run form (``pipelines/tools/params.py``); the
 knobs (``--data``, ``--limit``, ``--epochs``, ...) are shorthands for some of them. The parameters
 that differ from the run form's defaults are printed and recorded (``<run folder>/parameters.json``
 and the report's Parameters section).
@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from pipelines import params
-from pipelines.params import Layer, ParameterError, RunParameters
+from pipelines.tools import params
+from pipelines.tools.params import Layer, ParameterError, RunParameters
 
 
 class RunError(Exception):
@@ -151,7 +151,7 @@ def headline(run_dir: Optional[Path], step: str, task: Optional[str] = None) -> 
         task: the run's task; the steps' records name theirs, this is for records that do not.
     """
     from components.surface import StepOutputs, surface_of
-    from pipelines.console import executor_output
+    from pipelines.tools.console import executor_output
 
     surface = surface_of(step)
     if surface is None or surface.headline is None:
@@ -214,7 +214,7 @@ def _run_quietly(pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any
     """Runs the pipeline under kfp.local with its output going to the console; returns kfp.local's error."""
     from kfp import local
 
-    from pipelines.console import strip_ansi
+    from pipelines.tools.console import strip_ansi
 
     # TensorFlow's C++ INFO lines (oneDNN, CPU features) say nothing to a person; warnings stay.
     env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
@@ -320,7 +320,7 @@ def run_in_console(
         epochs: task name prefix -> epochs it trains (the training bar).
         headline: (run folder or None, task) -> a finished step's figure.
     """
-    from pipelines.console import QuietConsole, display_names
+    from pipelines.tools.console import QuietConsole, display_names
 
     root.mkdir(parents=True, exist_ok=True)
     started = time.time() - 1

@@ -1,7 +1,7 @@
 """Fairing's one command, done with KFP: a notebook from the laptop to a run on a TPU.
 
 ``python -m components.notebook submit NOTEBOOK --host KFP_URL --staging gs://BUCKET/folder
-[-p name=value ...] [--accelerator PRESET]`` (the same as ``python -m pipelines.submit ...``):
+[-p name=value ...] [--accelerator PRESET]`` (the same as ``python -m pipelines.tools.submit ...``):
 
 1. checks the parameters against the notebook's ``parameters`` cell (a typo fails here, not on
    the TPU);
@@ -112,7 +112,7 @@ def compile_package(path: Path, preset: Optional[str] = None, image: Optional[st
     from kfp import compiler
 
     from pipelines import notebook
-    from pipelines.compile import set_image
+    from pipelines.tools.compile import set_image
 
     func = notebook.pipeline if preset is None else notebook.pipeline_for(preset)
     compiler.Compiler().compile(func, str(path))
@@ -198,7 +198,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipelines.submit") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m pipelines.tools.submit") -> int:
     """Command-line entry point."""
     from components.cli import EXIT_FAILED, fail, parse_pairs
     from components.notebook.params import NotebookParameterError

@@ -1,6 +1,6 @@
 """Compiles every pipeline to ``<output-dir>/<name>.yaml``: what users upload to Kubeflow.
 
-``python -m pipelines.compile --output-dir dist/pipelines [--image REGISTRY/IMAGE:TAG] [NAME ...]``
+``python -m pipelines.tools.compile --output-dir dist/pipelines [--image REGISTRY/IMAGE:TAG] [NAME ...]``
 
 No TensorFlow is imported: compiling all pipelines takes a few seconds.
 """

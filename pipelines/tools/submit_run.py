@@ -1,14 +1,14 @@
 """``make submit``: a run of one of the project's pipelines on Kubeflow, with ``make run``'s parameters.
 
-``python -m pipelines.submit_run --pipeline detection --host KFP_URL [--config run.yaml]
+``python -m pipelines.tools.submit_run --pipeline detection --host KFP_URL [--config run.yaml]
 [--set 'epochs=20 model_options.image_size=128'] [--experiment NAME] [--image IMAGE]``:
 
-1. reads the parameters as ``make run`` does (``pipelines/params.py``: the pipeline's run form,
+1. reads the parameters as ``make run`` does (``pipelines/tools/params.py``: the pipeline's run form,
    ``--config`` under ``--set``) and checks them against the form and the steps' configs, before
    the cluster is asked anything;
 2. compiles the pipeline to ``<dir>/<name>.yaml`` (``make compile``'s file);
 3. finds the pipeline version holding exactly that file (named after its content) or uploads it
-   (``pipelines.upload.ensure_version``: the pipeline ``lean-tpu-<name>`` is created first time);
+   (``pipelines.tools.upload.ensure_version``: the pipeline ``lean-tpu-<name>`` is created first time);
 4. starts a run of that version with the parameters that differ from the form's defaults
    (``kfp.Client.run_pipeline``) and prints its URL.
 """
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from pipelines import params
-from pipelines.params import ParameterError, RunParameters
+from pipelines.tools import params
+from pipelines.tools.params import ParameterError, RunParameters
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class SubmittedRun:
     Attributes:
         run_id: the KFP run's id.
         url: the run's page in the Kubeflow Pipelines UI.
-        version: the pipeline version it runs (``pipelines.upload.PipelineVersion``).
+        version: the pipeline version it runs (``pipelines.tools.upload.PipelineVersion``).
         arguments: the parameters it was started with (those that differ from the defaults).
     """
 
@@ -46,7 +46,7 @@ class SubmittedRun:
 
 def task_of_pipeline(name: str) -> Optional[str]:
     """The task whose main pipeline ``name`` is (its model options are checked), else None."""
-    from pipelines.compile import PIPELINES
+    from pipelines.tools.compile import PIPELINES
 
     return getattr(importlib.import_module(PIPELINES[name]), "TASK", None) if name in PIPELINES else None
 
@@ -58,7 +58,7 @@ def submit_parameters(name: str, config: Optional[str], set_text: str) -> RunPar
         KeyError: no pipeline of that name.
         ParameterError: an unknown name, a wrong type, a value a step refuses (one line each).
     """
-    from pipelines.compile import pipeline_func
+    from pipelines.tools.compile import pipeline_func
 
     func = pipeline_func(name)
     layers = [params.read_config(config)] if config else []
@@ -83,7 +83,7 @@ def submit(
 
     Args:
         client: a ``kfp.Client``.
-        name: the pipeline (a name of ``pipelines.compile.PIPELINES``).
+        name: the pipeline (a name of ``pipelines.tools.compile.PIPELINES``).
         parameters: the run's parameters (:func:`submit_parameters`).
         ui_host: the Kubeflow Pipelines UI's address, for the run's URL.
         package_dir: where the compiled file is written.
@@ -91,8 +91,8 @@ def submit(
         experiment: the KFP experiment (made when missing); None for ``Default``.
         run_name: the run's name; None: ``<name> <time>``.
     """
-    from pipelines import compile as compiling
-    from pipelines import upload
+    from pipelines.tools import compile as compiling
+    from pipelines.tools import upload
 
     path = compiling.compile_pipeline(name, package_dir, image)
     version = upload.ensure_version(client, path)
@@ -110,7 +110,7 @@ def submit(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.submit_run", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipelines.tools.submit_run", description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", required=True, help="end_to_end, detection, sweep, ... (make compile's names)")
     parser.add_argument("--host", required=True, help="the KFP API endpoint, e.g. http://localhost:8080")
     parser.add_argument("--config", help="a YAML file of the pipeline's run-form parameters")

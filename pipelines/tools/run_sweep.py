@@ -1,11 +1,11 @@
 """``make sweep``: the sweep pipeline under kfp.local over a CPU grid, then its table printed.
 
-``python -m pipelines.run_sweep [--config sweep.yaml] [--set 'name=value ...'] [--grid grid.yaml]
+``python -m pipelines.tools.run_sweep [--config sweep.yaml] [--set 'name=value ...'] [--grid grid.yaml]
 [--source shapes:400] [--steps-per-epoch 24] [--pipeline-root local_outputs]``. The default grid is
 2 image sizes x 2 epoch counts x 2 batch sizes of the small detector on the built-in shapes, plus
 one cell with a model option the detector does not know, so a failed row (with its reason) shows
 too. ``--config`` and ``--set`` set any parameter of the sweep pipeline's run form, as for
-``make run`` (``pipelines/params.py``); a grid file is a YAML list of cells (docs/sweep.md). The
+``make run`` (``pipelines/tools/params.py``); a grid file is a YAML list of cells (docs/sweep.md). The
 console is ``make run``'s: a line per step, each step's log under ``<run folder>/logs/``.
 """
 
@@ -19,8 +19,9 @@ from typing import Any, Optional
 
 import yaml
 
-from pipelines import params, sweep
-from pipelines.params import Layer, ParameterError, RunParameters
+from pipelines import sweep
+from pipelines.tools import params
+from pipelines.tools.params import Layer, ParameterError, RunParameters
 
 DEMO_GRID = [
     {"accelerator": "cpu", "image_size": size, "epochs": epochs, "batch_size_per_replica": batch}
@@ -104,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the grid locally behind the quiet console and prints the Markdown table."""
-    from pipelines.run_local import run_in_console
+    from pipelines.tools.run_local import run_in_console
 
     args = _parser().parse_args(argv)
     try:
