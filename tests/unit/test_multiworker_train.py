@@ -1,5 +1,6 @@
 """Two real TensorFlow workers on loopback (the local launcher): the same weights on both, the same
-as one process with the same global batch, and a killed worker restarting the set, which resumes."""
+as one process with the same global batch; and two detector workers, one killed after the first
+checkpoint, the set restarting and resuming to the same weights on both."""
 
 import json
 import os
@@ -105,36 +106,35 @@ def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, mon
     assert recorded["train_loss"] == pytest.approx(single["train_loss"], rel=1e-4)
 
 
-def test_a_killed_worker_restarts_the_set_which_resumes(dataset, tmp_path, monkeypatch):
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the launcher makes the set's
-    summary = _two_workers(dataset, tmp_path, monkeypatch, LTP_TEST_DIE="1")
-    assert (tmp_path / "died").exists()
-    assert summary.resumed_from_step >= 2 and summary.steps == 8
-    assert json.loads((tmp_path / "model" / "training.json").read_text())["resumed_from_step"] >= 2
-    # The workers' temporary folders (the killed one's too) were in the set's, which is gone.
-    assert (tmp_path / "tmpdir-1").read_text().startswith(str(tmp_path / "tmp" / "ltp-workers-"))
-    assert os.listdir(tmp_path / "tmp") == []
-
-
-def test_two_workers_train_the_detector_to_the_same_weights(tmp_path, monkeypatch):
+def test_a_killed_detector_worker_restarts_the_set_which_resumes_to_the_same_weights(tmp_path, monkeypatch):
     from components.convert import convert, shapes
     from trainer.config import ConvertConfig
 
     coco = shapes.generate(tmp_path / "coco", count=48, seed=3)
     convert(ConvertConfig(source=str(coco), workers=1), str(tmp_path / "ds"))
-    # Two steps of a global batch of 4 at 64 px: the detector's loss, metrics and sync batch norm
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the launcher makes the set's
+    # Four steps of a global batch of 4 at 64 px, a checkpoint every two: worker 1 dies after the
+    # chief's first, the set restarts and resumes. The detector's loss, metrics and sync batch norm
     # across the set (its moving statistics must agree too), then every worker's export.
     config = TrainConfig(
-        model="retinanet", workers=2, launcher="local", epochs=1, steps_per_epoch=2, batch_size_per_replica=2,
-        validation_steps=1, shuffle_buffer=1, precision="float32", model_options={"image_size": 64},
+        model="retinanet", workers=2, launcher="local", epochs=1, steps_per_epoch=4, batch_size_per_replica=2,
+        validation_steps=1, shuffle_buffer=1, precision="float32", checkpoint_every_steps=2,
+        model_options={"image_size": 64},
     )  # fmt: skip
     monkeypatch.setenv("LTP_TEST_OUT", str(tmp_path))
+    monkeypatch.setenv("LTP_TEST_DIE", "1")
     model = tmp_path / "model"
     summary = run_training(str(tmp_path / "ds"), str(model), config, worker_command=(sys.executable, "-c", WORKER))
-    assert (summary.task, summary.workers, summary.replicas, summary.steps) == ("detection", 2, 2, 2)
+    assert (tmp_path / "died").exists()
+    assert (summary.task, summary.workers, summary.replicas, summary.steps) == ("detection", 2, 2, 4)
+    assert summary.resumed_from_step >= 2
+    assert json.loads((model / "training.json").read_text())["resumed_from_step"] >= 2
     assert (model / "saved_model" / "saved_model.pb").exists()
     chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
     assert len(chief) > 50  # the whole detector: backbone, FPN, both heads
     for a, b in zip(chief, other, strict=True):
         np.testing.assert_array_equal(a, b)
+    # The workers' temporary folders (the killed one's too) were in the set's, which is gone.
+    assert (tmp_path / "tmpdir-1").read_text().startswith(str(tmp_path / "tmp" / "ltp-workers-"))
+    assert os.listdir(tmp_path / "tmp") == []
