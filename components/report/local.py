@@ -53,7 +53,7 @@ def inputs_from_run_dir(
     """The report's inputs from a kfp.local run folder; what a step did not write stays None.
 
     The run's parameters come from ``parameters.json`` in the run folder, where the local runner
-    recorded them (``pipelines.params.RunParameters.to_dict``).
+    recorded them (``pipelines.tools.params.RunParameters.to_dict``).
 
     Args:
         run_dir: the run folder (``local_outputs/end-to-end-<time>``).

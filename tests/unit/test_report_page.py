@@ -11,7 +11,10 @@ from PIL import Image
 
 from components.evaluate.renderers import Evaluated
 from components.evaluate.renderers import classification as sample_lib
+from components.report import records as report_records
 from components.report import run as report_run
+from components.report import sections
+from components.report.records import RunRecords
 from components.report.run import Failure, ReportInputs, StepRecord
 from components.serving import stages
 from components.serving.checks import CheckResult
@@ -140,6 +143,11 @@ def _section(page: str, anchor: str) -> str:
     return match.group(1)
 
 
+def _one(anchor, **records):
+    """One section of the page, rendered from the records given (the rest missing)."""
+    return sections.section(anchor, RunRecords(**records))
+
+
 def test_every_section_shows_the_run_s_figures(records):
     page = report_run.render(records)
     assert "<script" not in page and "<link" not in page and "@import" not in page
@@ -196,6 +204,17 @@ def test_a_failed_run_gets_a_page_saying_what_failed():
     assert 'class="l bad">failed' in page and 'class="l warn">not run' in page
     for anchor in ("dataset", "training", "evaluation", "gate", "benchmark"):
         assert "did not finish" in _section(page, anchor), anchor
+
+
+def test_names_from_the_records_are_escaped(records):
+    confusion = {"classes": ["<script>", "b"], "matrix": [[1, 0], [0, 1]]}
+    samples = {"images": [{"mime": "image/png", "data": "", "caption": ["<script>alert(1)</script>"], "ok": False}]}
+    failure = Failure("<b>Train</b>", "<img src=x>", "<script>", "logs/<t>.log")
+    inputs = ReportInputs(title="<t>", run="<r>", evaluation={"accuracy": 0.5}, confusion=confusion,
+                          samples=samples, failure=failure, steps=[])  # fmt: skip
+    page = report_run.render(inputs)
+    assert "<script" not in page and "<img src=x>" not in page and "<b>Train" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<title>&lt;t&gt;</title>" in page
 
 
 def test_a_confusion_matrix_that_is_not_square_is_refused():
@@ -269,7 +288,8 @@ def test_the_training_section_says_what_was_fitted_to_the_data(tmp_path):
 def test_each_headline_is_the_headline_of_the_task_the_record_names(records, tmp_path):
     page = report_run.render(records)
     # the run: its evaluation's record names the task, whose headline is accuracy
-    assert '<div class="card"><b>0.8000</b><span>test accuracy</span></div>' in report_run.glance(records)
+    glance = sections.glance(report_records.read_records(records))
+    assert '<div class="card"><b>0.8000</b><span>test accuracy</span></div>' in glance
     # a stage's models: each record's model folder says its task (metrics alone are not asked)
     root = str(tmp_path / "mixed")
     for name, task, metrics in (("classifier", "classification", {"accuracy": 0.9}),
@@ -279,7 +299,7 @@ def test_each_headline_is_the_headline_of_the_task_the_record_names(records, tmp
         (model / "training.json").write_text(json.dumps({"task": task}))
         stages.record(root, "demo", stages.StageEntry("promote", 1, str(model), "r", model_name=name, metrics=metrics))
     stages.record(root, "demo", stages.StageEntry("promote", 1, "/gone", "r", model_name="old", metrics={"ap50": 0.7}))
-    stage_html = report_run.stages_section(root)
+    stage_html = _one("stages", stages=report_records.read_stages(root))
     assert "serves classifier version 1 from run r, test accuracy 0.9000" in stage_html
     assert "serves detector version 1 from run r, test AP@0.5 0.5000" in stage_html
     assert "serves old version 1 from run r</h3>" in stage_html  # no task on record: no headline guessed
@@ -287,7 +307,7 @@ def test_each_headline_is_the_headline_of_the_task_the_record_names(records, tmp
 
 
 def test_without_the_task_s_part_the_dataset_section_shows_no_per_class_counts(records):
-    dataset = report_run.dataset_section(records.dataset_dir)
+    dataset = _one("dataset", dataset=report_records.read_dataset(records.dataset_dir))
     assert "Images per class and split" not in dataset and "<td class=l>cat</td>" not in dataset
     assert "Classes: cat, dog, bird" in dataset and "undecodable: truncated" in dataset
     training = report_run.training_section(records.model_dir)
