@@ -17,13 +17,13 @@ import http.client
 import json
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
 import orjson
 
-from trainer.configbase import whole_int
+from trainer.records import Record
 
 
 class BenchmarkError(ValueError):
@@ -31,8 +31,8 @@ class BenchmarkError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class TimingStats:
-    """Timing of one benchmark run (warm-up excluded).
+class TimingStats(Record):
+    """Timing of one benchmark run (warm-up excluded); a strict record (``dsl.Collected``'s floats read back).
 
     Attributes:
         num_images: images timed.
@@ -49,6 +49,9 @@ class TimingStats:
             noisy machine, the median of several is not).
     """
 
+    _what = "timing statistics"
+    _error = BenchmarkError
+
     num_images: int
     batch_size: int
     num_batches: int
@@ -59,51 +62,6 @@ class TimingStats:
     warmup_batches: int
     warmup_s: float
     rounds: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TimingStats:
-        """The inverse of :meth:`to_dict`; ints that JSON tooling turned into floats come back as ints.
-
-        Raises:
-            BenchmarkError: a field is missing or unknown.
-        """
-        values = _fields_of(cls, data, "timing statistics")
-        values.update({k: _as_int(k, values[k]) for k in _TIMING_INTS if k in values})
-        values["latency_ms"] = {str(k): float(v) for k, v in values["latency_ms"].items()}
-        return cls(**values)
-
-
-# TimingStats fields that are counts (kfp's dsl.Collected hands them back as floats).
-_TIMING_INTS = ("num_images", "batch_size", "num_batches", "warmup_batches", "rounds")
-
-
-def _as_int(name: str, value: Any) -> int:
-    """An int from JSON data, where ``3.0`` (a count passed through kfp's ``dsl.Collected``) means 3."""
-    number = whole_int(value)
-    if number is None:
-        raise BenchmarkError(f"{name}: expected an integer, got {value!r}")
-    return number
-
-
-def _fields_of(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """The mapping's entries for a dataclass; missing required fields and unknown keys are errors."""
-    if not isinstance(data, Mapping):
-        raise BenchmarkError(f"{what}: expected a mapping, got {type(data).__name__}: {str(data)[:200]}")
-    fields = dataclasses.fields(cls)
-    names = [f.name for f in fields]
-    unknown = sorted(set(data) - set(names))
-    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    missing = [n for n in required if n not in data]
-    if unknown or missing:
-        raise BenchmarkError(
-            f"{what}: unknown keys {unknown} and missing keys {missing}; expected the keys {', '.join(names)} "
-            f"(got {', '.join(map(str, data))})"
-        )
-    return dict(data)
 
 
 def summarize(

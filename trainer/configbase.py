@@ -1,8 +1,9 @@
 """The base of every configuration object: typed frozen fields, strict loading, YAML in and out.
 
 A section (``trainer.config``) or a task's options (``trainer.tasks``) subclasses
-:class:`ConfigBase`: an unknown key or a value of the wrong type is a :class:`ConfigError` naming
-the field and the valid names. No TensorFlow, no kfp.
+:class:`ConfigBase`, a strict record (``trainer.records``) that also checks its values whenever it
+is made: an unknown key or a value of the wrong type is a :class:`ConfigError` naming the field and
+the valid names, and its mappings are read-only. No TensorFlow, no kfp.
 """
 
 from __future__ import annotations
@@ -12,130 +13,36 @@ import hashlib
 import inspect
 import json
 import re
-import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Optional, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
+
+from trainer.records import Record, RecordError, check_type, whole_int  # noqa: F401  (whole_int: importers' old name)
 
 T = TypeVar("T", bound="ConfigBase")
 
 
-class ConfigError(ValueError):
+class ConfigError(RecordError):
     """A configuration value is wrong; the message names the field, the value and the fix."""
 
 
-def _check_type(field: str, value: Any, annotation: Any) -> Any:
-    """Coerces ``value`` to ``annotation`` where it is lossless, else raises ConfigError."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if annotation is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_type(field, value, arg)
-            except ConfigError as err:
-                errors.append(str(err))
-        kinds = " or ".join(_describe(a) for a in args if a is not type(None))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{field}: expected {kinds}, got {value!r}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ConfigError(f"{field}: expected one of {list(args)}, got {value!r}")
-        return value
-    if origin in (tuple,):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{field}: expected a list, got {value!r}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_check_type(f"{field}[{i}]", v, args[0]) for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ConfigError(f"{field}: expected {len(args)} items, got {value!r}")
-        return tuple(_check_type(f"{field}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args, strict=True)))
-    if origin in (dict, Mapping, typing.Mapping) or annotation in (dict, Mapping):
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{field}: expected a mapping, got {value!r}")
-        kt, vt = args or (Any, Any)
-        return types.MappingProxyType(
-            {_check_type(field, k, kt): _check_type(f"{field}.{k}", v, vt) for k, v in value.items()}
-        )
-    if isinstance(annotation, type) and issubclass(annotation, ConfigBase):
-        if isinstance(value, annotation):
-            return value
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{field}: expected a mapping for {annotation.__name__}, got {value!r}")
-        return annotation.from_dict(value, _prefix=f"{field}.")
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{field}: expected true or false, got {value!r}")
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{field}: expected a number, got {value!r}")
-        return float(value)
-    if annotation is int:
-        number = whole_int(value)
-        if number is None:
-            raise ConfigError(f"{field}: expected an integer, got {value!r}")
-        return number
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{field}: expected a string, got {value!r}")
-        return value
-    return value
-
-
-def _describe(annotation: Any) -> str:
-    """A type as a message names it: ``a number``, ``'auto'``, ``a list``."""
-    if typing.get_origin(annotation) is typing.Literal:
-        return " or ".join(repr(a) for a in typing.get_args(annotation))
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", tuple: "a list"}
-    return names.get(typing.get_origin(annotation) or annotation, str(annotation).replace("typing.", ""))
-
-
-def whole_int(value: Any) -> Optional[int]:
-    """``value`` as an int when it is one, or a float with an integral value; else None.
-
-    The one rule for numbers that arrive as floats: kfp.local hands a dict parameter's numbers and
-    ``dsl.Collected`` values over as floats (``3`` arrives as ``3.0``), and so does JSON tooling on
-    the way. ``True``/``False`` are never numbers here.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _plain(value: Any) -> Any:
-    """Turns a config value into plain YAML/JSON data."""
-    if isinstance(value, ConfigBase):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 @dataclasses.dataclass(frozen=True)
-class ConfigBase:
+class ConfigBase(Record):
     """Base of every config section: typed fields, strict loading, YAML in and out."""
 
     _section: ClassVar[str] = ""
+    _error = ConfigError
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
-            value = _check_type(f"{self._section}{f.name}", getattr(self, f.name), hints[f.name])
+            try:
+                value = check_type(f"{self._section}{f.name}", getattr(self, f.name), hints[f.name], freeze=True)
+            except RecordError as err:
+                raise (err if isinstance(err, ConfigError) else ConfigError(str(err))) from None
             object.__setattr__(self, f.name, value)
         self.validate()
 
@@ -146,17 +53,9 @@ class ConfigBase:
         raise ConfigError(f"{self._section}{field}: {message}")
 
     @classmethod
-    def from_dict(cls: type[T], data: Mapping[str, Any] | None, _prefix: str = "") -> T:
-        """Builds the section from a mapping; an unknown key is an error that lists the known ones."""
-        data = dict(data or {})
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ConfigError(f"{_prefix}{unknown[0]}: unknown key in {cls.__name__}; known keys: {', '.join(names)}")
-        try:
-            return cls(**data)
-        except TypeError as err:  # a required field is missing
-            raise ConfigError(f"{cls.__name__}: {err}") from None
+    def _build(cls: type[T], values: dict[str, Any], prefix: str) -> T:
+        """Constructs the section: ``__post_init__`` checks the values, naming them by ``_section``."""
+        return cls(**values)
 
     @classmethod
     def from_yaml(cls: type[T], text_or_path: str | Path) -> T:
@@ -168,10 +67,6 @@ class ConfigBase:
         if data is not None and not isinstance(data, Mapping):
             raise ConfigError(f"{cls.__name__}: the YAML must be a mapping, got {type(data).__name__}")
         return cls.from_dict(data)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns plain data (dicts, lists, scalars) that from_dict accepts back."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_yaml(self) -> str:
         """Returns the YAML form; ``from_yaml(to_yaml())`` gives an equal object."""

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
 from typing import Any
 
-from trainer import storage
+from trainer import records, storage
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "dataset.json"
@@ -115,43 +114,18 @@ def decode_image(encoded: Any, channels: int = 0) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-# Metadata of a dataclass field that is not a key of dataset.json (set by the loader instead).
-_NOT_JSON = "not_json"
+class _ManifestPart(records.Record):
+    """A strict record of ``dataset.json``: an unknown or missing key is a DatasetError naming it."""
 
-
-def _json_fields(cls_or_obj: Any) -> list[dataclasses.Field]:
-    """The fields of a dataclass that are keys of its JSON object."""
-    return [f for f in dataclasses.fields(cls_or_obj) if not f.metadata.get(_NOT_JSON)]
-
-
-def _from_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
-    """The keyword arguments of dataclass ``cls`` from a JSON object: unknown or missing keys are errors."""
-    if not isinstance(data, dict):
-        raise DatasetError(f"{where} must be a JSON object, got {type(data).__name__}: {json.dumps(data)[:80]}")
-    fields = _json_fields(cls)
-    names = {f.name for f in fields}
-    required = [f.name for f in fields if f.default is dataclasses.MISSING]
-    unknown = sorted(set(data) - names)
-    missing = [n for n in required if n not in data]
-    if unknown or missing:
-        raise DatasetError(
-            f"{where}: "
-            + "; ".join(
-                ([f"unknown keys {unknown}"] if unknown else []) + ([f"missing keys {missing}"] if missing else [])
-            )
-            + f"; expected the keys {sorted(names)} ({', '.join(required)} required); re-run the convert step"
-        )
-    return dict(data)
-
-
-def _drop_none(data: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    """``data`` without those of ``keys`` whose value is None (keys written only when they apply)."""
-    return {k: v for k, v in data.items() if k not in keys or v is not None}
+    _error = DatasetError
+    _hint = "re-run the convert step"
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardInfo:
+class ShardInfo(_ManifestPart):
     """One shard file of a split: its name, records, size and checksum (``crc32c``, base64)."""
+
+    _omit_empty = ("crc32c", "sha256")
 
     file: str
     count: int
@@ -159,41 +133,21 @@ class ShardInfo:
     crc32c: str | None = None
     sha256: str | None = None  # the checksum of manifests written before crc32c
 
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> ShardInfo:
-        return cls(**_from_fields(cls, data, where))
-
-    def to_json(self) -> dict[str, Any]:
-        return _drop_none(dataclasses.asdict(self), ("crc32c", "sha256"))
-
 
 @dataclasses.dataclass(frozen=True)
-class SplitInfo:
+class SplitInfo(_ManifestPart):
     """One split: its examples, per-class counts (by class name) and shards in order."""
+
+    _omit_empty = ("unlabelled",)
 
     count: int
     class_counts: dict[str, int]
     shards: tuple[ShardInfo, ...]
     unlabelled: int | None = None  # records without an image-level class (-1), when there are any
 
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> SplitInfo:
-        kw = _from_fields(cls, data, where)
-        if not isinstance(kw["shards"], list):
-            raise DatasetError(f"{where}: 'shards' must be a list, got {type(kw['shards']).__name__}")
-        kw["shards"] = tuple(ShardInfo.from_json(s, f"{where} shard {i}") for i, s in enumerate(kw["shards"]))
-        return cls(**kw)
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"count": self.count, "class_counts": dict(self.class_counts)}
-        out["shards"] = [s.to_json() for s in self.shards]
-        if self.unlabelled is not None:
-            out["unlabelled"] = self.unlabelled
-        return out
-
 
 @dataclasses.dataclass(frozen=True)
-class ImageShape:
+class ImageShape(_ManifestPart):
     """The size every image of the dataset has (absent when the sizes differ)."""
 
     height: int
@@ -202,7 +156,7 @@ class ImageShape:
 
 
 @dataclasses.dataclass(frozen=True)
-class SourceInfo:
+class SourceInfo(_ManifestPart):
     """Where the images came from: the source URI or built-in name, its kind and its fingerprint."""
 
     uri: str
@@ -211,7 +165,7 @@ class SourceInfo:
 
 
 @dataclasses.dataclass(frozen=True)
-class BoxStats:
+class BoxStats(_ManifestPart):
     """What became of the boxes of a detection source (rejected.jsonl lists the dropped ones)."""
 
     kept: int
@@ -223,12 +177,12 @@ class BoxStats:
     orphan_annotations: int
 
 
-_NESTED: dict[str, type] = {"source": SourceInfo, "image": ImageShape, "boxes": BoxStats}
-
-
 @dataclasses.dataclass(frozen=True)
-class DatasetInfo:
+class DatasetInfo(_ManifestPart):
     """The typed content of ``dataset.json``: every key it has, read and written in one place.
+
+    A strict record (``trainer.records``), as are its parts: an unknown or missing key is a
+    :class:`DatasetError` that names it.
 
     Attributes:
         schema_version: the record schema (``SCHEMA_VERSION``).
@@ -252,6 +206,8 @@ class DatasetInfo:
             info made in memory (the converter's, before it is written).
     """
 
+    _omit_empty = ("boxes", "shards_dir")
+
     schema_version: int
     task: str
     source: SourceInfo
@@ -268,7 +224,7 @@ class DatasetInfo:
     config: dict[str, Any]
     boxes: BoxStats | None = None
     shards_dir: str | None = None
-    location: str | None = dataclasses.field(default=None, compare=False, metadata={_NOT_JSON: True})
+    location: str | None = records.field(data=False, default=None, compare=False)
 
     @classmethod
     def from_json(cls, data: Any, where: str = MANIFEST_NAME) -> DatasetInfo:
@@ -282,31 +238,11 @@ class DatasetInfo:
                 f"{where} has schema_version {data['schema_version']}, this code reads {SCHEMA_VERSION}; "
                 "re-run the convert step with this version"
             )
-        kw = _from_fields(cls, data, where)
-        for key, nested in _NESTED.items():
-            if kw.get(key) is not None:
-                kw[key] = nested(**_from_fields(nested, kw[key], f"{where} {key!r}"))
-        if not isinstance(kw["splits"], dict):
-            raise DatasetError(f"{where}: 'splits' must be an object, got {type(kw['splits']).__name__}")
-        kw["splits"] = {k: SplitInfo.from_json(v, f"{where} split {k!r}") for k, v in kw["splits"].items()}
-        kw["classes"], kw["empty_classes"] = tuple(kw["classes"]), tuple(kw["empty_classes"])
-        return cls(**kw)
+        return cls.from_dict(data, f"{where}: ")
 
     def to_json(self) -> dict[str, Any]:
         """The ``dataset.json`` object (:meth:`from_json` reads it back to an equal info)."""
-        out: dict[str, Any] = {}
-        for f in _json_fields(self):
-            value = getattr(self, f.name)
-            if f.name in _NESTED:
-                value = None if value is None else dataclasses.asdict(value)
-            elif f.name == "splits":
-                value = {k: v.to_json() for k, v in value.items()}
-            elif isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, dict):
-                value = dict(value)
-            out[f.name] = value
-        return _drop_none(out, ("boxes", "shards_dir"))
+        return self.to_dict()
 
     def to_text(self) -> str:
         """``dataset.json``'s text."""

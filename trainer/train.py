@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
-from trainer import data, distribute, model_folder, storage, tfrecords
+from trainer import data, distribute, model_folder, records, storage, tfrecords
 from trainer.config import TrainConfig
 from trainer.errors import TrainingError
 from trainer.tasks import DEFAULT_TASK, Task, TaskError, task_of_manifest
@@ -100,11 +100,6 @@ def scaled_learning_rate(config: TrainConfig, global_batch: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Callbacks.
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
 # The training run.
 # ---------------------------------------------------------------------------------------------
 
@@ -131,11 +126,6 @@ def _align_steps(
     return steps, aligned
 
 
-def _effective_config(config: TrainConfig, **resolved: Any) -> TrainConfig:
-    """The config with the settings left to the device (``None``, ``auto``) as they were resolved."""
-    return config.replace(**{k: v for k, v in resolved.items() if getattr(config, k) in (None, "auto")})
-
-
 def _dataset_fingerprint(info: DatasetInfo) -> str:
     """The source's fingerprint, or (a source without one) a hash of the shards' checksums."""
     if info.source.fingerprint:
@@ -159,8 +149,12 @@ def recorded_metrics(data: Mapping[str, Any]) -> dict[str, Optional[float]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingSummary:
+class TrainingSummary(records.Record):
     """What a finished training reports; written to ``training.json`` (keys as in docs/CONTRACTS.md).
+
+    A forward-compatible record (``trainer.records``): the keys of a newer version's file are kept
+    in ``extra`` and written back, and an earlier version's file loads (without ``task``: a
+    classification's; without ``metrics``: the figures from the keys that held them).
 
     Attributes:
         task: the task trained (``classification``, ...).
@@ -200,7 +194,11 @@ class TrainingSummary:
         metrics: the task's figures of the last epoch (``Task.summary_metrics``, named by
             ``Task.training_metrics``: a classifier's accuracies, a detector's box and class
             losses); None where the training did not report one.
+        extra: keys this code does not know (written by a newer version), kept as they were.
     """
+
+    _mode = records.FORWARD_COMPATIBLE
+    _what = "training.json"
 
     model: str
     steps: int
@@ -235,23 +233,24 @@ class TrainingSummary:
     model_reason: Optional[str] = None
     fit: Optional[dict[str, Any]] = None
     metrics: dict[str, Optional[float]] = dataclasses.field(default_factory=dict)
+    extra: Mapping[str, Any] = records.extra_field()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``training.json``): every field, and the keys earlier versions wrote."""
-        data = dataclasses.asdict(self)
         # Readers of the format before ``metrics`` find its figures where they were (None if absent).
-        data.update({key: self.metrics.get(key) for key in LEGACY_METRIC_KEYS})
-        return data
+        return {**super().to_dict(), **{key: self.metrics.get(key) for key in LEGACY_METRIC_KEYS}}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainingSummary:
+    def from_dict(cls, data: Optional[Mapping[str, Any]], _prefix: str = "") -> TrainingSummary:
         """Reads ``training.json``, also as earlier versions wrote it.
 
-        Without ``task`` it is a classification's; without ``metrics`` the task's figures are the
-        top-level keys that held them (``LEGACY_METRIC_KEYS``).
+        The legacy figures (``LEGACY_METRIC_KEYS``) are ``metrics``' copies, or its source in a file
+        written before it: read into ``metrics``, not kept as unknown keys.
         """
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{**{k: v for k, v in data.items() if k in names}, "metrics": recorded_metrics(data)})
+        if isinstance(data, Mapping):
+            figures = recorded_metrics(data)
+            data = {**{k: v for k, v in data.items() if k not in LEGACY_METRIC_KEYS}, "metrics": figures}
+        return super().from_dict(data, _prefix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,13 +286,67 @@ class _Settings:
     epochs: int
     workers: int = 1
 
-    def total_steps(self, config: TrainConfig) -> int:
-        return self.epochs * self.steps_per_epoch
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """One training: where it reads and writes, its config, and what was decided for it.
+
+    Every step of :func:`train` after the checks takes the run; what one step adds (the fitted
+    task and epochs) comes back as a new run.
+
+    Attributes:
+        dataset_dir: the dataset folder.
+        model_dir: the chief's model folder (``train``'s ``model_dir``).
+        config: the training settings as given.
+        prepared: what was known before TensorFlow started: the dataset, the task, the model,
+            the checkpoints' folder, the fingerprints, the history of a half-finished training.
+        settings: what was decided for the strategy: batch, precision, steps, learning rate, epochs.
+        strategy: the ``tf.distribute`` strategy.
+        role: this process's place in a set of workers; None: it trains alone.
+    """
+
+    dataset_dir: str
+    model_dir: str
+    config: TrainConfig
+    prepared: _Prepared
+    settings: _Settings
+    strategy: Any
+    role: Optional[WorkerRole] = None
+
+    @property
+    def chief(self) -> bool:
+        """Whether this process writes the model folder (alone, or the set's chief)."""
+        return self.role is None or self.role.chief
+
+    @property
+    def out_dir(self) -> str:
+        """Where this process saves: the model folder, or (a worker other than the chief) its scratch folder."""
+        return self.model_dir if self.chief else self.role.scratch_dir
+
+    @property
+    def total_steps(self) -> int:
+        """The optimizer steps of the whole training."""
+        return self.settings.epochs * self.settings.steps_per_epoch
 
 
 @dataclasses.dataclass(frozen=True)
 class _Fit:
-    """What the epoch loop fits with."""
+    """What the epoch loop fits with, and where it starts.
+
+    Attributes:
+        model: the compiled model.
+        optimizer: its optimizer (the loss-scaling wrapper under ``mixed_float16``).
+        train_ds: the training input.
+        val_ds: the validation input; None: no validation.
+        val_steps: validation steps per epoch.
+        callbacks: the fit's callbacks (``saver`` and ``meter`` among them).
+        saver: the checkpointer.
+        meter: the throughput meter (images per second, epoch times).
+        input_cached: whether the decoded training images are cached in memory.
+        resumed_from: the step of the checkpoint restored (0: a fresh start).
+        history: one row per finished epoch, those of a restored checkpoint first; the epochs
+            append theirs.
+    """
 
     model: Any
     optimizer: Any
@@ -302,6 +355,10 @@ class _Fit:
     val_steps: Optional[int]
     callbacks: list[Any]
     saver: Any
+    meter: Any
+    input_cached: bool
+    resumed_from: int
+    history: list[dict[str, Any]]
 
 
 def _restore(checkpoint: Any, ckpt_dir: str, optimizer: Any, total_steps: int) -> int:
@@ -322,14 +379,7 @@ def _restore(checkpoint: Any, ckpt_dir: str, optimizer: Any, total_steps: int) -
     return resumed_from
 
 
-def _fit_epochs(
-    fit: _Fit,
-    prepared: _Prepared,
-    settings: _Settings,
-    config: TrainConfig,
-    history: list[dict[str, Any]],
-    resumed_from: int,
-) -> int:
+def _fit_epochs(run: _Run, fit: _Fit) -> int:
     """Fits the epochs not done yet, one ``model.fit`` each, saving a checkpoint and the history after each.
 
     Returns:
@@ -337,7 +387,8 @@ def _fit_epochs(
     """
     from trainer import callbacks
 
-    step = resumed_from
+    settings = run.settings
+    step = fit.resumed_from
     for epoch in range(step // settings.steps_per_epoch, settings.epochs):
         remaining = (epoch + 1) * settings.steps_per_epoch - step
         if remaining <= 0:
@@ -362,32 +413,31 @@ def _fit_epochs(
         )
         step = callbacks.optimizer_step(fit.optimizer)
         fit.saver.save(step)
-        history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
-        _write_state(prepared, history)
+        fit.history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
+        _write_state(run, fit.history)
     return step
 
 
-def _run_epochs(
-    fit: _Fit,
-    prepared: _Prepared,
-    settings: _Settings,
-    config: TrainConfig,
-    history: list[dict[str, Any]],
-    resumed_from: int,
-    role: Optional[WorkerRole],
-) -> int:
-    """The epochs: ``model.fit`` in one process, the multi-worker loop in a worker of a set."""
-    if role is None:
-        return _fit_epochs(fit, prepared, settings, config, history, resumed_from)
+def _run_epochs(run: _Run, fit: _Fit) -> int:
+    """The epochs: ``model.fit`` in one process, the multi-worker loop in a worker of a set.
+
+    Returns:
+        The optimizer's step at the end.
+    """
+    if run.role is None:
+        return _fit_epochs(run, fit)
     from trainer import multiworker
 
     def on_epoch(epoch: int, step: int, logs: dict[str, float]) -> None:
-        history.append({"epoch": epoch + 1, "step": step, **logs})
-        if role.chief:
-            _write_state(prepared, history)
+        fit.history.append({"epoch": epoch + 1, "step": step, **logs})
+        if run.chief:
+            _write_state(run, fit.history)
 
-    plan = multiworker.EpochPlan(settings.epochs, settings.steps_per_epoch, resumed_from, bool(settings.jit_compile))
-    return multiworker.run_epochs(fit, role.strategy, plan, on_epoch)
+    settings = run.settings
+    plan = multiworker.EpochPlan(
+        settings.epochs, settings.steps_per_epoch, fit.resumed_from, bool(settings.jit_compile)
+    )
+    return multiworker.run_epochs(fit, run.role.strategy, plan, on_epoch)
 
 
 def train(
@@ -430,32 +480,17 @@ def train(
     if isinstance(prepared, TrainingSummary):
         return prepared
     strategy = role.strategy if role is not None else distribute.get_strategy(config.accelerator)
-    prepared, settings = _fit_to_data(prepared, config, _settings(config, prepared.info, strategy))
-    model, optimizer, checkpoint = _build(prepared, config, settings, strategy)
-    chief = role is None or role.chief
-    out_dir = model_dir if chief else role.scratch_dir
-    fit, meter, resumed_from, history, cache = _start(
-        dataset_dir, out_dir, config, prepared, settings, (model, optimizer, checkpoint), chief
-    )
+    settings = _settings(config, prepared.info, strategy)
+    run = _fit_to_data(_Run(dataset_dir, model_dir, config, prepared, settings, strategy, role))
+    built = _build(run)
+    fit = _start(run, built)
     started = time.perf_counter()
-    step = _run_epochs(fit, prepared, settings, config, history, resumed_from, role)
+    step = _run_epochs(run, fit)
     train_seconds = time.perf_counter() - started
-    if step != settings.total_steps(config):
-        raise TrainingError(f"training ended at step {step}, expected {settings.total_steps(config)}; re-run to resume")
-    summary = _summary(
-        dataset_dir, config, prepared, settings, strategy, step, history, meter, train_seconds, resumed_from, cache
-    )
-    effective = _effective_config(
-        config,
-        model=prepared.model,
-        precision=settings.precision,
-        steps_per_execution=settings.steps_per_execution,
-        jit_compile=settings.jit_compile,
-        epochs=settings.epochs,
-    )
-    if prepared.fit is not None:
-        effective = effective.replace(model_options=prepared.task.options.to_dict())
-    _export(model, out_dir, effective, summary, prepared, chief)
+    if step != run.total_steps:
+        raise TrainingError(f"training ended at step {step}, expected {run.total_steps}; re-run to resume")
+    summary = _summary(run, fit, step, train_seconds)
+    _export(fit.model, run, summary)
     return summary
 
 
@@ -472,53 +507,61 @@ def _check_role(config: TrainConfig, role: Optional[WorkerRole]) -> None:
         raise TrainingError(f"worker {role.index}: a worker other than the chief needs a scratch folder")
 
 
-def _start(
-    dataset_dir: str,
-    out_dir: str,
-    config: TrainConfig,
-    prepared: _Prepared,
-    settings: _Settings,
-    built: tuple[Any, Any, Any],
-    chief: bool,
-) -> tuple[_Fit, Any, int, list[dict[str, Any]], bool]:
+def _start(run: _Run, built: tuple[Any, Any, Any]) -> _Fit:
     """Restores the checkpoint, writes the state, makes the inputs and callbacks.
 
     Checkpoints are restored from ``prepared.ckpt_dir`` (the chief's) and saved into the folder
-    of ``out_dir`` (the chief's own, or a worker's scratch folder).
+    of the run's ``out_dir`` (the chief's own, or a worker's scratch folder).
+
+    Args:
+        run: the training.
+        built: the model, its optimizer and their checkpoint (:func:`_build`).
 
     Returns:
-        What the epochs fit with, the throughput meter, the step resumed from, the history of
-        the epochs the restored weights finished, and whether the input is cached.
+        What the epochs fit with, from the step resumed from, with the history of the epochs the
+        restored weights finished.
     """
     import tensorflow as tf
 
     from trainer import callbacks
 
     model, optimizer, checkpoint = built
-    own_ckpt = prepared.ckpt_dir if chief else model_folder.checkpoints_dir(out_dir)
+    prepared, config = run.prepared, run.config
+    own_ckpt = prepared.ckpt_dir if run.chief else model_folder.checkpoints_dir(run.out_dir)
     manager = tf.train.CheckpointManager(checkpoint, own_ckpt, max_to_keep=3)
-    resumed_from = _restore(checkpoint, prepared.ckpt_dir, optimizer, settings.total_steps(config))
+    resumed_from = _restore(checkpoint, prepared.ckpt_dir, optimizer, run.total_steps)
     # Keep only the epochs the restored weights have actually finished.
-    history = [h for h in prepared.history if h["epoch"] * settings.steps_per_epoch <= resumed_from]
+    history = [h for h in prepared.history if h["epoch"] * run.settings.steps_per_epoch <= resumed_from]
     _gfile().makedirs(own_ckpt)
-    if chief:
-        _write_state(prepared, history)
-    train_ds, val_ds, val_steps, cache = _inputs(dataset_dir, config, prepared, settings)
+    if run.chief:
+        _write_state(run, history)
+    train_ds, val_ds, val_steps, cache = _inputs(run)
     every_seconds = config.checkpoint_every_seconds
-    if every_seconds is not None and settings.workers > 1:
+    if every_seconds is not None and run.settings.workers > 1:
         # A clock differs between workers, and every worker must save at the same step.
         log.warning("checkpoint_every_seconds is ignored with several workers; checkpoints follow steps")
         every_seconds = None
     saver = callbacks.Checkpointer(manager, config.checkpoint_every_steps, every_seconds)
-    meter = callbacks.Throughput(settings.global_batch)
+    meter = callbacks.Throughput(run.settings.global_batch)
     fit_callbacks = [
         callbacks.DivergenceGuard(),
         saver,
         meter,
-        callbacks.ScalarLogger(_join(out_dir, "logs", "train"), meter),
+        callbacks.ScalarLogger(_join(run.out_dir, "logs", "train"), meter),
     ]
-    fit = _Fit(model, optimizer, train_ds, val_ds, val_steps, fit_callbacks, saver)
-    return fit, meter, resumed_from, history, cache
+    return _Fit(
+        model=model,
+        optimizer=optimizer,
+        train_ds=train_ds,
+        val_ds=val_ds,
+        val_steps=val_steps,
+        callbacks=fit_callbacks,
+        saver=saver,
+        meter=meter,
+        input_cached=cache,
+        resumed_from=resumed_from,
+        history=history,
+    )
 
 
 def _prepare(
@@ -667,12 +710,13 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
     return settings
 
 
-def _fit_to_data(prepared: _Prepared, config: TrainConfig, settings: _Settings) -> tuple[_Prepared, _Settings]:
-    """The task with its ``auto`` options fitted to the training split, and the fitted epochs.
+def _fit_to_data(run: _Run) -> _Run:
+    """The run with its task's ``auto`` options fitted to the training split, and the fitted epochs.
 
     Raises:
         TrainingError: the data cannot be fitted, or ``epochs`` is null for a task that fits no schedule.
     """
+    prepared, config, settings = run.prepared, run.config, run.settings
     try:
         fitted = prepared.task.fit_to_data(
             prepared.info,
@@ -690,29 +734,32 @@ def _fit_to_data(prepared: _Prepared, config: TrainConfig, settings: _Settings) 
             f"train.epochs: null (fitted to the data) but the {prepared.task.name} task fits no schedule; set epochs"
         )
     if fitted is None:
-        return prepared, settings
-    return dataclasses.replace(prepared, task=fitted.task, fit=fitted.record), dataclasses.replace(
-        settings, epochs=epochs
+        return run
+    return dataclasses.replace(
+        run,
+        prepared=dataclasses.replace(prepared, task=fitted.task, fit=fitted.record),
+        settings=dataclasses.replace(settings, epochs=epochs),
     )
 
 
-def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strategy: Any) -> tuple[Any, Any, Any]:
+def _build(run: _Run) -> tuple[Any, Any, Any]:
     """The task's model, compiled, with its optimizer and a checkpoint of both, under the strategy."""
     import keras
     import tensorflow as tf
 
-    keras.utils.set_random_seed(config.seed)
+    prepared, settings = run.prepared, run.settings
+    keras.utils.set_random_seed(run.config.seed)
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(settings.precision)
     try:
-        with strategy.scope():
+        with run.strategy.scope():
             try:
                 model = prepared.task.build_model(prepared.model, prepared.info)
             except TaskError as err:
                 raise TrainingError(str(err)) from err
             prepared.task.compile(
                 model,
-                prepared.task.optimizer(settings.learning_rate, settings.total_steps(config)),
+                prepared.task.optimizer(settings.learning_rate, run.total_steps),
                 steps_per_execution=settings.steps_per_execution,
                 jit_compile=settings.jit_compile,
             )
@@ -726,10 +773,9 @@ def _build(prepared: _Prepared, config: TrainConfig, settings: _Settings, strate
     return model, optimizer, checkpoint
 
 
-def _inputs(
-    dataset_dir: str, config: TrainConfig, prepared: _Prepared, settings: _Settings
-) -> tuple[Any, Any, Optional[int], bool]:
+def _inputs(run: _Run) -> tuple[Any, Any, Optional[int], bool]:
     """The training input, the validation input (or None) with its step count, and whether it caches."""
+    dataset_dir, config, prepared, settings = run.dataset_dir, run.config, run.prepared, run.settings
     info, task = prepared.info, prepared.task
     shape = task.input_shape(info)
     cache = 0 < data.cached_size_mb(info, config.train_split, shape) <= config.cache_max_mb
@@ -771,25 +817,24 @@ def _inputs(
     return train_ds, val_ds, val_steps, cache
 
 
-def _write_state(prepared: _Prepared, history: list[dict[str, Any]]) -> None:
+def _write_state(run: _Run, history: list[dict[str, Any]]) -> None:
+    """Writes the training's state beside its checkpoints (``state.json``): its fingerprints and history."""
     # The fingerprints tie the checkpoints to this training; the history survives a restart.
+    prepared = run.prepared
     state = {"config_fingerprint": prepared.fingerprint, "dataset_fingerprint": prepared.dataset_fp, "history": history}
     storage.write_text(_join(prepared.ckpt_dir, STATE_NAME), json.dumps(state, indent=1))
 
 
-def _summary(
-    dataset_dir: str,
-    config: TrainConfig,
-    prepared: _Prepared,
-    settings: _Settings,
-    strategy: Any,
-    step: int,
-    history: list[dict[str, Any]],
-    meter: Any,
-    train_seconds: float,
-    resumed_from: int,
-    cache: bool,
-) -> TrainingSummary:
+def _summary(run: _Run, fit: _Fit, step: int, train_seconds: float) -> TrainingSummary:
+    """What the training reports, at the end of its epochs.
+
+    Args:
+        run: the training.
+        fit: what its epochs fitted with (the meter, the history, the step resumed from).
+        step: the optimizer's step at the end.
+        train_seconds: the wall time of the epochs in this process.
+    """
+    prepared, settings, history, meter = run.prepared, run.settings, fit.history, fit.meter
     last = history[-1] if history else {}
     return TrainingSummary(
         task=prepared.task.name,
@@ -802,24 +847,24 @@ def _summary(
         batch_size_per_replica=settings.global_batch // settings.replicas,
         replicas=settings.replicas,
         accelerator=settings.kind,
-        strategy=distribute.strategy_name(strategy),
+        strategy=distribute.strategy_name(run.strategy),
         precision=settings.precision,
         precision_reason=settings.precision_reason,
         workers=settings.workers,
         steps_per_execution=settings.steps_per_execution,
         jit_compile=bool(settings.jit_compile),
-        input_cached=cache,
+        input_cached=fit.input_cached,
         learning_rate=settings.learning_rate,
         images_per_sec=meter.images_per_sec,
         epoch_seconds=meter.epoch_seconds,
         train_seconds=train_seconds,
-        resumed_from_step=resumed_from,
+        resumed_from_step=fit.resumed_from,
         train_loss=last.get("loss"),
         val_loss=last.get("val_loss"),
         metrics=dict(prepared.task.summary_metrics(history)),
         class_names=list(prepared.info.classes),
         image_shape=list(prepared.task.input_shape(prepared.info)),
-        dataset=dataset_dir,
+        dataset=run.dataset_dir,
         dataset_fingerprint=prepared.dataset_fp,
         config_fingerprint=prepared.fingerprint,
         history=history,
@@ -828,11 +873,32 @@ def _summary(
     )
 
 
-def _export(
-    model: Any, model_dir: str, effective: TrainConfig, summary: TrainingSummary, prepared: _Prepared, chief: bool
-) -> None:
-    """The SavedModel and the Keras file, then (the chief only) the config, the card and the summary."""
+def _effective_config(run: _Run) -> TrainConfig:
+    """The config with the settings left to the device (``None``, ``auto``) as they were resolved.
+
+    The task's options are written whole where some were fitted to the data.
+    """
+    config, prepared, settings = run.config, run.prepared, run.settings
+    resolved = {
+        "model": prepared.model,
+        "precision": settings.precision,
+        "steps_per_execution": settings.steps_per_execution,
+        "jit_compile": settings.jit_compile,
+        "epochs": settings.epochs,
+    }
+    effective = config.replace(**{k: v for k, v in resolved.items() if getattr(config, k) in (None, "auto")})
+    if prepared.fit is not None:
+        effective = effective.replace(model_options=prepared.task.options.to_dict())
+    return effective
+
+
+def _export(model: Any, run: _Run, summary: TrainingSummary) -> None:
+    """The SavedModel and the Keras file, then (the chief only) the config, the card and the summary.
+
+    Written into the run's ``out_dir``: the model folder, or a worker's scratch folder.
+    """
     gfile = _gfile()
+    model_dir, prepared = run.out_dir, run.prepared
     saved = model_folder.saved_model_dir(model_dir)
     if gfile.exists(saved):
         # A previous run died during export (training.json is written last): start it over.
@@ -841,11 +907,11 @@ def _export(
     prepared.task.export(model, saved, prepared.info)
     model.save(_join(model_dir, model_folder.KERAS_MODEL))
     preset = prepared.task.save_preset(model, model_folder.preset_dir(model_dir))
-    if not chief:
+    if not run.chief:
         return
     if preset is not None:
         log.info("saved a keras-hub preset to %s (model_options.weights can start from it)", preset)
-    storage.write_text(_join(model_dir, model_folder.CONFIG), effective.to_yaml())
+    storage.write_text(_join(model_dir, model_folder.CONFIG), _effective_config(run).to_yaml())
     storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
 

@@ -21,14 +21,16 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from trainer.records import Record
+
 
 class ThresholdError(ValueError):
     """A threshold names an unknown metric or has a value that is not a number."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Decision:
-    """The outcome of the gate.
+class Decision(Record):
+    """The outcome of the gate; ``to_dict`` is the blessing artifact's content.
 
     Attributes:
         blessed: whether the model may be promoted.
@@ -41,10 +43,6 @@ class Decision:
     reasons: list[str]
     checks: list[dict[str, Any]]
     baseline: Optional[dict[str, float]]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (the blessing artifact's content)."""
-        return dataclasses.asdict(self)
 
 
 def validate_thresholds(

@@ -30,6 +30,7 @@ from components.notebook.config import NotebookConfig
 from components.notebook.params import prepare
 from components.notebook.render import network_references, render_html
 from trainer import storage
+from trainer.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,8 @@ class NotebookOutputs:
 
 
 @dataclasses.dataclass(frozen=True)
-class NotebookResult:
-    """A notebook that ran through.
+class NotebookResult(Record):
+    """A notebook that ran through; ``to_dict`` is the step's output.
 
     Attributes:
         notebook: the executed notebook's path.
@@ -108,10 +109,6 @@ class NotebookResult:
     cells: int
     duration_s: float
     parameters: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return {**dataclasses.asdict(self), "files": list(self.files)}
 
 
 def write_kernelspec(jupyter_dir: Path, python: str = sys.executable, env: Mapping[str, str] | None = None) -> str:

@@ -50,7 +50,7 @@ from components.serving.checks import (
 from components.serving.load import LoadTestRecord
 from components.serving.stages import READY_MARKER, StageEntry, StageExamples, StageRegistry
 from components.serving.targets import Endpoints, ServingTarget, TargetSettings, get_target
-from trainer import model_folder, storage
+from trainer import model_folder, records, storage
 from trainer.config import STAGES, LoadTestConfig, PromoteConfig
 from trainer.tasks import Task, get_task, task_of_model
 
@@ -64,8 +64,11 @@ class PromotionError(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True)
-class PromotionResult:
+class PromotionResult(records.Record):
     """What a promotion or a rollback did (rendered by :func:`render_report`).
+
+    A strict record; its JSON (the command line's ``--json``) is every field, ``checks`` as in the
+    stage history.
 
     Attributes:
         action: ``promote`` or ``rollback``.
@@ -82,6 +85,8 @@ class PromotionResult:
         load_test: the served version's load test at this action, and its objectives.
     """
 
+    _what = "promotion result"
+
     action: str
     stage: str
     version: Optional[int]
@@ -89,33 +94,12 @@ class PromotionResult:
     no_op: bool
     model_uri: str
     target: str
-    checks: tuple[CheckResult, ...] = ()
+    checks: tuple[CheckResult, ...] = records.field(default=(), dump=checks_to_dict, load=checks_from_dict)
     accuracy: Optional[float] = None
     metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
     source_stage: Optional[str] = None
     source_version: Optional[int] = None
     load_test: Optional[LoadTestRecord] = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON data (the command line's ``--json``); ``checks`` as in the stage history."""
-        data = dataclasses.asdict(self)
-        data["checks"] = checks_to_dict(self.checks)
-        data["metrics"] = dict(self.metrics)
-        data["load_test"] = self.load_test.to_dict() if self.load_test is not None else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PromotionResult:
-        """The inverse of :meth:`to_dict`."""
-        load = data.get("load_test")
-        return cls(
-            **{
-                **data,
-                "checks": checks_from_dict(data.get("checks")),
-                "metrics": dict(data.get("metrics") or {}),
-                "load_test": LoadTestRecord.from_dict(load) if load is not None else None,
-            }
-        )
 
     def check(self, name: str) -> CheckResult:
         """The check called ``name``.

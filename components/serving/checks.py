@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, ParamSpec
 
 from components.serving.load import LoadTestRecord, run_load
+from trainer import records
 from trainer.config import LoadTestConfig
 from trainer.tasks import Task
 
@@ -48,8 +49,10 @@ class CheckFailed(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class CheckResult:
-    """The outcome of one check.
+class CheckResult(records.Record):
+    """The outcome of one check; in a stage's history, ``checks.<name>``: passed, detail[, figures].
+
+    Forward-compatible, as the history that keeps it: keys of a newer version are kept in ``extra``.
 
     Attributes:
         name: the check (``health``, ``metadata``, ``predict_schema``, ``bad_requests``,
@@ -57,30 +60,28 @@ class CheckResult:
         passed: whether it passed.
         detail: what it found, or why it failed.
         figures: numbers it measured (the served version, the share of known examples right,
-            the load test's rate and latency).
+            the load test's rate and latency), as measured (counts stay ints); left out when none.
+        extra: keys this code does not know, kept as they were.
     """
 
-    name: str
-    passed: bool
-    detail: str
-    figures: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    _mode = records.FORWARD_COMPATIBLE
+    _what = "check result"
+    _omit_empty = ("figures",)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON kept in a stage's history under ``checks.<name>``: passed, detail[, figures]."""
-        data: dict[str, Any] = {"passed": self.passed, "detail": self.detail}
-        if self.figures:
-            data["figures"] = dict(self.figures)
-        return data
+    name: str = records.field(data=False)
+    passed: bool
+    detail: str = ""
+    figures: Mapping[str, int | float] = dataclasses.field(default_factory=dict)
+    extra: Mapping[str, Any] = records.extra_field()
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> CheckResult:
-        """The inverse of :meth:`to_dict` (history entries of every version load)."""
-        return cls(
-            name=name,
-            passed=bool(data["passed"]),
-            detail=str(data.get("detail", "")),
-            figures=dict(data.get("figures") or {}),
-        )
+        """Reads ``checks.<name>`` of a history entry (of any version): its name is the key it sits under.
+
+        Raises:
+            RecordError: a key is missing or a value has the wrong type.
+        """
+        return cls._build({**cls._values(data, f"{name}."), "name": name}, f"{name}.")
 
 
 def checks_to_dict(checks: Sequence[CheckResult]) -> dict[str, dict[str, Any]]:
@@ -89,20 +90,42 @@ def checks_to_dict(checks: Sequence[CheckResult]) -> dict[str, dict[str, Any]]:
 
 
 def checks_from_dict(data: Optional[Mapping[str, Any]]) -> tuple[CheckResult, ...]:
-    """The inverse of :func:`checks_to_dict`."""
+    """The inverse of :func:`checks_to_dict` (history entries of every version load).
+
+    Raises:
+        RecordError: ``data`` is not a mapping of checks, or a check is malformed.
+    """
+    if data is not None and not isinstance(data, Mapping):
+        raise records.RecordError(f"expected a mapping of check name -> result, got {data!r}")
     return tuple(CheckResult.from_dict(name, value) for name, value in (data or {}).items())
 
 
+def _b64(image: bytes) -> str:
+    return base64.b64encode(image).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes:
+    try:
+        return base64.b64decode(text)
+    except (TypeError, ValueError):
+        raise records.RecordError(f"expected base64 text, got {str(text)[:80]!r}") from None
+
+
 @dataclasses.dataclass(frozen=True)
-class KnownExample:
+class KnownExample(records.Record):
     """An input whose right answer is known: the prediction check sends it.
+
+    Its JSON (in ``smoke_examples.json``) is ``{"b64": ..., "expected": ...}``, the answer as the
+    task writes it (``Task.expected_to_json``, applied by the stage registry).
 
     Attributes:
         image: the encoded image, sent as ``{"b64": ...}``.
         expected: the task's expected answer (classification: the class index).
     """
 
-    image: bytes
+    _what = "known example"
+
+    image: bytes = records.field(key="b64", dump=_b64, load=_unb64)
     expected: Any
 
 

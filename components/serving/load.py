@@ -1,7 +1,7 @@
 """A bounded load test of a model server's REST API: N concurrent clients, at most M requests or S seconds.
 
 Each client keeps one HTTP/1.1 connection open (as real clients and load balancers do) and sends
-the same ``:predict`` request back to back. Standard library only. The promote step runs a short
+the same ``:predict`` request back to back, with the standard library's HTTP client. The promote step runs a short
 one as one of its serving checks (``components.serving.checks.check_load``); the benchmark under
 tests/benchmarks runs a long one.
 """
@@ -17,6 +17,8 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Optional
+
+from trainer import records
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -69,15 +71,23 @@ class LoadResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class LoadTestRecord:
+class LoadTestRecord(records.Record):
     """A stage's load test at promotion as its history keeps it (``load_test`` of a history entry).
+
+    Forward-compatible, as the history that keeps it: keys of a newer version are kept in ``extra``.
 
     Attributes:
         clients, requests, errors, duration_s, requests_per_s: what ran and how fast it was answered.
-        p50_ms, p95_ms, p99_ms: latency percentiles of the answered requests (None: none answered).
+        p50_ms, p95_ms, p99_ms: latency percentiles of the answered requests (None: none answered,
+            and left out of the JSON).
         objectives: the objectives it was checked against (``max_p99_ms``, ``min_requests_per_s``, ...).
         passed: whether it met them.
+        extra: keys this code does not know, kept as they were.
     """
+
+    _mode = records.FORWARD_COMPATIBLE
+    _what = "load test record"
+    _omit_empty = ("p50_ms", "p95_ms", "p99_ms")
 
     clients: int
     requests: int
@@ -89,6 +99,7 @@ class LoadTestRecord:
     p99_ms: Optional[float]
     objectives: Mapping[str, float]
     passed: bool
+    extra: Mapping[str, Any] = records.extra_field()
 
     @classmethod
     def of(cls, figures: Mapping[str, float], objectives: Mapping[str, float], passed: bool) -> LoadTestRecord:
@@ -105,17 +116,6 @@ class LoadTestRecord:
             objectives=dict(objectives),
             passed=passed,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON data; the latency percentiles only when some request was answered."""
-        data = dataclasses.asdict(self)
-        data["objectives"] = dict(self.objectives)
-        return {k: v for k, v in data.items() if v is not None}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoadTestRecord:
-        """The inverse of :meth:`to_dict`."""
-        return cls(**{**{"p50_ms": None, "p95_ms": None, "p99_ms": None}, **data})
 
 
 def run_load(

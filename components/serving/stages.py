@@ -21,17 +21,16 @@ whole-file write (one GCS object).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as _dt
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 from components.params import none_if_empty
 from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
 from components.serving.load import LoadTestRecord
-from trainer import storage
+from trainer import records, storage
 from trainer.config import STAGES
 from trainer.tasks import get_task
 
@@ -85,11 +84,13 @@ def _now() -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class StageEntry:
+class StageEntry(records.Record):
     """One line of a model's ``history.jsonl`` at a stage; the latest one serving a version is ``current.json``.
 
-    On disk it is the JSON object of :meth:`to_dict` (docs/CONTRACTS.md), read back with
-    :meth:`from_dict`.
+    On disk it is the JSON object of :meth:`to_dict` (docs/CONTRACTS.md): a forward-compatible
+    record, whose keys written by a newer version are kept in ``extra`` and written back. The
+    keys ``version``, ``model_uri``, ``model_name``, ``run``, ``time``, ``action``, ``checks`` and
+    ``metrics`` are always there; the others only when set.
 
     Attributes:
         action: ``promote`` or ``rollback``.
@@ -118,13 +119,20 @@ class StageEntry:
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
+    _mode = records.FORWARD_COMPATIBLE
+    _what = "stage history entry"
+    _omit_empty = (
+        "sha256", "previous_version", "accuracy", "target", "task", "source_stage", "source_version", "reason",
+        "failed_version", "verified", "load_test", "failed_load_test",
+    )  # fmt: skip
+
     action: str
     version: Optional[int]
     model_uri: str
     run: str
     time: str = dataclasses.field(default_factory=lambda: _now())
     model_name: Optional[str] = None
-    checks: tuple[CheckResult, ...] = ()
+    checks: tuple[CheckResult, ...] = records.field(default=(), dump=checks_to_dict, load=checks_from_dict)
     metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
     sha256: Optional[str] = None
     previous_version: Optional[int] = None
@@ -138,9 +146,7 @@ class StageEntry:
     verified: Optional[bool] = None
     load_test: Optional[LoadTestRecord] = None
     failed_load_test: Optional[LoadTestRecord] = None
-    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    _ALWAYS: ClassVar[tuple[str, ...]] = ("version", "model_uri", "model_name", "run", "time", "action")
+    extra: Mapping[str, Any] = records.extra_field()
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -151,42 +157,16 @@ class StageEntry:
         """The entry has checks and every one passed."""
         return bool(self.checks) and all(c.passed for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object written to ``history.jsonl`` and ``current.json``.
-
-        The keys of every entry are always there; the optional ones only when set.
-        """
-        data: dict[str, Any] = {name: getattr(self, name) for name in self._ALWAYS}
-        data["checks"] = checks_to_dict(self.checks)
-        data["metrics"] = dict(self.metrics)
-        for f in dataclasses.fields(self):
-            if f.name not in data and f.name != "extra" and getattr(self, f.name) is not None:
-                value = getattr(self, f.name)
-                data[f.name] = value.to_dict() if isinstance(value, LoadTestRecord) else value
-        return {**self.extra, **data}
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StageEntry:
-        """Reads an entry as written by :meth:`to_dict`.
+    def from_dict(cls, data: Optional[Mapping[str, Any]], _prefix: str = "") -> StageEntry:
+        """Reads an entry of any version (the first ones could leave ``model_uri`` out: read as "").
 
         Raises:
-            ValueError: a required key (action, version, model_uri, run) is missing.
+            RecordError: a required key (action, version, run) is missing, or a value is malformed.
         """
-        missing = [k for k in ("action", "version", "run") if k not in data]
-        if missing:
-            raise ValueError(f"a stage history entry needs {missing}; got keys {sorted(data)}")
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "checks", "metrics"}
-        fields = {k: v for k, v in data.items() if k in known}
-        for name in ("load_test", "failed_load_test"):
-            if fields.get(name) is not None:
-                fields[name] = LoadTestRecord.from_dict(fields[name])
-        fields["model_uri"] = fields.get("model_uri") or ""
-        return cls(
-            **fields,
-            checks=checks_from_dict(data.get("checks")),
-            metrics=dict(data.get("metrics") or {}),
-            extra={k: v for k, v in data.items() if k not in known and k not in ("checks", "metrics")},
-        )
+        if isinstance(data, Mapping) and not data.get("model_uri"):
+            data = {**data, "model_uri": ""}
+        return super().from_dict(data, _prefix)
 
     def to_json(self, indent: Optional[int] = None) -> str:
         """:meth:`to_dict` as JSON, keys sorted (one line without ``indent``)."""
@@ -199,42 +179,36 @@ class StageEntry:
 
 
 @dataclasses.dataclass(frozen=True)
-class StageExamples:
+class StageExamples(records.Record):
     """The known examples a model was last promoted to a stage with (``records/<model_name>/smoke_examples.json``).
 
     Kept with the stage so that a rollback or a move to the next stage, which have no dataset,
-    run the same prediction check.
+    run the same prediction check. On disk: ``{"task": ..., "examples": [{"b64": ..., "expected":
+    ...}]}``, each answer as the task writes it (``Task.expected_to_json``).
 
     Attributes:
         task: the task whose answers ``examples`` hold.
         examples: the known examples.
     """
 
+    _what = "known examples"
+
     task: str
     examples: tuple[KnownExample, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"task": ..., "examples": [{"b64": ..., "expected": ...}]}`` (answers via the task's JSON)."""
+        """The file's JSON: the answers as the task writes them."""
         task = get_task(self.task)
-        return {
-            "task": self.task,
-            "examples": [
-                {"b64": base64.b64encode(e.image).decode("ascii"), "expected": task.expected_to_json(e.expected)}
-                for e in self.examples
-            ],
-        }
+        answers = tuple(dataclasses.replace(e, expected=task.expected_to_json(e.expected)) for e in self.examples)
+        return records.Record.to_dict(dataclasses.replace(self, examples=answers))
 
     @classmethod
-    def from_dict(cls, data: Any) -> StageExamples:
-        """The inverse of :meth:`to_dict`."""
-        task = get_task(data["task"])
-        return cls(
-            task=task.name,
-            examples=tuple(
-                KnownExample(base64.b64decode(d["b64"]), task.expected_from_json(d["expected"]))
-                for d in data["examples"]
-            ),
-        )
+    def from_dict(cls, data: Optional[Mapping[str, Any]], _prefix: str = "") -> StageExamples:
+        """The inverse of :meth:`to_dict`: the answers as the task reads them."""
+        read = super().from_dict(data, _prefix)
+        task = get_task(read.task)
+        answers = tuple(dataclasses.replace(e, expected=task.expected_from_json(e.expected)) for e in read.examples)
+        return cls(task=task.name, examples=answers)
 
 
 @dataclasses.dataclass(frozen=True)

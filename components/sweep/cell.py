@@ -15,11 +15,10 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Mapping
 from typing import Any, Optional
 
-from components.sweep.grid import GridCell, GridError, as_int
-from trainer import model_folder, storage
+from components.sweep.grid import GridCell, GridError
+from trainer import model_folder, records, storage
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +61,11 @@ def process_start_time() -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class CellResult:
+class CellResult(records.Record):
     """What one cell measured (or why it has no figures): the cell task's output and its row file.
+
+    A strict record: its JSON is every field, the cell's nested under ``cell`` (``dsl.Collected``
+    and kfp.local floats read back as ints).
 
     Attributes:
         cell: the cell that ran.
@@ -83,6 +85,9 @@ class CellResult:
         metrics: the evaluation's scalar metrics on the test split.
         started_at: Unix time the process started.
     """
+
+    _error = GridError
+    _what = "cell result"
 
     cell: GridCell
     status: str
@@ -105,29 +110,6 @@ class CellResult:
             raise GridError(f"cell {self.cell.name}: status must be one of {', '.join(STATUSES)}, got {self.status!r}")
         if (self.status == "failed") != (self.reason is not None):
             raise GridError(f"cell {self.cell.name}: a reason comes with status failed only, got {self.status!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row's JSON (the cell dict nested under ``cell``)."""
-        out = dataclasses.asdict(self)
-        out["cell"] = self.cell.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CellResult:
-        """Reads :meth:`to_dict`'s JSON (``dsl.Collected`` and kfp.local floats included)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, Mapping) or not {"cell", "status"} <= set(data) or set(data) - names:
-            got = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise GridError(f"cell result: expected the keys {sorted(names)} (CellResult.to_dict), got {got}")
-        ints = ("steps", "global_batch_size", "batch_size_per_replica", "replicas")
-        values = {k: data.get(k) for k in names if k not in ("cell", "metrics")}
-        for k in ints:
-            values[k] = None if values[k] is None else as_int(k, values[k])
-        return cls(
-            cell=GridCell.from_dict(data["cell"]),
-            metrics={str(k): float(v) for k, v in (data.get("metrics") or {}).items()},
-            **values,
-        )
 
 
 def resolve_rows_root(rows_root: str, pipeline_root: str) -> str:

@@ -8,7 +8,8 @@ its row under the key). Shared by the ``sweep`` pipeline (cells) and ``gpu_vs_tp
 accelerator entries are the accelerator part of a cell). Plain Python, no TensorFlow.
 
 Ints inside dicts arrive as floats under kfp.local (``{"epochs": 3}`` comes with ``3.0``): every
-integer field is turned back here, and a float that is not whole is an error.
+integer field is turned back here (a cell is a strict record, ``trainer.records``), and a float
+that is not whole is an error.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
-from trainer.configbase import whole_int
+from trainer import records
+from trainer.records import whole_int
 
 
 class GridError(ValueError):
@@ -29,17 +31,22 @@ class GridError(ValueError):
 # accelerator_type prefix -> the strategy the trainer must find (a demand: a TPU cell that silently
 # fell back to CPU fails instead of reporting CPU numbers).
 _STRATEGY_OF = (("cloud-tpus.google.com/", "tpu"), ("google.com/tpu", "tpu"), ("nvidia.com/gpu", "gpu"))
-STRATEGIES = ("auto", "tpu", "gpu", "cpu")
+
+
+def _integer(value: Any) -> Optional[int]:
+    """An int from an int, a whole float (kfp.local's dict contents) or a digit string; else None."""
+    number = whole_int(value)
+    if number is None and isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    return number
 
 
 def as_int(where: str, value: Any) -> int:
     """An integer from an int, a whole float (kfp.local's dict contents) or a digit string."""
-    number = whole_int(value)
-    if number is not None:
-        return number
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    raise GridError(f"{where}: expected an integer, got {value!r}")
+    number = _integer(value)
+    if number is None:
+        raise GridError(f"{where}: expected an integer, got {value!r}")
+    return number
 
 
 def _as_float(where: str, value: Any) -> float:
@@ -63,6 +70,13 @@ def _ints_back(value: Any) -> Any:
     return value
 
 
+def _options_back(value: Any) -> dict[str, Any]:
+    """A cell's model options read back: ints inside them are ints again."""
+    if not isinstance(value, Mapping):
+        raise records.RecordError(f"expected a mapping, got {value!r}")
+    return _ints_back(value)
+
+
 def strategy_for(accelerator_type: str) -> str:
     """The strategy a cell's resource implies: ``tpu``, ``gpu``, or ``cpu`` for none."""
     if not accelerator_type:
@@ -73,44 +87,54 @@ def strategy_for(accelerator_type: str) -> str:
     return "auto"
 
 
+def _count_text(value: Any) -> str:
+    """A resource count as the digit string the resource placeholder takes (from ``8``, ``8.0`` or ``"8"``)."""
+    number = _integer(value)
+    if number is None:
+        raise records.RecordError(f"expected an integer, got {value!r}")
+    return str(number)
+
+
+# The keys of a cell that say what it runs on (AcceleratorEntry's).
+ACCELERATOR_KEYS = ("accelerator", "accelerator_type", "accelerator_count", "strategy")
+
+
 @dataclasses.dataclass(frozen=True)
-class AcceleratorEntry:
+class AcceleratorEntry(records.Record):
     """What a cell runs on: the name in tables (and the price table key), the pod's request.
 
     Attributes:
         accelerator: the name in tables and the price table key (``tpu-v3-8``, ``v100``, ``cpu-8``).
         accelerator_type: the pod's accelerator resource (``cloud-tpus.google.com/v3``,
             ``nvidia.com/gpu``, ``google.com/tpu``), empty for none.
-        accelerator_count: how many, as the digit string the resource placeholder takes.
-        strategy: ``tpu``/``gpu``/``cpu``/``auto`` for ``trainer.distribute.get_strategy``.
+        accelerator_count: how many, as the digit string the resource placeholder takes (read from
+            a number too).
+        strategy: ``tpu``/``gpu``/``cpu``/``auto`` for ``trainer.distribute.get_strategy``; empty
+            for the one the resource implies (:func:`strategy_for`).
     """
+
+    _error = GridError
 
     accelerator: str
     accelerator_type: str = ""
-    accelerator_count: str = "0"
-    strategy: str = "cpu"
+    accelerator_count: str = records.field(default="0", load=_count_text)
+    strategy: Literal["", "auto", "tpu", "gpu", "cpu"] = ""
+
+    def __post_init__(self) -> None:
+        if not self.accelerator:
+            raise GridError("'accelerator' (the name in tables and the price key) must not be empty")
+        if bool(self.accelerator_type) != (int(self.accelerator_count) > 0):
+            raise GridError(
+                f"accelerator_type {self.accelerator_type!r} with accelerator_count {self.accelerator_count}: give "
+                "both (e.g. cloud-tpus.google.com/v3 and 8) or neither (CPU)"
+            )
+        if not self.strategy:
+            object.__setattr__(self, "strategy", strategy_for(self.accelerator_type))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "accelerator entry") -> AcceleratorEntry:
-        """Reads the accelerator fields of a cell; ``strategy`` defaults from the resource."""
-        name = data.get("accelerator")
-        if not isinstance(name, str) or not name:
-            raise GridError(f"{where}: 'accelerator' (the name in tables and the price key) is required, got {name!r}")
-        acc_type = str(data.get("accelerator_type") or "")
-        count = as_int(f"{where}.accelerator_count", data.get("accelerator_count", 0))
-        if bool(acc_type) != (count > 0):
-            raise GridError(
-                f"{where}: accelerator_type {acc_type!r} with accelerator_count {count}: give both (e.g. "
-                "cloud-tpus.google.com/v3 and 8) or neither (CPU)"
-            )
-        strategy = str(data.get("strategy") or strategy_for(acc_type))
-        if strategy not in STRATEGIES:
-            raise GridError(f"{where}.strategy: expected one of {', '.join(STRATEGIES)}, got {strategy!r}")
-        return cls(name, acc_type, str(count), strategy)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry's fields (the keys gpu_vs_tpu's ``accelerators_to_try`` entries have)."""
-        return dataclasses.asdict(self)
+    def of_cell(cls, data: Mapping[str, Any], where: str) -> AcceleratorEntry:
+        """The entry of a cell's (or an ``accelerators_to_try`` entry's) accelerator keys; None is unset."""
+        return cls.from_dict({k: data[k] for k in ACCELERATOR_KEYS if data.get(k) is not None}, f"{where}.")
 
 
 # The fields a cell may give; the grid's defaults fill the ones it leaves out.
@@ -136,13 +160,11 @@ _CELL_KEYS = frozenset(
 )
 
 
-# GridCell fields that may be None (left out of its JSON).
-_OPTIONAL = frozenset({"image_size", "global_batch_size", "steps_per_epoch"})
-
-
 @dataclasses.dataclass(frozen=True)
-class GridCell:
-    """One training run of a grid, every field resolved.
+class GridCell(records.Record):
+    """One training run of a grid, every field resolved; its JSON leaves the fields that are None out.
+
+    (kfp.local cannot pass a None inside a dict to a nested pipeline; a missing key reads back as None.)
 
     Attributes:
         key: a hash of everything the run depends on but the dataset (the row's file name).
@@ -167,6 +189,10 @@ class GridCell:
             cluster (``v100-x5``: five V100 nodes).
     """
 
+    _error = GridError
+    _what = "grid cell"
+    _omit_empty = ("image_size", "global_batch_size", "steps_per_epoch")
+
     key: str
     name: str
     accelerator: str
@@ -180,7 +206,7 @@ class GridCell:
     global_batch_size: Optional[int]
     steps_per_epoch: Optional[int]
     learning_rate: float
-    model_options: dict[str, Any]
+    model_options: dict[str, Any] = records.field(load=_options_back)
     repeat: int
     repeats: int
     seed: int
@@ -190,45 +216,6 @@ class GridCell:
     def group(self) -> str:
         """The cell's identity without the repeat: repeats of one cell share it."""
         return self.name
-
-    def to_dict(self) -> dict[str, Any]:
-        """The cell as the JSON a fan-out item carries; fields that are None are left out.
-
-        (kfp.local cannot pass a None inside a dict to a nested pipeline; missing reads back as None.)
-        """
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GridCell:
-        """Reads :meth:`to_dict`'s JSON (kfp.local's floats turned back into ints)."""
-        if not isinstance(data, Mapping):
-            raise GridError(f"grid cell: expected a mapping, got {type(data).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not set(names) - _OPTIONAL - {"workers"} <= set(data) <= names:
-            raise GridError(
-                f"grid cell: expected the keys {sorted(names)} (GridCell.to_dict, from plan_grid), got {sorted(data)}"
-            )
-        data = {**dict.fromkeys(_OPTIONAL), **data}
-        return cls(
-            key=str(data["key"]),
-            name=str(data["name"]),
-            accelerator=str(data["accelerator"]),
-            accelerator_type=str(data["accelerator_type"]),
-            accelerator_count=str(as_int("accelerator_count", data["accelerator_count"])),
-            strategy=str(data["strategy"]),
-            model=str(data["model"]),
-            image_size=_opt_int("image_size", data["image_size"]),
-            epochs=as_int("epochs", data["epochs"]),
-            batch_size_per_replica=as_int("batch_size_per_replica", data["batch_size_per_replica"]),
-            global_batch_size=_opt_int("global_batch_size", data["global_batch_size"]),
-            steps_per_epoch=_opt_int("steps_per_epoch", data["steps_per_epoch"]),
-            learning_rate=_as_float("learning_rate", data["learning_rate"]),
-            model_options=_ints_back(dict(data["model_options"] or {})),
-            repeat=as_int("repeat", data["repeat"]),
-            repeats=as_int("repeats", data["repeats"]),
-            seed=as_int("seed", data["seed"]),
-            workers=as_int("workers", data.get("workers", 1)),
-        )
 
     def train_fields(self) -> dict[str, Any]:
         """The TrainConfig fields this cell sets (``trainer.config.TrainConfig.from_dict``)."""
@@ -347,7 +334,7 @@ def _resolve_cell(where: str, raw: Any, defaults: Mapping[str, Any]) -> tuple[st
     if unknown:
         raise GridError(f"{where}: unknown field(s) {unknown}; a cell has {sorted(_CELL_KEYS)}")
     data = {**defaults, **{k: v for k, v in raw.items() if v is not None}}
-    entry = AcceleratorEntry.from_dict(data, where)
+    entry = AcceleratorEntry.of_cell(data, where)
     epochs = as_int(f"{where}.epochs", data.get("epochs", 3))
     batch = as_int(f"{where}.batch_size_per_replica", data.get("batch_size_per_replica", 128))
     global_batch = _opt_int(f"{where}.global_batch_size", data.get("global_batch_size"))

@@ -5,8 +5,8 @@ The sweep is a grid of accelerator x batch size (:func:`plan_notebook_cells`, th
 and reports the notebook's figures from its per-epoch times, the first (compiling) epoch
 excluded (:func:`sweep_result`). A :class:`SweepRun` holds one accelerator's results; the tables
 (epoch time, step time per example) index them by accelerator and batch size. The records cross
-task boundaries as JSON (``to_dict``/``from_dict``; ``dsl.Collected`` hands counts back as
-floats). TensorFlow is imported only inside :func:`run_notebook_cell`.
+task boundaries as JSON (strict records, ``trainer.records``: ``dsl.Collected`` hands counts back
+as floats, read as ints again). TensorFlow is imported only inside :func:`run_notebook_cell`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Optional, Union
 
 from components import charts, markdown, pages
 from components.pages import Markup
-from components.sweep.grid import AcceleratorEntry, GridCell, GridError, as_int, plan_grid
+from components.sweep.grid import AcceleratorEntry, GridCell, as_int, plan_grid
+from trainer import records
 from trainer.benchmark import BenchmarkError
 
 # The notebook's optimizer runs at Adam's 1e-3 whatever the batch; the trainer scales a cell's
@@ -34,28 +35,8 @@ def _num(value: Optional[float], fmt: str) -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
-def _int(name: str, value: Any) -> int:
-    try:
-        return as_int(name, value)
-    except GridError as err:
-        raise BenchmarkError(f"training sweep result: {err}") from None
-
-
-def _fields_of(data: Any) -> Mapping[str, Any]:
-    names = [f.name for f in dataclasses.fields(SweepResult)]
-    if not isinstance(data, Mapping):
-        raise BenchmarkError(f"training sweep result: expected a mapping, got {type(data).__name__}")
-    unknown, missing = sorted(set(data) - set(names)), [n for n in names if n not in data]
-    if unknown or missing:
-        raise BenchmarkError(
-            f"training sweep result: unknown keys {unknown} and missing keys {missing}; expected the keys "
-            f"{', '.join(names)} (SweepResult.to_dict)"
-        )
-    return data
-
-
 @dataclasses.dataclass(frozen=True)
-class SweepResult:
+class SweepResult(records.Record):
     """One batch size of a training sweep: the notebook's epoch time and step time per example.
 
     Attributes:
@@ -68,6 +49,9 @@ class SweepResult:
         accelerator: what actually ran (``tpu``, ``gpu``, ``cpu``).
     """
 
+    _error = BenchmarkError
+    _what = "training sweep result"
+
     batch_size: int
     epoch_times_s: tuple[float, ...]
     epoch_time_s: float
@@ -76,59 +60,23 @@ class SweepResult:
     steps_per_epoch: int
     accelerator: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (the keys the sweep's join step reads)."""
-        return {**dataclasses.asdict(self), "epoch_times_s": list(self.epoch_times_s)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SweepResult:
-        """The inverse of :meth:`to_dict`; counts that came back as floats are ints again.
-
-        Raises:
-            BenchmarkError: a field is missing or unknown.
-        """
-        values = _fields_of(data)
-        return cls(
-            batch_size=_int("batch_size", values["batch_size"]),
-            epoch_times_s=tuple(float(t) for t in values["epoch_times_s"]),
-            epoch_time_s=float(values["epoch_time_s"]),
-            step_time_per_example_us=float(values["step_time_per_example_us"]),
-            examples_per_epoch=_int("examples_per_epoch", values["examples_per_epoch"]),
-            steps_per_epoch=_int("steps_per_epoch", values["steps_per_epoch"]),
-            accelerator=str(values["accelerator"]),
-        )
-
 
 @dataclasses.dataclass(frozen=True)
-class SweepRun:
+class SweepRun(records.Record):
     """One accelerator's training sweep: the name it is reported under and a result per batch size.
+
+    Its JSON, ``{"accelerator": ..., "results": [...]}``, is the time_training_cell component's output.
 
     Attributes:
         accelerator: the name in the tables (a preset: ``tpu-v2-8``, ``gpu-1``, ``cpu``, ...).
         results: one per batch size (:func:`sweep_result`).
     """
 
+    _error = BenchmarkError
+    _what = "training sweep"
+
     accelerator: str
     results: tuple[SweepResult, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"accelerator": ..., "results": [...]}``: the time_training_cell component's output."""
-        return {"accelerator": self.accelerator, "results": [r.to_dict() for r in self.results]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SweepRun:
-        """Reads :meth:`to_dict`'s JSON (or a ``dsl.Collected`` copy of it).
-
-        Raises:
-            BenchmarkError: a key is missing or unknown, or a result is malformed.
-        """
-        if not isinstance(data, Mapping) or set(data) != {"accelerator", "results"}:
-            keys = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise BenchmarkError(f"training sweep: expected the keys accelerator and results, got {keys}")
-        return cls(
-            accelerator=str(data["accelerator"]),
-            results=tuple(SweepResult.from_dict(r) for r in data["results"]),
-        )
 
 
 def as_sweep(sweep: SweepRun | Mapping[str, Any]) -> SweepRun:
@@ -234,7 +182,7 @@ def plan_notebook_cells(
         raise BenchmarkError(f"batch_sizes must be positive integers, got {list(batch_sizes)}")
     grid = []
     for index, raw in enumerate(accelerators):
-        entry = AcceleratorEntry.from_dict(raw, f"accelerators_to_try[{index}]")
+        entry = AcceleratorEntry.of_cell(raw, f"accelerators_to_try[{index}]")
         for size in sizes:
             grid.append(
                 {

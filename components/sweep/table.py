@@ -20,11 +20,12 @@ from components import markdown, pages
 from components.pages import Markup
 from components.pricing import AcceleratorPrice, PriceTableError, hourly_cost
 from components.sweep.cell import CellResult, quality_label, quality_metrics
-from components.sweep.grid import GridError, as_int
+from components.sweep.grid import GridError
+from trainer import records
 
 
 @dataclasses.dataclass(frozen=True)
-class Quality:
+class Quality(records.Record):
     """One quality metric over a cell's repeats.
 
     Attributes:
@@ -32,12 +33,10 @@ class Quality:
         spread: the sample standard deviation; None with one repeat.
     """
 
+    _error = GridError
+
     mean: float
     spread: Optional[float] = None
-
-
-def _opt_float(value: Any) -> Optional[float]:
-    return None if value is None else float(value)
 
 
 def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
@@ -46,8 +45,10 @@ def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
 
 
 @dataclasses.dataclass(frozen=True)
-class GridRow:
+class GridRow(records.Record):
     """One grid cell in the tables: repeats folded, priced.
+
+    Its JSON is every field, quality as ``{metric: {mean, spread}}``.
 
     Attributes:
         name: the cell's name.
@@ -76,6 +77,9 @@ class GridRow:
         fastest: the shortest billed time of the finished cells.
         cheapest: the lowest cost of the finished cells.
     """
+
+    _error = GridError
+    _what = "grid row"
 
     name: str
     accelerator: str
@@ -108,28 +112,6 @@ class GridRow:
         """``best quality``, ``fastest``, ``cheapest`` (those that apply) for the last column."""
         marks = (("best quality", self.best_quality), ("fastest", self.fastest), ("cheapest", self.cheapest))
         return ", ".join(n for n, on in marks if on)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row's JSON (quality as ``{metric: {mean, spread}}``)."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GridRow:
-        """Reads :meth:`to_dict`'s JSON (kfp.local floats turned back into ints)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, Mapping) or set(data) - names or not {"name", "status"} <= set(data):
-            got = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise GridError(f"grid row: expected the keys {sorted(names)} (GridRow.to_dict), got {got}")
-        values = dict(data)
-        for k in ("image_size", "global_batch_size", "replicas"):
-            values[k] = None if values.get(k) is None else as_int(k, values[k])
-        for k in ("epochs", "batch_size_per_replica", "runs", "finished"):
-            values[k] = as_int(k, values[k])
-        values["quality"] = {
-            str(m): Quality(float(q["mean"]), _opt_float(q.get("spread")))
-            for m, q in (data.get("quality") or {}).items()
-        }
-        return cls(**values)
 
 
 Results = Sequence[Union[CellResult, Mapping[str, Any]]]

@@ -72,19 +72,22 @@ def test_round_trip_through_json_and_collected_restores_ints():
 
 def test_bad_rows_name_the_keys():
     data = _row().summary().to_dict()
-    with pytest.raises(BenchmarkError, match=r"missing keys \['kind'\]"):
+    with pytest.raises(BenchmarkError, match=r"benchmark row: missing keys \['kind'\]"):
         BenchmarkRow.from_dict({k: v for k, v in data.items() if k != "kind"})
-    with pytest.raises(BenchmarkError, match=r"unknown keys \['fastest'\]"):
+    with pytest.raises(BenchmarkError, match=r"fastest: unknown key in benchmark row; known keys: accelerator, label"):
         BenchmarkRow.from_dict({**data, "fastest": True})
-    with pytest.raises(BenchmarkError, match="missing http_latency_p99_ms"):
+    # A served path given in part: its missing figures are named with their prefix.
+    with pytest.raises(BenchmarkError, match=r"missing keys \['http_latency_p99_ms'\]"):
         BenchmarkRow.from_dict({k: v for k, v in data.items() if k != "http_latency_p99_ms"})
-    with pytest.raises(BenchmarkError, match="cores must be an integer, got 2.5"):
+    with pytest.raises(BenchmarkError, match="cores: expected an integer, got 2.5"):
         BenchmarkRow.from_dict({**data, "cores": 2.5})
-    with pytest.raises(BenchmarkError, match="http_overhead must be a number, got None"):
+    with pytest.raises(BenchmarkError, match="http_batch_size: expected an integer, got 64.5"):
+        BenchmarkRow.from_dict({**data, "http_batch_size": 64.5})
+    with pytest.raises(BenchmarkError, match="come together, got .*http_overhead=None"):
         BenchmarkRow.from_dict({**data, "http_overhead": None})
     with pytest.raises(BenchmarkError, match="http, http_overhead and http_server come together"):
         _row(http=False).summary().__class__(**{**vars(_row(http=False).summary()), "http_overhead": 1.5})
-    with pytest.raises(BenchmarkError, match="http_server must be a non-empty string, got None"):
+    with pytest.raises(BenchmarkError, match="come together, got .*http_server=None"):
         BenchmarkRow.from_dict({k: v for k, v in data.items() if k != "http_server"})
     with pytest.raises(BenchmarkError, match="expected a mapping"):
         render_markdown(["cpu-8"])

@@ -66,3 +66,15 @@ def test_one_rule_for_numbers_that_arrive_as_floats():
     from trainer.configbase import whole_int
 
     assert [whole_int(v) for v in (3, 3.0, -2.0, 2.5, True, "3", None)] == [3, 3, -2, None, None, None, None]
+
+
+def test_a_config_is_a_strict_record_that_checks_on_construction_and_freezes_its_mappings():
+    import types
+
+    cfg = EvaluateConfig.from_dict({"value_thresholds": {"accuracy": 1}})
+    assert isinstance(cfg.value_thresholds, types.MappingProxyType) and cfg.value_thresholds == {"accuracy": 1.0}
+    with pytest.raises(TypeError):
+        cfg.value_thresholds["loss"] = 0.1  # type: ignore[index]
+    assert type(cfg.to_dict()["value_thresholds"]) is dict  # plain data again
+    with pytest.raises(ConfigError, match="evaluate.value_thresholds.accuracy: expected a number, got 'high'"):
+        EvaluateConfig(value_thresholds={"accuracy": "high"})  # checked when made, not only when read

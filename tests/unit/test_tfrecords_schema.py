@@ -153,14 +153,18 @@ def test_dataset_info_round_trips_and_refuses_unknown_or_missing_keys(tmp_path):
     assert info.splits["train"].count == 4 and info.image == tfrecords.ImageShape(28, 28, 1)
     assert "location" not in info.to_json()  # the folder is the loader's, not a key of the file
     data = info.to_json()
-    with pytest.raises(tfrecords.DatasetError, match=r"unknown keys \['colour'\]"):
+    with pytest.raises(tfrecords.DatasetError, match=r"colour: unknown key in DatasetInfo; known keys: schema_version"):
         tfrecords.DatasetInfo.from_json({**data, "colour": "red"})
-    with pytest.raises(tfrecords.DatasetError, match=r"unknown keys \['location'\]"):
+    with pytest.raises(tfrecords.DatasetError, match=r"location: unknown key in DatasetInfo; .*re-run the convert"):
         tfrecords.DatasetInfo.from_json({**data, "location": "/elsewhere"})
+    bad_count = json.loads(json.dumps(data))
+    bad_count["splits"]["train"]["count"] = "x"
+    with pytest.raises(tfrecords.DatasetError, match=r"dataset.json: splits.train.count: expected an integer, got 'x'"):
+        tfrecords.DatasetInfo.from_json(bad_count)
     del data["plan_key"]
-    with pytest.raises(tfrecords.DatasetError, match=r"missing keys \['plan_key'\]"):
+    with pytest.raises(tfrecords.DatasetError, match=r"dataset.json: missing keys \['plan_key'\] of DatasetInfo"):
         tfrecords.DatasetInfo.from_json(data)
     shard = info.to_json()
     shard["splits"]["train"]["shards"][0]["size"] = 1
-    with pytest.raises(tfrecords.DatasetError, match=r"split 'train' shard 0: unknown keys \['size'\]"):
+    with pytest.raises(tfrecords.DatasetError, match=r"splits.train.shards\[0\].size: unknown key in ShardInfo"):
         tfrecords.DatasetInfo.from_json(shard)

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.configbase import ConfigBase, ConfigError
+from trainer.records import Record
 from trainer.tfrecords import DatasetInfo
 
 
@@ -85,7 +86,7 @@ class ServingSchema:
 
 @dataclasses.dataclass(frozen=True)
 class RunDefaults:
-    """What a quick run of a task (``pipelines/run_local.py``) starts from.
+    """What a quick run of a task (``pipelines/tools/run_local.py``) starts from.
 
     Attributes:
         data: the built-in data (a ``ConvertConfig.source``).
@@ -127,15 +128,15 @@ class DataFit:
     record: dict[str, Any]
 
 
-class EvaluationResultBase(abc.ABC):
-    """What every task's evaluation result offers the steps (its own fields come on top)."""
+class EvaluationResultBase(Record, abc.ABC):
+    """What every task's evaluation result offers the steps (its own fields come on top).
+
+    A task's result is a frozen dataclass: a record (``trainer.records``), whose ``to_dict`` is
+    its plain JSON-ready data.
+    """
 
     metrics: dict[str, float]
     class_names: list[str]
-
-    @abc.abstractmethod
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
 
     def output_files(self) -> dict[str, Any]:
         """File name -> JSON data the evaluate CLI writes next to the report (``metrics.json`` at least)."""

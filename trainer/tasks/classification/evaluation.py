@@ -53,10 +53,6 @@ class ClassificationEvaluation(EvaluationResultBase):
     per_class: list[dict[str, Any]]
     top_k: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return dataclasses.asdict(self)
-
     def output_files(self) -> dict[str, Any]:
         """``metrics.json`` and ``confusion.json`` (class names and matrix)."""
         return {**super().output_files(), "confusion.json": {"class_names": self.class_names, "matrix": self.confusion}}

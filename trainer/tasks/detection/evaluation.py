@@ -55,10 +55,6 @@ class DetectionEvaluation(EvaluationResultBase):
     pr_curves: dict[str, list[float]]
     examples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data."""
-        return dataclasses.asdict(self)
-
 
 def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
     """IoU of two ``[ymin, xmin, ymax, xmax]`` boxes (any common unit)."""
