@@ -1,6 +1,7 @@
 """Kubernetes plumbing shared by the steps: render with kustomize, server-side apply, wait for a rollout.
 
-Nothing here knows about stages or models (``components.serving.deploy`` does):
+Nothing here knows about stages or models (the kubernetes serving target does,
+``components/serving/targets/kubernetes.py``):
 
 - :func:`render_kustomize` renders a kustomize folder with ``kubectl kustomize`` into objects.
 - :func:`apply_objects` server-side applies objects through the kubernetes client's own

@@ -1,7 +1,8 @@
 """A FAKE Kubernetes API server for tests: a small http.server on 127.0.0.1.
 
-It implements only the endpoints ``components/serving/deploy.py`` calls, with the API's semantics
-as far as they matter there:
+It implements only the endpoints the kubernetes serving target
+(``components/serving/targets/kubernetes.py``) calls, with the API's semantics as far as they
+matter there:
 
 - discovery, what ``kubernetes.dynamic.DynamicClient`` reads before its first request:
   ``/version``, ``/api``, ``/apis`` (APIGroupList) and ``/api/v1``, ``/apis/<group>/<version>``
