@@ -408,6 +408,7 @@ class PromoteConfig(ConfigBase):
     """
 
     _section: ClassVar[str] = "promote."
+    _renamed: ClassVar[Mapping[str, str]] = {"kserve_mode": "serving_options.mode"}
 
     stage: str = "demo"
     target: str = "local"

@@ -173,7 +173,8 @@ class Record:
     - ``_what``: how messages name it (default: the class name);
     - ``_hint``: what to do about bad data, appended to every message (``re-run the convert step``);
     - ``_omit_empty``: fields written only when set (not None, not an empty mapping or list); one
-      that is absent reads as its default, or None.
+      that is absent reads as its default, or None;
+    - ``_renamed``: keys of earlier versions -> what to write now (a strict record names it).
 
     :func:`field` places a field elsewhere in the data (another key, flat under a prefix, its own
     reader and writer, or not in the data at all).
@@ -184,6 +185,7 @@ class Record:
     _what: ClassVar[str] = ""
     _hint: ClassVar[str] = ""
     _omit_empty: ClassVar[tuple[str, ...]] = ()
+    _renamed: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def _bad_data(cls, message: str) -> ValueError:
@@ -213,6 +215,8 @@ class Record:
         keys = _keys(cls)
         unknown = [k for k in data if k not in keys]
         if unknown and cls._mode == STRICT:
+            if unknown[0] in cls._renamed:
+                raise cls._bad_data(f"{prefix}{unknown[0]}: renamed; set {prefix}{cls._renamed[unknown[0]]} instead")
             raise cls._bad_data(f"{prefix}{unknown[0]}: unknown key in {name}; known keys: {', '.join(keys)}")
         missing = _missing(cls, data)
         if missing:

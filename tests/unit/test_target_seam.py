@@ -20,7 +20,7 @@ import pytest
 from components.serving.stages import StageRegistry
 from components.serving.targets import ServingTarget, TargetError, TargetSettings, get_target, target_class
 from components.serving.targets import target_names as registered_names
-from trainer.config import LOAD_TESTS, STAGES, PromoteConfig
+from trainer.config import LOAD_TESTS, STAGES, Config, ConfigError, PromoteConfig
 from trainer.configbase import ConfigBase
 from trainer.extensions import EXTENSIONS_ENV
 
@@ -176,6 +176,11 @@ def test_the_old_kserve_mode_gets_one_line_naming_its_new_key():
     ]
     values = params.resolve(form, [params.parse_set("serving_options.mode=standard")], promote.NAME).values
     assert values["serving_options"] == {"mode": "standard"}
+    # A step's own config file (python -m components.promote --config, a whole run's YAML) says it too.
+    with pytest.raises(
+        ConfigError, match=r"^promote\.kserve_mode: renamed; set promote\.serving_options\.mode instead$"
+    ):
+        Config.from_yaml("promote:\n  kserve_mode: standard\n")
 
 
 # ---- a target from outside the package, promoted to and rolled back in a fresh process
