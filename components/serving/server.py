@@ -365,6 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: dict[str, Any], text: Optional[str] = None) -> None:
         self.answered = status
         data = text.encode() if text is not None else _encode_json(payload)
+        # Counted before the answer goes out: a client that reads the metrics page as soon as it
+        # has its answer sees its request there.
+        self._record()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; version=0.0.4" if text is not None else "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -379,20 +382,28 @@ class _Handler(BaseHTTPRequestHandler):
         owner: ModelServer = self.server.owner
         began = time.perf_counter()
         self.answered_by: Optional[int] = None  # the version that answers (a keep-alive handler serves many requests)
+        self._uncounted: Optional[tuple[str, str, float]] = None
         path = self.path.split("?", 1)[0]
         match = _MODEL_PATH.match(path)
         if method == "GET" and path == METRICS_PATH and owner.metrics is not None:
             self._send(HTTPStatus.OK, {}, text=owner.metrics.render())
             return
         self.answered = HTTPStatus.INTERNAL_SERVER_ERROR
+        # Like TF Serving, every request to a model path counts, under the name it asked for;
+        # other paths (TF Serving's dispatcher ignores them) do not.
+        if match and owner.metrics is not None:
+            self._uncounted = (match["name"], match["rest"].lstrip(":") if method == "POST" else "", began)
         try:
             self._answer(method, owner, match)
         finally:
-            # Like TF Serving, every request to a model path counts, under the name it asked for;
-            # other paths (TF Serving's dispatcher ignores them) do not.
-            if match and owner.metrics is not None:
-                api = match["rest"].lstrip(":") if method == "POST" else ""
-                owner.metrics.record_request(match["name"], api, self.answered, (time.perf_counter() - began) * 1e6)
+            self._record()  # an answer that never went out counts too
+
+    def _record(self) -> None:
+        """Counts the request being answered in the metrics, once (its status and latency so far)."""
+        uncounted, self._uncounted = getattr(self, "_uncounted", None), None
+        if uncounted is not None:
+            name, api, began = uncounted
+            self.server.owner.metrics.record_request(name, api, self.answered, (time.perf_counter() - began) * 1e6)
 
     def _answer(self, method: str, owner: ModelServer, match: Optional[re.Match]) -> None:
         try:
