@@ -1,18 +1,21 @@
 """Detection through every step on a real (small) RetinaNet: export, evaluation and gate, serving
-and its checks, REST against in-process mAP, the benchmark, weights from a path, resume after a kill."""
+and its checks, REST against in-process mAP, the benchmark, weights from a path.
+
+A killed training's resumption is tested once for the process (tests/unit/test_train_resume.py:
+killed by SIGKILL at its first checkpoint, resumed by another) and once for the detector's state
+(tests/unit/test_multiworker_train.py: a detector worker killed after the first checkpoint, the
+set resuming from it to the same weights on both workers)."""
 
 import base64
 import dataclasses
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.detection_fixtures import tiny_detection
-from tests.preempt import kill_at_first_checkpoint
 from trainer.tasks import get_task
 
 pytestmark = pytest.mark.slow
@@ -172,26 +175,6 @@ def test_a_detector_starts_from_saved_weights(det, tmp_path):
     want = trained.get_layer(name).get_weights()[-1]
     assert np.allclose(loaded.get_layer(name).get_weights()[-1], want)
     assert not np.allclose(fresh.get_layer(name).get_weights()[-1], want)
-
-
-def test_a_killed_detection_training_resumes(det, tmp_path):
-    from trainer.config import TrainConfig
-    from trainer.train import train
-
-    config = TrainConfig(
-        model="retinanet", epochs=2, steps_per_epoch=12, batch_size_per_replica=8, learning_rate=0.016,
-        checkpoint_every_steps=4, steps_per_execution=1, validation_split=None, seed=3,
-    )  # fmt: skip
-    model_dir = tmp_path / "model"
-    config_file = tmp_path / "train.yaml"
-    config_file.write_text(config.to_yaml())
-    command = [sys.executable, "-m", "trainer", "--dataset", det["dataset"], "--model-dir", str(model_dir)]
-    kill_at_first_checkpoint([*command, "--config", str(config_file), "--log-level", "WARNING"],
-                             model_dir / "checkpoints" / "checkpoint", timeout_s=300)  # fmt: skip
-    assert not (model_dir / "training.json").exists()
-    summary = train(det["dataset"], str(model_dir), config)
-    assert 0 < summary.resumed_from_step < 24 and summary.steps == 24
-    assert (model_dir / "saved_model" / "saved_model.pb").exists()
 
 
 @pytest.fixture(scope="module")
