@@ -11,8 +11,8 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 # make run knobs: TASK is classification or detection (it picks the pipeline: end_to_end or
 # detection); CONFIG a YAML file and SET 'name=value ...' set any parameter of that pipeline's run
 # form, under the Kubeflow UI's names (model_options.image_size=128 sets one key of a mapping).
-# DATA, LIMIT, EPOCHS, STEPS and PROD are shorthands for source, limit_per_split, epochs,
-# steps_per_epoch and promote_to_prod; left empty, they take the task's defaults
+# DATA, LIMIT, EPOCHS, STEPS, BUDGET and PROD are shorthands for source, limit_per_split, epochs,
+# steps_per_epoch, time_budget (90s, 10m, 2h; auto for none) and promote_to_prod; left empty, they take the task's defaults
 # (pipelines/tools/run_local.py). SET wins over the shorthands, they win over CONFIG (docs/parameters.md).
 TASK ?= classification
 CONFIG ?=
@@ -21,6 +21,7 @@ DATA ?=
 LIMIT ?=
 EPOCHS ?=
 STEPS ?=
+BUDGET ?=
 PROD ?=
 OUT ?= local_outputs
 # VERBOSE=1: print every step's whole output as it runs (kfp.local's echo included), as well as the logs.
@@ -87,10 +88,11 @@ serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages
 # SET reaches the command through the environment: its text may hold quotes of its own.
 run sweep submit: export LTP_SET = $(SET)
 
-run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N PROD=true VERBOSE=1
+run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1
 	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
 	  $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
-	  $(if $(STEPS),--steps-per-epoch $(STEPS)) $(if $(PROD),--prod '$(PROD)') --pipeline-root '$(OUT)' \
+	  $(if $(STEPS),--steps-per-epoch $(STEPS)) $(if $(BUDGET),--budget '$(BUDGET)') $(if $(PROD),--prod '$(PROD)') \
+	  --pipeline-root '$(OUT)' \
 	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml CONFIG=sweep.yaml SET='steps_per_epoch=8'

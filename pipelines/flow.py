@@ -57,6 +57,9 @@ _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form
     "batch_size_per_replica": (TrainConfig, "batch_size_per_replica"),
     "augment": (TrainConfig, "augment"),
     "learning_rate": (TrainConfig, "learning_rate"),
+    "time_budget": (TrainConfig, "time_budget"),
+    "cost_budget": (TrainConfig, "cost_budget"),
+    "patience": (TrainConfig, "patience"),
     "accelerator_type": None,
     "accelerator_count": None,
     "workers": (TrainConfig, "workers"),
@@ -65,6 +68,7 @@ _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form
     "change_thresholds": (EvaluateConfig, "change_thresholds"),
     "benchmark_images": (BenchmarkConfig, "num_images"),
     "benchmark_batch_size": (BenchmarkConfig, "batch_size"),
+    "benchmark_target_spread": (BenchmarkConfig, "target_spread"),
     "serving_target": (PromoteConfig, "target"),
     "stages_root": None,
     "served_model_name": (PromoteConfig, "model_name"),
@@ -227,7 +231,13 @@ def _train(dataset, accelerator_type, accelerator_count, **parameters):
     With ``workers`` > 1 the step launches worker pods owned by its own pod (an ownerReference
     needs the pod's uid), in its namespace; each worker gets the step's accelerator request.
     """
-    task = train_model(dataset=dataset, accelerator="auto", **parameters).set_display_name("Train")
+    task = train_model(
+        dataset=dataset,
+        accelerator="auto",
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        **parameters,
+    ).set_display_name("Train")
     accelerators.set_accelerator(task, accelerator_type, accelerator_count)
     for name, field_path in POD_FIELD_PATHS.items():
         kubernetes.use_field_path_as_env(task, name, field_path)
@@ -245,6 +255,9 @@ def build(
     batch_size_per_replica,
     learning_rate,
     augment,
+    time_budget,
+    cost_budget,
+    patience,
     accelerator_type,
     accelerator_count,
     workers,
@@ -253,6 +266,7 @@ def build(
     change_thresholds,
     benchmark_images,
     benchmark_batch_size,
+    benchmark_target_spread,
     serving_target,
     stages_root,
     served_model_name,
@@ -283,6 +297,9 @@ def build(
         augment=augment,
         workers=workers,
         launcher=launcher,
+        time_budget=time_budget,
+        cost_budget=cost_budget,
+        patience=patience,
     )
     trained = trained_task.outputs["model"]
 
@@ -306,6 +323,7 @@ def build(
         dataset=dataset,
         num_images=benchmark_images,
         batch_size=benchmark_batch_size,
+        target_spread=benchmark_target_spread,
         accelerator="cpu-8",
     ).set_display_name("Benchmark inference")
 

@@ -3,7 +3,9 @@
 N images in batches of B through the exported SavedModel, in process and through the model
 server's REST API. Warm-up batches run first and are not timed; every batch is timed with
 ``time.perf_counter`` (monotonic); the result gives images/s, per-batch latency percentiles and
-their spread. (The GPU-vs-TPU notebook's training sweep runs on the trainer: components/sweep.)
+their spread. The timed batches run in rounds and the median round counts; with a target spread
+the rounds stop once they agree that closely (:func:`enough_rounds`), ``rounds`` being the most.
+(The GPU-vs-TPU notebook's training sweep runs on the trainer: components/sweep.)
 
 The timing core (:func:`time_batches`, :func:`summarize`) is plain Python and NumPy;
 TensorFlow is imported inside the functions that need it.
@@ -47,10 +49,13 @@ class TimingStats(Record):
         rounds: how often the timed batches were run; ``total_s`` is the median round's wall time
             and the latency percentiles pool every round (one short round is at the mercy of a
             noisy machine, the median of several is not).
+        round_spread: (slowest round - fastest round) / median round (:func:`round_spread`);
+            None for a single round (and in records written before it was kept).
     """
 
     _what = "timing statistics"
     _error = BenchmarkError
+    _omit_empty = ("round_spread",)
 
     num_images: int
     batch_size: int
@@ -62,6 +67,33 @@ class TimingStats(Record):
     warmup_batches: int
     warmup_s: float
     rounds: int = 1
+    round_spread: Optional[float] = None
+
+
+def round_spread(round_seconds: Sequence[float]) -> Optional[float]:
+    """How far the rounds' times are apart: (slowest - fastest) / median; None for fewer than two rounds."""
+    if len(round_seconds) < 2:
+        return None
+    median = float(np.median(round_seconds))
+    return (max(round_seconds) - min(round_seconds)) / median if median > 0 else 0.0
+
+
+def enough_rounds(round_seconds: Sequence[float], target_spread: Optional[float], cap: int) -> bool:
+    """Whether timing can stop after these rounds.
+
+    Args:
+        round_seconds: the wall time of each round run so far.
+        target_spread: stop once at least two rounds agree within this share
+            (:func:`round_spread` ``<= target_spread``); None runs ``cap`` rounds.
+        cap: the most rounds.
+
+    Returns:
+        True when ``cap`` rounds ran, or the rounds so far agree within ``target_spread``.
+    """
+    if len(round_seconds) >= cap:
+        return True
+    spread = round_spread(round_seconds) if target_spread is not None else None
+    return spread is not None and spread <= target_spread
 
 
 def summarize(
@@ -72,6 +104,7 @@ def summarize(
     warmup_batches: int = 0,
     warmup_s: float = 0.0,
     rounds: int = 1,
+    spread_of_rounds: Optional[float] = None,
 ) -> TimingStats:
     """Turns per-batch latencies into throughput and percentiles.
 
@@ -83,6 +116,7 @@ def summarize(
         warmup_batches: batches run before timing.
         warmup_s: their wall time.
         rounds: rounds the latencies cover.
+        spread_of_rounds: the rounds' :func:`round_spread` (None for one round).
 
     Returns:
         The statistics.
@@ -115,6 +149,7 @@ def summarize(
         warmup_batches=int(warmup_batches),
         warmup_s=float(warmup_s),
         rounds=int(rounds),
+        round_spread=spread_of_rounds,
     )
 
 
@@ -150,6 +185,9 @@ def time_batches(
     warmup: int,
     rounds: int = 1,
     on_batch: Optional[Callable[[], None]] = None,
+    target_spread: Optional[float] = None,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TimingStats:
     """Times ``run`` on each batch after ``warmup`` untimed calls on the first batches.
 
@@ -159,30 +197,37 @@ def time_batches(
         batches: the prepared batches (tensors, request bodies): preparing is not timed.
         sizes: images in each batch.
         warmup: untimed calls first (cycling over the batches).
-        rounds: run the timed batches this many times and report the median round.
+        rounds: run the timed batches this many times and report the median round; with
+            ``target_spread``, the most rounds.
         on_batch: called after each timed batch (progress; outside the timed interval).
+        target_spread: stop after a round once the rounds so far agree within this share
+            (:func:`enough_rounds`); None runs ``rounds`` rounds.
+        clock: seconds, monotonic and fine-grained (tests pass a fake one).
 
     Returns:
-        The statistics.
+        The statistics, with the rounds actually run and their spread.
     """
     if rounds < 1:
         raise BenchmarkError(f"rounds must be >= 1, got {rounds}")
-    start = time.perf_counter()
+    start = clock()
     for i in range(warmup):
         run(batches[i % len(batches)])
-    warmup_s = time.perf_counter() - start
+    warmup_s = clock() - start
     latencies = []
-    round_s = []
-    for _ in range(rounds):
-        loop_start = time.perf_counter()
+    round_s: list[float] = []
+    while not enough_rounds(round_s, target_spread, rounds):
+        loop_start = clock()
         for batch in batches:
-            t0 = time.perf_counter()
+            t0 = clock()
             run(batch)
-            latencies.append(time.perf_counter() - t0)
+            latencies.append(clock() - t0)
             if on_batch is not None:
                 on_batch()
-        round_s.append(time.perf_counter() - loop_start)
-    return summarize(latencies, sum(sizes), max(sizes), float(np.median(round_s)), warmup, warmup_s, rounds)
+        round_s.append(clock() - loop_start)
+    return summarize(
+        latencies, sum(sizes), max(sizes), float(np.median(round_s)), warmup, warmup_s, len(round_s),
+        round_spread(round_s),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- inference
@@ -197,6 +242,7 @@ def benchmark_signature(
     warmup: int = 3,
     rounds: int = 3,
     on_batch: Optional[Callable[[], None]] = None,
+    target_spread: Optional[float] = None,
 ) -> TimingStats:
     """Times a SavedModel signature (or any ``fn(**{input_name: batch})``) on batches of inputs.
 
@@ -207,8 +253,10 @@ def benchmark_signature(
         num_images: images to time (the inputs are cycled when there are fewer).
         batch_size: images per call.
         warmup: untimed calls first.
-        rounds: timed rounds over all batches; the median round is reported.
+        rounds: timed rounds over all batches (the most, with ``target_spread``); the median
+            round is reported.
         on_batch: called after each timed batch (progress).
+        target_spread: stop once the rounds agree within this share (:func:`enough_rounds`).
 
     Returns:
         The statistics.
@@ -227,7 +275,7 @@ def benchmark_signature(
         # output is fetched, whatever the task returns.
         return [out.numpy() for out in fn(**{input_name: batch}).values()]
 
-    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds, on_batch)
+    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds, on_batch, target_spread)
 
 
 def benchmark_keras_predict(
@@ -237,6 +285,7 @@ def benchmark_keras_predict(
     batch_size: int = 64,
     warmup: int = 3,
     rounds: int = 3,
+    target_spread: Optional[float] = None,
 ) -> TimingStats:
     """Times ``model.predict`` on the same batches as :func:`benchmark_signature` (tensors path)."""
     plan = plan_batches(len(images), num_images, batch_size)
@@ -246,7 +295,7 @@ def benchmark_keras_predict(
     def run(batch):
         return model.predict(batch, batch_size=len(batch), verbose=0)
 
-    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds)
+    return time_batches(run, batches, [b - a for a, b in plan], warmup, rounds, target_spread=target_spread)
 
 
 def rest_request_body(images: Sequence[bytes]) -> bytes:
@@ -303,6 +352,7 @@ def benchmark_http(
     warmup: int = 3,
     rounds: int = 3,
     on_batch: Optional[Callable[[], None]] = None,
+    target_spread: Optional[float] = None,
 ) -> TimingStats:
     """Times the served path: REST ``:predict`` requests of ``batch_size`` encoded images.
 
@@ -316,8 +366,10 @@ def benchmark_http(
         num_images: images to time.
         batch_size: images per request.
         warmup: untimed requests first.
-        rounds: timed rounds over all requests; the median round is reported.
+        rounds: timed rounds over all requests (the most, with ``target_spread``); the median
+            round is reported.
         on_batch: called after each timed batch (progress).
+        target_spread: stop once the rounds agree within this share (:func:`enough_rounds`).
 
     Returns:
         The statistics.
@@ -335,6 +387,6 @@ def benchmark_http(
         return result
 
     try:
-        return time_batches(run, bodies, [b - a for a, b in plan], warmup, rounds, on_batch)
+        return time_batches(run, bodies, [b - a for a, b in plan], warmup, rounds, on_batch, target_spread)
     finally:
         client.close()

@@ -1,4 +1,5 @@
-"""The training loop's Keras callbacks: divergence guard, checkpoints, throughput, TensorBoard scalars.
+"""The training loop's Keras callbacks: divergence guard, checkpoints, throughput, TensorBoard scalars,
+live progress.
 
 Imported by ``trainer.train`` once TensorFlow is needed (this module imports Keras at the top).
 """
@@ -8,8 +9,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 import keras
 
@@ -168,3 +169,153 @@ class ScalarLogger(keras.callbacks.Callback):
         if self.meter.images_per_sec:
             values["images_per_sec"] = self.meter.images_per_sec
         self.write(values, epoch + 1)
+
+
+class TrainingProgress(keras.callbacks.Callback):
+    """Reports the training's progress through ``on_progress(done, total, **fields)``, now and then.
+
+    ``done`` is the optimizer's step and ``total`` the step at which training ends, so a resumed
+    training and one fitted to the data (``epochs`` 0) count the same way; the fields are those of
+    the progress-line protocol (``components/progress.py``): ``images_per_sec`` (over the steps
+    since the last report), ``loss`` (the epoch's running training loss), ``metric`` and ``value``
+    (the validation figure of the last epoch that measured one), ``eta_s`` and a ``note``.
+
+    A report is due on the first batch (``note`` "calibrating": that step carries the tracing),
+    then every ``every_s`` seconds, and at every epoch's end (with the validation figures). The
+    optimizer's step is read only when a report is due: reading it waits for the device. Only
+    ``on_train_batch_end`` and ``on_epoch_end`` are used, which both ``model.fit`` and the
+    multi-worker loop's ``CallbackList`` call; the chief alone should get this callback.
+
+    Args:
+        on_progress: the callback (``components.progress.reporter``'s, with ``every_s=0``: this
+            callback throttles itself and its epoch lines must not be dropped).
+        total_steps: the optimizer step at which training ends (:meth:`set_total` changes it:
+            a time budget fixes it once the step time is measured).
+        global_batch: images per optimizer step (all replicas).
+        start_step: the step the training resumed from (0 for a fresh start).
+        every_s: the least time between two reports within an epoch.
+        clock: seconds, monotonic (tests pass a fake one).
+        deadline: seconds left of the training's time budget, or None when it has none or does
+            not know yet; when it answers, the ETA is its answer.
+        metric: the validation figure to report (``val_accuracy``); None, or a name the logs lack,
+            reports the first ``val_*`` figure other than ``val_loss``, else ``val_loss``.
+    """
+
+    def __init__(
+        self,
+        on_progress: Callable[..., None],
+        total_steps: int,
+        global_batch: int,
+        start_step: int = 0,
+        every_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        deadline: Optional[Callable[[], Optional[float]]] = None,
+        metric: Optional[str] = None,
+    ) -> None:
+        super().__init__()
+        self.on_progress = on_progress
+        self.total_steps = int(total_steps)
+        self.global_batch = int(global_batch)
+        self.every_s = every_s
+        self.clock = clock
+        self.deadline = deadline
+        self.metric = metric
+        self.step = int(start_step)
+        # (time, step) of the first report (the rate excludes the first step's tracing) and the last.
+        self._calibrated: Optional[tuple[float, int]] = None
+        self._last: Optional[tuple[float, int]] = None
+        self._images_per_sec: Optional[float] = None
+        self._loss: Optional[float] = None
+        self._validation: Optional[tuple[str, float]] = None
+
+    def set_total(self, total_steps: int) -> None:
+        """The step at which training now ends (a time budget's, once calibrated)."""
+        self.total_steps = int(total_steps)
+
+    def steps_per_sec(self) -> Optional[float]:
+        """Steps per second since the first report (None before two reports at different steps)."""
+        if self._calibrated is None or self._last is None:
+            return None
+        (t0, s0), (t1, s1) = self._calibrated, self._last
+        return (s1 - s0) / (t1 - t0) if s1 > s0 and t1 > t0 else None
+
+    def eta_s(self) -> Optional[float]:
+        """Seconds left: the deadline's answer when it gives one, else the steps left at the rate so far."""
+        if self.deadline is not None:
+            left = self.deadline()
+            if left is not None:
+                return max(float(left), 0.0)
+        rate = self.steps_per_sec()
+        return None if rate is None else max(self.total_steps - self.step, 0) / rate
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = self.clock()
+        if self._last is not None and now - self._last[0] < self.every_s:
+            return
+        if logs and "loss" in logs:
+            self._loss = logs["loss"]
+        self._measure(now)
+        self._report()
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if "loss" in logs:
+            self._loss = logs["loss"]
+        validation = validation_figure(logs, self.metric)
+        if validation is not None:
+            self._validation = validation
+        # The time since the last batch's report holds the validation: no figure of the training's speed.
+        self._measure(self.clock(), throughput=False)
+        self._report()
+
+    def finish(self, step: int, note: str = "stopped early") -> None:
+        """Reports the end of a training that stopped before ``total_steps`` (early stopping, a budget).
+
+        Args:
+            step: the optimizer step it stopped at; it becomes the total.
+            note: why it stopped.
+        """
+        self.step = self.total_steps = int(step)
+        self._report(note=note, eta_s=0.0)
+
+    def _measure(self, now: float, throughput: bool = True) -> None:
+        """Reads the optimizer's step and, with ``throughput``, the images per second since the last measurement."""
+        step = optimizer_step(self.model.optimizer)
+        if throughput and self._last is not None and now > self._last[0] and step > self._last[1]:
+            self._images_per_sec = (step - self._last[1]) * self.global_batch / (now - self._last[0])
+        if self._calibrated is None:
+            self._calibrated = (now, step)
+        self.step, self._last = step, (now, step)
+
+    def _report(self, **override: Any) -> None:
+        fields: dict[str, Any] = {"images_per_sec": self._images_per_sec, "loss": self._loss}
+        if self._validation is not None:
+            fields["metric"], fields["value"] = self._validation
+        eta = self.eta_s()
+        if eta is not None:
+            fields["eta_s"] = eta
+        elif self.step < self.total_steps:
+            fields["note"] = "calibrating"
+        fields.update(override)
+        self.on_progress(self.step, max(self.total_steps, self.step), **_plain(fields))
+
+
+def validation_figure(logs: Mapping[str, Any], metric: Optional[str] = None) -> Optional[tuple[str, float]]:
+    """The validation figure of an epoch's logs: ``metric`` when the logs have it, else the first
+    ``val_*`` figure other than ``val_loss``, else ``val_loss``; None when the epoch did not validate.
+    """
+    if metric is not None and metric in logs:
+        return metric, logs[metric]
+    names = [k for k in logs if k.startswith("val_") and k != "val_loss"]
+    name = names[0] if names else ("val_loss" if "val_loss" in logs else None)
+    return None if name is None else (name, logs[name])
+
+
+def _plain(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields with the logs' scalars (NumPy, eager tensors) as Python floats; None left out."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is None:
+            continue
+        out[key] = value if isinstance(value, (str, float)) else float(value)
+    return out

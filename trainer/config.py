@@ -17,6 +17,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
+from trainer import budget as budget_lib
+from trainer import pricing
 from trainer.configbase import ConfigBase, ConfigError  # noqa: F401  (the sections raise it; callers catch it here)
 
 DEFAULT_SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
@@ -124,9 +126,27 @@ class TrainConfig(ConfigBase):
         launcher: how ``workers`` > 1 are started: ``jobset`` (a JobSet), ``job`` (an Indexed Job
             with a headless Service), ``local`` (processes on this machine, on loopback), or
             ``auto``: a JobSet inside a cluster that serves it, local processes elsewhere.
+        time_budget: ``auto`` (none: the schedule of ``epochs``, or the task's fitted one) or the
+            time the train step may take, start-up, calibration, validation and export included:
+            ``90s``, ``10m``, ``2h``. The step measures its step time once compiled and lays the
+            schedule out over the steps that fit (docs/training.md); leave ``epochs`` and
+            ``steps_per_epoch`` unset (0 in the run form) with a budget.
+        cost_budget: ``auto`` (none) or the US dollars the train step may cost, such as ``2.50``,
+            at the price of its accelerator (``accelerator_type`` x ``accelerator_count`` in the
+            price table); with ``time_budget`` too, the tighter one holds.
+        patience: early stopping on the task's validation metric, scored every evaluation:
+            ``auto`` (a third of the run's evaluations, at least 3), a number of evaluations
+            without improvement, or ``off``. The best evaluated weights are the ones exported.
+        accelerator_type: the step's accelerator resource (``cloud-tpus.google.com/v2``,
+            ``nvidia.com/gpu``, ...; empty for CPU only), which prices the step
+            (``trainer.pricing.price_key``).
+        accelerator_count: how many of it (0 for CPU only).
+        price_table: a YAML price table over the defaults (``trainer/prices.yaml``) for
+            ``cost_budget`` and the recorded cost; None uses the defaults.
     """
 
     _section: ClassVar[str] = "train."
+    _budget_fields: ClassVar[tuple[str, ...]] = ("time_budget", "cost_budget", "patience")
 
     model: str = "mnist_cnn"
     epochs: Optional[int] = 3
@@ -150,8 +170,65 @@ class TrainConfig(ConfigBase):
     cache_max_mb: float = 1024.0
     workers: int = 1
     launcher: typing.Literal["auto", "jobset", "job", "local"] = "auto"
+    time_budget: str = "auto"
+    cost_budget: str = "auto"
+    patience: str = "auto"
+    accelerator_type: str = ""
+    accelerator_count: int = 0
+    price_table: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        # A YAML file may write ``cost_budget: 2.5`` or ``patience: 3``: read as the text they mean.
+        for name in self._budget_fields:
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                object.__setattr__(self, name, f"{value:g}")
+        super().__post_init__()
+
+    def budget(self) -> budget_lib.Budget:
+        """The run's budget: its time, its money and the price of the step's accelerator.
+
+        Raises:
+            ConfigError: a budget that cannot be read, or a cost budget on an accelerator the price
+                table has no entry for.
+        """
+        try:
+            seconds = budget_lib.parse_time_budget(self.time_budget)
+            dollars = budget_lib.parse_cost_budget(self.cost_budget)
+        except budget_lib.BudgetError as err:
+            raise ConfigError(str(err)) from None
+        key = per_hour = None
+        try:
+            key, per_hour = pricing.price_of(self.accelerator_type, self.accelerator_count, self.price_table)
+        except pricing.PriceTableError as err:
+            if dollars is not None:
+                raise ConfigError(f"train.cost_budget: {err}") from None
+        return budget_lib.Budget(seconds, dollars, key, per_hour)
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether a time or cost budget is set (the schedule is then laid out to fill it)."""
+        return any(budget_lib._text(v) not in (budget_lib.AUTO, "") for v in (self.time_budget, self.cost_budget))
 
     def validate(self) -> None:
+        if self.has_budget:
+            self.budget()  # a budget that cannot be read, or priced, fails here
+        try:
+            budget_lib.parse_patience(self.patience)
+        except budget_lib.BudgetError as err:
+            self._fail("patience", str(err).split(": ", 1)[1])
+        if self.has_budget and (self.epochs is not None or self.steps_per_epoch is not None):
+            given = " and ".join(
+                f"{n} {getattr(self, n)}" for n in ("epochs", "steps_per_epoch") if getattr(self, n) is not None
+            )
+            self._fail(
+                "time_budget",
+                f"a budget ({self.time_budget if self.time_budget != 'auto' else 'cost_budget ' + self.cost_budget}) "
+                f"lays the schedule out itself, but {given} is set too; set epochs and steps_per_epoch to null "
+                "(0 in the run form) with a budget, or drop the budget (auto)",
+            )
+        if self.accelerator_count < 0:
+            self._fail("accelerator_count", f"must be >= 0 (0 for CPU only), got {self.accelerator_count}")
         if self.epochs is not None and self.epochs < 1:
             self._fail("epochs", f"must be >= 1 or null (fitted to the data), got {self.epochs}")
         for name in ("steps_per_epoch", "steps_per_execution", "validation_steps"):
@@ -229,10 +306,13 @@ class BenchmarkConfig(ConfigBase):
         batch_size: images per request/batch.
         warmup_batches: batches run before timing starts (graph tracing, caches).
         rounds: timed rounds over all images; the median round is reported (a short round alone is
-            at the mercy of a noisy machine).
+            at the mercy of a noisy machine). With ``target_spread``, the most rounds.
+        target_spread: stop timing once the rounds so far (at least two) agree within this share:
+            (slowest - fastest) / median round <= ``target_spread`` (``0.05``: within 5%); None
+            always runs ``rounds`` rounds (a cluster run's default; ``make run`` sets 0.05).
         accelerator: the label of the accelerator this runs on, a key of the price table.
         price_table: path to a YAML price table ($/hour per accelerator, the format of
-            ``components/prices.yaml``) whose entries replace or add to the defaults;
+            ``trainer/prices.yaml``) whose entries replace or add to the defaults;
             ``None`` uses the defaults.
         http: also time the served path (the local model server over REST).
     """
@@ -243,6 +323,7 @@ class BenchmarkConfig(ConfigBase):
     batch_size: int = 64
     warmup_batches: int = 3
     rounds: int = 3
+    target_spread: Optional[float] = None
     accelerator: str = "cpu-8"
     price_table: Optional[str] = None
     http: bool = True
@@ -256,6 +337,8 @@ class BenchmarkConfig(ConfigBase):
             self._fail("warmup_batches", f"must be >= 0, got {self.warmup_batches}")
         if self.rounds < 1:
             self._fail("rounds", f"must be >= 1, got {self.rounds}")
+        if self.target_spread is not None and not 0 < self.target_spread < 1:
+            self._fail("target_spread", f"must be a share in (0, 1) such as 0.05, or null, got {self.target_spread}")
         if not self.accelerator:
             self._fail("accelerator", "is empty; give the price table key of the hardware, e.g. cpu-8 or tpu-v3-8")
 

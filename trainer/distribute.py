@@ -188,6 +188,24 @@ def choose_precision(
     return PrecisionChoice("float32", "the CPU has no bf16 units oneDNN can use (bfloat16 would be emulated)")
 
 
+def precision_candidates(requested: str, choice: PrecisionChoice, kind: str, workers: int = 1) -> tuple[str, ...]:
+    """The policies worth timing on this device for ``precision: auto``, the rule's ``choice`` first.
+
+    A CPU with native bf16 units or a GPU with tensor cores offers a real choice whose speed the
+    rule cannot know (bfloat16 trained at 0.89x of float32 on one CPU with ``avx512_bf16``, at
+    1.18x on another): ``trainer.calibrate`` times each. A TPU computes in bfloat16; a policy set
+    in the config is kept; several workers (each would time and choose alone) keep the rule's.
+    """
+    if requested != "auto" or kind == "tpu" or workers > 1:
+        return (choice.policy,)
+    others = {
+        "mixed_bfloat16": ("mixed_float16",) if kind == "gpu" else ("float32",),
+        "mixed_float16": ("float32",),
+        "float32": (),
+    }[choice.policy]
+    return (choice.policy, *others)
+
+
 def gpu_capability() -> tuple[int, int] | None:
     """The first GPU's CUDA compute capability, or ``None`` when TensorFlow does not report one."""
     import tensorflow as tf

@@ -187,6 +187,7 @@ def _epochs(
     model, (train_step, test_step), (train_ds, val_ds) = fit.model, steps, inputs
     step = plan.resumed_from
     hooks.on_train_begin()
+    model.stop_training = False
     for epoch in range(step // plan.steps_per_epoch, plan.epochs):
         remaining = (epoch + 1) * plan.steps_per_epoch - step
         if remaining <= 0:
@@ -205,5 +206,7 @@ def _epochs(
         step = callbacks.optimizer_step(fit.optimizer)
         fit.saver.save(step)
         on_epoch(epoch, step, logs)
+        if model.stop_training:  # early stopping: the figures are all-reduced, every worker stops alike
+            break
     hooks.on_train_end()
     return step

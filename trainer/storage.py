@@ -38,6 +38,14 @@ GCS_PREFIX = "gs://"
 # --------------------------------------------------------------------------------------------
 
 
+def cache_root() -> str:
+    """This machine's cache of generated data and measurements: ``$XDG_CACHE_HOME/lean-tpu-pipelines``
+    (``~/.cache/lean-tpu-pipelines`` by default).
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "lean-tpu-pipelines")
+
+
 def is_gcs(uri: str) -> bool:
     """Tell whether ``uri`` names a GCS object or prefix (``gs://...``)."""
     return str(uri).startswith(GCS_PREFIX)

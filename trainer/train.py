@@ -21,9 +21,10 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
+from trainer import budget as budget_lib
 from trainer import data, distribute, model_folder, records, storage, tfrecords
 from trainer.config import TrainConfig
 from trainer.errors import TrainingError
@@ -194,6 +195,13 @@ class TrainingSummary(records.Record):
         metrics: the task's figures of the last epoch (``Task.summary_metrics``, named by
             ``Task.training_metrics``: a classifier's accuracies, a detector's box and class
             losses); None where the training did not report one.
+        budget: what a time or cost budget bought (``trainer.budget.BudgetPlan``'s keys: the
+            measured step time, the steps, the evaluations, predicted time and cost) and, under
+            ``actual_s`` and ``actual_cost``, what the step took; None without a budget.
+        stopping: where the training ended and why: ``step``, ``planned_steps``, ``reason``
+            (``completed``, ``early stopping``, ``budget``), the metric watched (``monitor``), its
+            ``best`` value at ``best_step`` (the weights exported) and the ``patience``; None for
+            a training recorded before it.
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
@@ -233,6 +241,8 @@ class TrainingSummary(records.Record):
     model_reason: Optional[str] = None
     fit: Optional[dict[str, Any]] = None
     metrics: dict[str, Optional[float]] = dataclasses.field(default_factory=dict)
+    budget: Optional[dict[str, Any]] = None
+    stopping: Optional[dict[str, Any]] = None
     extra: Mapping[str, Any] = records.extra_field()
 
     def to_dict(self) -> dict[str, Any]:
@@ -267,6 +277,7 @@ class _Prepared:
     dataset_fp: str
     history: list[dict[str, Any]]
     fit: Optional[dict[str, Any]] = None
+    state: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # state.json of a half-finished training
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,6 +296,7 @@ class _Settings:
     learning_rate: float
     epochs: int
     workers: int = 1
+    precision_candidates: tuple[str, ...] = ()  # the policies worth timing (``precision: auto``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,6 +315,9 @@ class _Run:
         settings: what was decided for the strategy: batch, precision, steps, learning rate, epochs.
         strategy: the ``tf.distribute`` strategy.
         role: this process's place in a set of workers; None: it trains alone.
+        plan: what the budget bought (laid out after the calibration, or read back on resume);
+            None without a budget.
+        deadline: the budget's clock; None without a budget.
     """
 
     dataset_dir: str
@@ -312,6 +327,8 @@ class _Run:
     settings: _Settings
     strategy: Any
     role: Optional[WorkerRole] = None
+    plan: Optional[budget_lib.BudgetPlan] = None
+    deadline: Optional[budget_lib.Deadline] = None
 
     @property
     def chief(self) -> bool:
@@ -346,6 +363,9 @@ class _Fit:
         resumed_from: the step of the checkpoint restored (0: a fresh start).
         history: one row per finished epoch, those of a restored checkpoint first; the epochs
             append theirs.
+        validation: the task's callbacks that score the validation split each evaluation.
+        stopper: early stopping (None: off).
+        progress: what reports the progress (None: nothing does).
     """
 
     model: Any
@@ -359,6 +379,9 @@ class _Fit:
     input_cached: bool
     resumed_from: int
     history: list[dict[str, Any]]
+    validation: list[Any] = dataclasses.field(default_factory=list)
+    stopper: Any = None
+    progress: Any = None
 
 
 def _restore(checkpoint: Any, ckpt_dir: str, optimizer: Any, total_steps: int) -> int:
@@ -414,7 +437,9 @@ def _fit_epochs(run: _Run, fit: _Fit) -> int:
         step = callbacks.optimizer_step(fit.optimizer)
         fit.saver.save(step)
         fit.history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
-        _write_state(run, fit.history)
+        _write_state(run, fit.history, fit)
+        if fit.model.stop_training:  # the budget's guard or early stopping
+            break
     return step
 
 
@@ -431,7 +456,7 @@ def _run_epochs(run: _Run, fit: _Fit) -> int:
     def on_epoch(epoch: int, step: int, logs: dict[str, float]) -> None:
         fit.history.append({"epoch": epoch + 1, "step": step, **logs})
         if run.chief:
-            _write_state(run, fit.history)
+            _write_state(run, fit.history, fit)
 
     settings = run.settings
     plan = multiworker.EpochPlan(
@@ -447,6 +472,7 @@ def train(
     checkpoint_dir: str | None = None,
     *,
     role: Optional[WorkerRole] = None,
+    on_progress: Optional[Callable[..., None]] = None,
 ) -> TrainingSummary:
     """Trains a model on a TFRecord dataset for the dataset's task and writes the model folder.
 
@@ -460,6 +486,10 @@ def train(
             survive a preempted pod, and the retried one (same URI) resumes from them.
         role: this process's place in a set of workers (``trainer.worker`` passes it); ``None``
             trains in this process alone. ``model_dir`` and ``checkpoint_dir`` are then the chief's.
+        on_progress: ``(done, total, **fields)``, told the steps done of the total now and then,
+            with images/s, the loss, the validation figure and the time left
+            (``trainer.callbacks.TrainingProgress``; the train step prints progress lines with
+            it); called by the chief only. None: no progress.
 
     Returns:
         The training summary, also written to ``training.json`` (by the chief only).
@@ -482,16 +512,244 @@ def train(
     strategy = role.strategy if role is not None else distribute.get_strategy(config.accelerator)
     settings = _settings(config, prepared.info, strategy)
     run = _fit_to_data(_Run(dataset_dir, model_dir, config, prepared, settings, strategy, role))
+    run = _cached_precision(_budget_of(run))
     built = _build(run)
     fit = _start(run, built)
+    report = on_progress if run.chief else None
+    if run.deadline is not None and run.plan is None:
+        if report is not None:
+            report(fit.resumed_from, run.total_steps, note="calibrating")
+        run, fit = _calibrate(run, fit)
+    fit = _watch(run, fit, report)
     started = time.perf_counter()
     step = _run_epochs(run, fit)
     train_seconds = time.perf_counter() - started
-    if step != run.total_steps:
+    stopped = _stopped_early(fit)
+    if step != run.total_steps and stopped is None:
         raise TrainingError(f"training ended at step {step}, expected {run.total_steps}; re-run to resume")
-    summary = _summary(run, fit, step, train_seconds)
-    _export(fit.model, run, summary)
-    return summary
+    if stopped is not None and fit.progress is not None:
+        fit.progress.finish(step, "stopped early" if stopped[0] == "early stopping" else "budget spent")
+    _restore_best(run, fit, step)
+    return _export(fit.model, run, _summary(run, fit, step, train_seconds))
+
+
+def _budget_of(run: _Run) -> _Run:
+    """The run with its budget's clock, and the plan of a resumed training (its schedule as laid out).
+
+    A training resumed after a restart keeps its plan (the same steps, so the same schedule) and
+    counts the time its earlier processes spent (``state.json``'s ``spent_s``).
+    """
+    config, prepared = run.config, run.prepared
+    if not config.has_budget:
+        return run
+    budget = config.budget()
+    spent = float(prepared.state.get("spent_s") or 0.0)
+    deadline = budget_lib.Deadline(budget.limit_s, budget_lib.process_started_at(), spent)
+    saved = prepared.state.get("budget")
+    if not saved:
+        return dataclasses.replace(run, deadline=deadline)
+    plan = budget_lib.BudgetPlan.from_dict(saved)
+    log.info("resuming the budget's plan (%.0fs spent before this process): %s", spent, plan.line())
+    return _with_plan(dataclasses.replace(run, deadline=deadline), plan)
+
+
+def _with_plan(run: _Run, plan: budget_lib.BudgetPlan) -> _Run:
+    """The run with the plan's evaluation intervals as its epochs."""
+    settings = dataclasses.replace(run.settings, epochs=plan.evaluations, steps_per_epoch=plan.steps_per_evaluation)
+    return dataclasses.replace(run, plan=plan, settings=settings)
+
+
+def _precision_key(run: _Run) -> str:
+    """The cache key of a precision measurement: the device and what sets a step's speed."""
+    from trainer import calibrate
+
+    prepared, settings = run.prepared, run.settings
+    return calibrate.precision_key(
+        calibrate.device_name(settings.kind),
+        model=prepared.model,
+        options=prepared.task.options.to_dict(),
+        shape=list(prepared.task.input_shape(prepared.info)),
+        batch=settings.global_batch,
+        replicas=settings.replicas,
+        steps_per_execution=settings.steps_per_execution,
+        jit=bool(settings.jit_compile),
+        candidates=list(settings.precision_candidates),
+    )
+
+
+def _with_precision(run: _Run, policy: str, reason: str) -> _Run:
+    return dataclasses.replace(
+        run, settings=dataclasses.replace(run.settings, precision=policy, precision_reason=reason)
+    )
+
+
+def _cached_precision(run: _Run) -> _Run:
+    """The run in the policy an earlier run measured faster on this device, where the device offers a choice."""
+    from trainer import calibrate
+
+    if len(run.settings.precision_candidates) < 2:
+        return run
+    measured = calibrate.cached_precision(_precision_key(run))
+    if measured is None or measured.chosen not in run.settings.precision_candidates:
+        return run
+    log.info("precision %s: %s", measured.chosen, measured.reason())
+    return _with_precision(run, measured.chosen, measured.reason())
+
+
+def _measure_precision(run: _Run, fit: _Fit, step_s: float) -> tuple[_Run, _Fit, float]:
+    """Times the other candidate policies at the fitted size and batch and keeps the faster
+    (remembered on this machine); returns the run, its fit and its seconds per step.
+    """
+    from trainer import calibrate
+
+    timed = {run.settings.precision: step_s}
+    runs = {run.settings.precision: (run, fit)}
+    for policy in run.settings.precision_candidates[1:]:
+        other = _with_precision(run, policy, "")
+        other_fit = _start(other, _build(other))
+        timed[policy] = calibrate.time_steps(other_fit.model, other_fit.train_ds, run.settings.steps_per_execution)
+        runs[policy] = (other, other_fit)
+    measured = calibrate.PrecisionMeasurement(calibrate.choose(timed), timed)
+    calibrate.keep_precision(_precision_key(run), measured)
+    log.info("precision %s: %s", measured.chosen, measured.reason())
+    # Another policy's model has not traced its validation yet: its first one takes longer than
+    # the plan's estimate, which the budget's guard absorbs.
+    chosen, chosen_fit = runs[measured.chosen]
+    return _with_precision(chosen, measured.chosen, measured.reason()), chosen_fit, timed[measured.chosen]
+
+
+def _calibrate(run: _Run, fit: _Fit) -> tuple[_Run, _Fit]:
+    """Times real steps of the compiled model (in each precision worth timing, keeping the
+    faster), lays the budget out over the steps that fit, and sets the schedule's length; the
+    calibration's steps are undone (weights and optimizer).
+
+    Raises:
+        TrainingError: the budget cannot buy one evaluation interval (naming the least that can).
+    """
+    from trainer import calibrate, schedules
+
+    started = time.perf_counter()
+    timing = calibrate.measure(fit.model, fit.train_ds, run.settings.steps_per_execution, _evaluation(fit))
+    step_s = timing.step_s
+    measured = run.settings.precision_reason.startswith("measured")
+    if len(run.settings.precision_candidates) > 1 and not measured:
+        run, fit, step_s = _measure_precision(run, fit, step_s)
+    elapsed = run.deadline.clock() - run.deadline.started_at
+    try:
+        plan = budget_lib.plan(
+            run.config.budget(),
+            elapsed_s=elapsed,
+            calibration_s=time.perf_counter() - started,
+            step_s=step_s,
+            eval_s=timing.eval_s,
+            export_s=timing.export_s,
+            steps_per_execution=run.settings.steps_per_execution,
+            spent_before_s=run.deadline.spent_before_s,
+        )
+    except budget_lib.BudgetError as err:
+        raise TrainingError(f"train.time_budget: {err}") from None
+    log.info("%s", plan.line())
+    if not schedules.set_total_steps(fit.optimizer, plan.steps):
+        log.info("the %s task's schedule does not depend on its length", run.prepared.task.name)
+    run = _with_plan(run, plan)
+    if run.chief:
+        _write_state(run, fit.history, fit)
+    return run, fit
+
+
+def _evaluation(fit: _Fit) -> Optional[Any]:
+    """One evaluation as the epochs run it (the validation split, the task's scoring), or None."""
+    if fit.val_ds is None:
+        return None
+
+    def evaluate() -> None:
+        logs = fit.model.evaluate(fit.val_ds, steps=fit.val_steps, verbose=0, return_dict=True)
+        for callback in fit.validation:
+            callback.set_model(fit.model)
+            callback.on_epoch_end(0, logs)
+
+    return evaluate
+
+
+def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = None) -> _Fit:
+    """The fit with what watches the epochs: the task's validation scoring, early stopping, the
+    budget's guard, and the progress (last: it reports the figures the others put in the logs).
+    """
+    from trainer import callbacks, stopping
+
+    watchers: list[Any] = list(fit.validation)
+    stopper = None
+    patience = budget_lib.resolve_patience(budget_lib.parse_patience(run.config.patience), run.settings.epochs)
+    if fit.val_ds is not None and patience is not None:
+        monitor, higher = run.prepared.task.validation_metric(run.settings.kind)
+        saved = run.prepared.state.get("stopping") or {}
+        same = saved.get("monitor") == monitor and (saved.get("best_step") or 0) <= fit.resumed_from
+        stopper = stopping.EarlyStopping(
+            monitor,
+            higher,
+            patience,
+            on_best=lambda step: _save_best(run, fit.model, step),
+            best=saved.get("best") if same else None,
+            best_step=saved.get("best_step") if same else None,
+            wait=int(saved.get("wait") or 0) if same else 0,
+        )
+        watchers.append(stopper)
+    if run.plan is not None and run.settings.workers == 1:
+        # Several workers' clocks differ and all must stop at the same step: their plan alone holds.
+        reserve = run.plan.eval_s + run.plan.export_s
+        watchers.append(stopping.BudgetGuard(run.deadline.left_s, reserve))
+    progress = None
+    if on_progress is not None:
+        deadline = run.deadline
+        progress = callbacks.TrainingProgress(
+            on_progress,
+            run.total_steps,
+            run.settings.global_batch,
+            start_step=fit.resumed_from,
+            deadline=(lambda: max(deadline.left_s(), 0.0)) if deadline is not None else None,
+            metric=run.prepared.task.validation_metric(run.settings.kind)[0],
+        )
+    # Before the checkpointer and the history: the validation figures are in the logs they see.
+    ordered = watchers + fit.callbacks + ([progress] if progress is not None else [])
+    return dataclasses.replace(fit, callbacks=ordered, stopper=stopper, progress=progress)
+
+
+def _stopped_early(fit: _Fit) -> Optional[tuple[str, int]]:
+    """(why, at which step) the training ended before its last step; None: it did not."""
+    from trainer import stopping
+
+    for callback in fit.callbacks:
+        if isinstance(callback, stopping.EarlyStopping) and callback.stopped_at is not None:
+            return "early stopping", callback.stopped_at
+        if isinstance(callback, stopping.BudgetGuard) and callback.stopped_at is not None:
+            return "budget", callback.stopped_at
+    return None
+
+
+def _best_prefix(run: _Run) -> str:
+    return _join(run.prepared.ckpt_dir, "best", "weights")
+
+
+def _save_best(run: _Run, model: Any, step: int) -> None:
+    """Keeps the weights of a new best evaluation (the chief's folder; the export restores them)."""
+    import tensorflow as tf
+
+    if run.chief:
+        tf.train.Checkpoint(model=model).write(_best_prefix(run))
+
+
+def _restore_best(run: _Run, fit: _Fit, step: int) -> None:
+    """Puts back the best evaluated weights when the last step's are not the best."""
+    import tensorflow as tf
+
+    stopper = fit.stopper
+    if stopper is None or stopper.best_step is None or stopper.best_step == step:
+        return
+    tf.train.Checkpoint(model=fit.model).read(_best_prefix(run)).expect_partial()
+    log.info(
+        "exporting the best evaluated weights: %s %.4g at step %d (the last step, %d, scored lower)",
+        stopper.monitor, stopper.best, stopper.best_step, step,
+    )  # fmt: skip
 
 
 def _check_role(config: TrainConfig, role: Optional[WorkerRole]) -> None:
@@ -536,6 +794,11 @@ def _start(run: _Run, built: tuple[Any, Any, Any]) -> _Fit:
     if run.chief:
         _write_state(run, history)
     train_ds, val_ds, val_steps, cache = _inputs(run)
+    validation = []
+    if val_ds is not None:
+        validation = prepared.task.validation_callbacks(
+            prepared.info, run.dataset_dir, prepared.val_split, run.settings.kind
+        )
     every_seconds = config.checkpoint_every_seconds
     if every_seconds is not None and run.settings.workers > 1:
         # A clock differs between workers, and every worker must save at the same step.
@@ -561,6 +824,7 @@ def _start(run: _Run, built: tuple[Any, Any, Any]) -> _Fit:
         input_cached=cache,
         resumed_from=resumed_from,
         history=history,
+        validation=validation,
     )
 
 
@@ -578,7 +842,7 @@ def _prepare(
         raise TrainingError(f"{dataset_dir}: {err}") from err
     task = task_type(config.model_options)  # a bad option is the task's error, naming the option
     task.check_dataset(info)
-    if config.epochs is None and type(task).fit_to_data is Task.fit_to_data:
+    if config.epochs is None and not config.has_budget and type(task).fit_to_data is Task.fit_to_data:
         raise TrainingError(
             f"train.epochs: null (fitted to the data) but the {task.name} task fits no schedule; set epochs"
         )
@@ -625,6 +889,7 @@ def _prepare(
         fingerprint=fingerprint,
         dataset_fp=dataset_fp,
         history=list((state or {}).get("history", [])),
+        state=dict(state or {}),
     )
 
 
@@ -690,6 +955,8 @@ def _settings(config: TrainConfig, info: DatasetInfo, strategy: Any) -> _Setting
         steps_per_epoch=steps_per_epoch,
         learning_rate=scaled_learning_rate(config, global_batch),
         workers=config.workers,
+        # Several workers would each time and choose alone: they keep the rule's policy.
+        precision_candidates=distribute.precision_candidates(config.precision, precision, kind, config.workers),
         epochs=config.epochs or 0,  # None: fitted to the data (_fit_to_data)
     )
     log.info(
@@ -729,12 +996,14 @@ def _fit_to_data(run: _Run) -> _Run:
     except TaskError as err:
         raise TrainingError(str(err)) from err
     epochs = config.epochs or (fitted.epochs if fitted is not None else None)
+    if epochs is None and config.has_budget:
+        epochs = 1  # laid out by the budget once the step is timed (_calibrate)
     if epochs is None:
         raise TrainingError(
             f"train.epochs: null (fitted to the data) but the {prepared.task.name} task fits no schedule; set epochs"
         )
     if fitted is None:
-        return run
+        return dataclasses.replace(run, settings=dataclasses.replace(settings, epochs=epochs))
     return dataclasses.replace(
         run,
         prepared=dataclasses.replace(prepared, task=fitted.task, fit=fitted.record),
@@ -817,11 +1086,27 @@ def _inputs(run: _Run) -> tuple[Any, Any, Optional[int], bool]:
     return train_ds, val_ds, val_steps, cache
 
 
-def _write_state(run: _Run, history: list[dict[str, Any]]) -> None:
-    """Writes the training's state beside its checkpoints (``state.json``): its fingerprints and history."""
-    # The fingerprints tie the checkpoints to this training; the history survives a restart.
+def _write_state(run: _Run, history: list[dict[str, Any]], fit: Optional[_Fit] = None) -> None:
+    """Writes the training's state beside its checkpoints (``state.json``).
+
+    The fingerprints tie the checkpoints to this training; the history, the budget's plan and the
+    time spent so far, and early stopping's best survive a restart.
+    """
     prepared = run.prepared
-    state = {"config_fingerprint": prepared.fingerprint, "dataset_fingerprint": prepared.dataset_fp, "history": history}
+    state: dict[str, Any] = {
+        "config_fingerprint": prepared.fingerprint,
+        "dataset_fingerprint": prepared.dataset_fp,
+        "history": history,
+    }
+    if run.plan is not None:
+        state["budget"] = run.plan.to_dict()
+    if run.deadline is not None:
+        state["spent_s"] = round(run.deadline.spent_s(), 3)
+    stopper = fit.stopper if fit is not None else None
+    if stopper is not None:
+        state["stopping"] = stopper.state()
+    elif prepared.state.get("stopping"):
+        state["stopping"] = prepared.state["stopping"]
     storage.write_text(_join(prepared.ckpt_dir, STATE_NAME), json.dumps(state, indent=1))
 
 
@@ -870,7 +1155,24 @@ def _summary(run: _Run, fit: _Fit, step: int, train_seconds: float) -> TrainingS
         history=history,
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         fit=prepared.fit,
+        budget=run.plan.to_dict() if run.plan is not None else None,
+        stopping=_stopping_record(run, fit, step),
     )
+
+
+def _stopping_record(run: _Run, fit: _Fit, step: int) -> dict[str, Any]:
+    """Where the training ended and why, and the best evaluation (``TrainingSummary.stopping``)."""
+    stopped = _stopped_early(fit)
+    stopper = fit.stopper
+    record: dict[str, Any] = {
+        "step": step,
+        "planned_steps": run.total_steps,
+        "reason": stopped[0] if stopped else "completed",
+        "patience": stopper.patience if stopper is not None else None,
+    }
+    if stopper is not None and stopper.best_step is not None:
+        record.update(monitor=stopper.monitor, best=stopper.best, best_step=stopper.best_step)
+    return record
 
 
 def _effective_config(run: _Run) -> TrainConfig:
@@ -884,7 +1186,8 @@ def _effective_config(run: _Run) -> TrainConfig:
         "precision": settings.precision,
         "steps_per_execution": settings.steps_per_execution,
         "jit_compile": settings.jit_compile,
-        "epochs": settings.epochs,
+        # With a budget the schedule is the budget's (the plan, in training.json), not epochs.
+        **({} if config.has_budget else {"epochs": settings.epochs}),
     }
     effective = config.replace(**{k: v for k, v in resolved.items() if getattr(config, k) in (None, "auto")})
     if prepared.fit is not None:
@@ -892,10 +1195,13 @@ def _effective_config(run: _Run) -> TrainConfig:
     return effective
 
 
-def _export(model: Any, run: _Run, summary: TrainingSummary) -> None:
+def _export(model: Any, run: _Run, summary: TrainingSummary) -> TrainingSummary:
     """The SavedModel and the Keras file, then (the chief only) the config, the card and the summary.
 
     Written into the run's ``out_dir``: the model folder, or a worker's scratch folder.
+
+    Returns:
+        The summary, with the time the step took in all where it had a budget.
     """
     gfile = _gfile()
     model_dir, prepared = run.out_dir, run.prepared
@@ -904,16 +1210,58 @@ def _export(model: Any, run: _Run, summary: TrainingSummary) -> None:
         # A previous run died during export (training.json is written last): start it over.
         gfile.rmtree(saved)
     # Every worker of a set saves (saving may run collectives); the others into their scratch folder.
+    export_started = time.perf_counter()
     prepared.task.export(model, saved, prepared.info)
     model.save(_join(model_dir, model_folder.KERAS_MODEL))
     preset = prepared.task.save_preset(model, model_folder.preset_dir(model_dir))
     if not run.chief:
-        return
+        return summary
     if preset is not None:
         log.info("saved a keras-hub preset to %s (model_options.weights can start from it)", preset)
+    if run.deadline is not None and summary.budget is not None:
+        took = _actual(run, summary.budget, time.perf_counter() - export_started)
+        summary = dataclasses.replace(summary, budget=took)
+        log.info("budget: %s", budget_line(summary.budget))
     storage.write_text(_join(model_dir, model_folder.CONFIG), _effective_config(run).to_yaml())
     storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
+    return summary
+
+
+def _actual(run: _Run, plan: Mapping[str, Any], export_s: float) -> dict[str, Any]:
+    """The plan with what the step took: ``actual_s`` (all its processes), its cost, the export's time."""
+    spent = run.deadline.spent_s()
+    per_hour = plan.get("price_per_hour")
+    return {
+        **plan,
+        "actual_s": round(spent, 3),
+        "actual_export_s": round(export_s, 3),
+        "actual_cost": None if per_hour is None else round(spent * per_hour / 3600.0, 6),
+    }
+
+
+def budget_line(budget: Mapping[str, Any]) -> str:
+    """A recorded budget in one line: what held, the steps, the measured step, predicted and actual time and cost."""
+    actual = budget.get("actual_s")
+    cost = budget.get("actual_cost") if actual is not None else budget.get("predicted_cost")
+    priced = f", ${cost:.4f} at {budget.get('price_key')}" if cost is not None else ""
+    return (
+        f"{budget.get('limit')}: {budget.get('steps')} steps in {budget.get('evaluations')} evaluation intervals at "
+        f"{1000 * float(budget.get('step_s') or 0):.1f} ms/step measured; "
+        f"predicted {float(budget.get('predicted_s') or 0):.0f}s, took {'n/a' if actual is None else f'{actual:.0f}s'}"
+        f"{priced}"
+    )
+
+
+def stopping_line(stopping: Mapping[str, Any]) -> str:
+    """Where a training ended, in one line: the step, why, and the best evaluation exported."""
+    reason = stopping.get("reason", "completed")
+    line = f"ended at step {stopping.get('step')} of {stopping.get('planned_steps')} ({reason})"
+    if stopping.get("best_step") is not None:
+        best = float(stopping["best"])
+        line += f"; best {stopping.get('monitor')} {best:.4f} at step {stopping['best_step']} (exported)"
+    patience = stopping.get("patience")
+    return line + (f"; patience {patience} evaluations" if patience else "; early stopping off")
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:
@@ -943,6 +1291,9 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         f"- {summary.steps} steps = {summary.epochs} epochs x {summary.steps_per_epoch} steps, global "
         f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",
         f"- throughput: {_fmt(summary.images_per_sec, '.0f')} images/s; config `{summary.config_fingerprint}`",
+        f"- precision: {summary.precision} ({summary.precision_reason or 'as configured'})",
+        *([f"- budget: {budget_line(summary.budget)}"] if summary.budget else []),
+        *([f"- stopping: {stopping_line(summary.stopping)}"] if summary.stopping else []),
         *(
             ["", "## Fitted to the data", *(f"- {line}" for line in summary.fit.get("lines", []))]
             if summary.fit

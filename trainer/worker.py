@@ -233,8 +233,12 @@ def wait_for_peers(
 # --------------------------------------------------------------------------- the training
 
 
-def train_worker(job: WorkerJob, index: int, timeout_s: float) -> Optional[TrainingSummary]:
+def train_worker(
+    job: WorkerJob, index: int, timeout_s: float, on_progress: Optional[Callable[..., None]] = None
+) -> Optional[TrainingSummary]:
     """Trains as worker ``index`` of ``job.config.workers``; the chief writes ``job.model_dir``.
+
+    ``on_progress`` is the training's progress (``trainer.train.train``'s), told on the chief only.
 
     Returns:
         The training summary on the chief; ``None`` on the other workers.
@@ -257,7 +261,14 @@ def train_worker(job: WorkerJob, index: int, timeout_s: float) -> Optional[Train
     scratch = None if index == 0 else tempfile.mkdtemp(prefix=f"ltp-worker-{index}-")
     role = WorkerRole(strategy=strategy, index=index, workers=job.config.workers, scratch_dir=scratch)
     try:
-        summary = train(job.dataset, job.model_dir, job.config, checkpoint_dir=job.checkpoint_dir, role=role)
+        summary = train(
+            job.dataset,
+            job.model_dir,
+            job.config,
+            checkpoint_dir=job.checkpoint_dir,
+            role=role,
+            on_progress=on_progress,
+        )
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -267,7 +278,7 @@ def train_worker(job: WorkerJob, index: int, timeout_s: float) -> Optional[Train
 # --------------------------------------------------------------------------- the command
 
 
-def _run(job_path: str) -> int:
+def _run(job_path: str, on_progress: Optional[Callable[..., None]] = None) -> int:
     from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
 
@@ -281,7 +292,7 @@ def _run(job_path: str) -> int:
         return 2
     log.info("worker %d of %d (%s), peers %s", index, len(hosts), hosts[index], hosts)
     try:
-        summary = train_worker(job, index, timeout)
+        summary = train_worker(job, index, timeout, on_progress)
     except (DatasetError, TaskError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -293,8 +304,12 @@ def _run(job_path: str) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parses the command line and runs this worker (exit status: 0 done, 2 bad input, 1 failed)."""
+def main(argv: Sequence[str] | None = None, on_progress: Optional[Callable[..., None]] = None) -> int:
+    """Parses the command line and runs this worker (exit status: 0 done, 2 bad input, 1 failed).
+
+    ``on_progress`` is told the training's progress on the chief (the train step's worker command
+    prints progress lines with it: ``components.train.worker``).
+    """
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
@@ -303,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return _run(args.config)
+    return _run(args.config, on_progress)
 
 
 if __name__ == "__main__":

@@ -106,9 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.pricing import PriceTableError
     from trainer.benchmark import BenchmarkError
     from trainer.evaluate import EvaluationError
+    from trainer.pricing import PriceTableError
     from trainer.tfrecords import DatasetError
 
     command = {"inference": _inference, "join": _join}[args.command]

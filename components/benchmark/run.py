@@ -9,15 +9,49 @@ from collections.abc import Callable
 from typing import Optional
 
 from components.benchmark.rows import BenchmarkRow, Timing
-from components.pricing import images_per_dollar, load_price_table, lookup
 from trainer import model_folder
-from trainer.benchmark import BenchmarkError
+from trainer.benchmark import BenchmarkError, TimingStats
 from trainer.config import BenchmarkConfig
+from trainer.pricing import images_per_dollar, load_price_table, lookup
 
 DEFAULT_SPLIT = "test"
 SERVED_NAME = "benchmark"
 # What times the served path here: the project's own server, not TensorFlow Serving (tables say so).
 LOCAL_SERVER = "local Python server"
+
+
+class BatchCount:
+    """Counts the timed batches of every path against the most there can be, for progress.
+
+    Each path (in process, then served) may run up to its cap of rounds; one that stops early
+    (the rounds agreed: ``target_spread``) counts as done at its cap, so the count reaches the
+    total with the last path.
+
+    Args:
+        per_path: timed batches of one path at its cap (batches per round x ``rounds``).
+        paths: the paths timed.
+        on_progress: called with (batches counted, ``per_path x paths``); None for no progress.
+    """
+
+    def __init__(self, per_path: int, paths: int, on_progress: Optional[Callable[[int, int], None]]) -> None:
+        self.per_path, self.total, self.on_progress = per_path, per_path * paths, on_progress
+        self.done = self.paths_done = 0
+
+    def batch(self) -> None:
+        """One timed batch done."""
+        self.done += 1
+        self._report()
+
+    def end_path(self) -> None:
+        """A path finished: its batches not run (rounds it did not need) count as done."""
+        self.paths_done += 1
+        if self.done < self.paths_done * self.per_path:
+            self.done = self.paths_done * self.per_path
+            self._report()
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total)
 
 
 def run_benchmark(
@@ -37,7 +71,9 @@ def run_benchmark(
         dataset_dir: the Dataset artifact's folder; its split's images are the benchmark's input.
         config: what to time and on which accelerator (price table key).
         split: the split whose images are sent.
-        on_progress: called with (timed batches done, timed batches in total) over both paths.
+        on_progress: called with (timed batches done, timed batches in total) over both paths, the
+            total at ``config.rounds`` rounds each; a path whose rounds agree early
+            (``config.target_spread``) jumps to its share, and the last call is (total, total).
 
     Returns:
         The result row, with the full statistics (``row.summary()`` drops them); with
@@ -58,14 +94,7 @@ def run_benchmark(
     # Distinct images beyond num_images add nothing: the benchmark cycles over what it reads.
     images, _, _ = read_encoded_split(dataset_dir, split, min(count, config.num_images))
     per_path = len(plan_batches(len(images), config.num_images, config.batch_size)) * config.rounds
-    total = per_path * (2 if config.http else 1)
-    done = [0]
-
-    def on_batch() -> None:
-        done[0] += 1
-        if on_progress is not None:
-            on_progress(done[0], total)
-
+    progress = BatchCount(per_path, 2 if config.http else 1, on_progress)
     stats = benchmark_signature(
         fn,
         images,
@@ -74,8 +103,10 @@ def run_benchmark(
         config.batch_size,
         config.warmup_batches,
         config.rounds,
-        on_batch=on_batch,
+        on_batch=progress.batch,
+        target_spread=config.target_spread,
     )
+    progress.end_path()
     http = None
     if config.http:
         from components.serving.server import ModelServer
@@ -83,8 +114,10 @@ def run_benchmark(
         with ModelServer(saved_model, SERVED_NAME) as server:
             url = f"{server.url.rstrip('/')}/v1/models/{SERVED_NAME}:predict"
             http = benchmark_http(
-                url, images, config.num_images, config.batch_size, config.warmup_batches, config.rounds, on_batch
-            )
+                url, images, config.num_images, config.batch_size, config.warmup_batches, config.rounds,
+                progress.batch, config.target_spread,
+            )  # fmt: skip
+        progress.end_path()
     return BenchmarkRow(
         accelerator=price.name,
         label=price.label,
@@ -100,6 +133,14 @@ def run_benchmark(
         timing_stats=stats,
         http_stats=http,
     )
+
+
+def rounds_text(stats: TimingStats) -> str:
+    """How many rounds were timed and how far apart they were, in words."""
+    if stats.rounds == 1:
+        return "one timed round"
+    spread = "" if stats.round_spread is None else f", within {stats.round_spread:.1%} of each other"
+    return f"the median of {stats.rounds} timed rounds{spread}"
 
 
 def render_single(row: BenchmarkRow) -> str:
@@ -125,7 +166,7 @@ def render_single(row: BenchmarkRow) -> str:
         f"mean {lat['mean']:.2f} +- {lat['std']:.2f}, min {lat['min']:.2f}, max {lat['max']:.2f}; "
         f"spread (std/mean) {row.timing.latency_spread:.1%}; "
         f"{stats.warmup_batches} warm-up batches excluded "
-        f"({stats.warmup_s:.2f} s).",
+        f"({stats.warmup_s:.2f} s); {rounds_text(stats)}.",
     ]
     if row.http is not None and row.http_stats is not None:
         h = row.http_stats.latency_ms

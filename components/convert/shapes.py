@@ -92,9 +92,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def cache_root() -> Path:
-    """Where generated data is kept: ``$XDG_CACHE_HOME/lean-tpu-pipelines`` (``~/.cache/...`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "lean-tpu-pipelines"
+    """Where generated data is kept: ``trainer.storage.cache_root()`` (``~/.cache/lean-tpu-pipelines``)."""
+    from trainer.storage import cache_root as root
+
+    return Path(root())
 
 
 def cached(count: int = DEFAULT_COUNT, seed: int = 0, size: int = DEFAULT_SIZE) -> Path:

@@ -61,6 +61,7 @@ def evaluate_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.evaluate.run import run_evaluation, write_outputs
+    from components.progress import reporter
     from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig
 
@@ -77,6 +78,7 @@ def evaluate_model(
         config,
         resolve_stages_root(stages_root, pipeline_root),
         served_model_name=served_model_name,
+        on_progress=reporter("evaluate", "images"),
     )
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)

@@ -6,8 +6,10 @@ The KFP adapter (``component.py``) calls :func:`run_evaluation` and only logs wh
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
+from collections.abc import Callable
 from typing import Any, Optional
 
 from components.evaluate import samples
@@ -79,6 +81,7 @@ def run_evaluation(
     stages_root: Optional[str] = None,
     limit: Optional[int] = None,
     served_model_name: Optional[str] = None,
+    on_progress: Optional[Callable[..., None]] = None,
 ) -> EvaluationOutcome:
     """Scores ``<model_dir>/saved_model`` on a split and decides whether it is blessed.
 
@@ -93,6 +96,8 @@ def run_evaluation(
         limit: score at most this many examples (tests); None for the whole split.
         served_model_name: the name the model is served under; prod's record of it is the baseline.
             None: the task's (``classifier``, ``detector``).
+        on_progress: called with (examples scored, examples in all) as the task scores, for a
+            task whose ``evaluate`` takes ``on_progress`` (:func:`score`).
 
     Returns:
         The result, the decision, the report and the blessing record.
@@ -108,7 +113,7 @@ def run_evaluation(
             for k, v in (baseline_entry.get("metrics") or {}).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
-    result = task.evaluate(model_folder.saved_model_dir(model_dir), dataset_dir, config, limit)
+    result = score(task, model_folder.saved_model_dir(model_dir), dataset_dir, config, limit, on_progress)
     decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline, task.directions())
     report = renderers.report(result, decision, config.split, model_dir, baseline_entry)
     return EvaluationOutcome(
@@ -120,6 +125,35 @@ def run_evaluation(
         page=renderers.page(result, decision, config.split),
         evaluated=Evaluated(task, result, model_dir, dataset_dir, config.split),
     )
+
+
+def score(
+    task: Any,
+    saved_model_dir: str,
+    dataset_dir: str,
+    config: EvaluateConfig,
+    limit: Optional[int] = None,
+    on_progress: Optional[Callable[..., None]] = None,
+) -> EvaluationResultBase:
+    """The task's evaluation of the SavedModel, reporting progress where the task can.
+
+    A task reports its scoring's progress when its ``evaluate`` takes an ``on_progress``
+    keyword; a task without one (an extension written before it) scores silently.
+
+    Args:
+        task: the model's task.
+        saved_model_dir: the SavedModel folder.
+        dataset_dir: the dataset folder.
+        config: the evaluation settings.
+        limit: score at most this many examples; None for the whole split.
+        on_progress: ``on_progress(done, total, **fields)``; None for no progress.
+
+    Returns:
+        The task's evaluation result.
+    """
+    if on_progress is not None and "on_progress" in inspect.signature(task.evaluate).parameters:
+        return task.evaluate(saved_model_dir, dataset_dir, config, limit, on_progress=on_progress)
+    return task.evaluate(saved_model_dir, dataset_dir, config, limit)
 
 
 def run_report_part(outcome: EvaluationOutcome) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Optional
 
 from trainer import model_folder, storage
@@ -29,6 +29,7 @@ def run_training(
     config: TrainConfig,
     checkpoint_dir: Optional[str] = None,
     worker_command: Optional[Sequence[str]] = None,
+    on_progress: Optional[Callable[..., None]] = None,
 ) -> TrainingSummary:
     """Trains in this process (``workers`` 1) or with ``workers`` workers through the config's launcher.
 
@@ -42,7 +43,9 @@ def run_training(
         config: the training settings (``workers``, ``launcher``).
         checkpoint_dir: where checkpoints go; ``None`` for ``<model_dir>/checkpoints``.
         worker_command: what starts one worker, before its ``--config JOB``; ``None`` for this
-            Python's ``python -m trainer.worker``.
+            Python's ``python -m components.train.worker`` (the chief prints progress lines).
+        on_progress: the training's progress (``trainer.train.train``'s) in this process; the
+            workers' chief prints its own.
 
     Raises:
         ConfigError: an unknown launcher.
@@ -52,7 +55,7 @@ def run_training(
     from trainer.train import TrainingSummary, train
 
     if config.workers == 1:
-        return train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir)
+        return train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir, on_progress=on_progress)
     from components.launchers import LaunchError, WorkerSet, choose_launcher, get_launcher
     from trainer.worker import WorkerJob, write_worker_job
 
@@ -65,7 +68,7 @@ def run_training(
     job_path = write_worker_job(
         storage.join(ckpt_dir, WORKER_JOB), WorkerJob(dataset_dir, model_dir, config, checkpoint_dir)
     )
-    argv = (*(worker_command or (sys.executable, "-m", "trainer.worker")), "--config", job_path)
+    argv = (*(worker_command or (sys.executable, "-m", "components.train.worker")), "--config", job_path)
     log.info("training with %d workers (launcher %s)", config.workers, name)
     launcher.run(WorkerSet(workers=config.workers, config_path=job_path, model_dir=model_dir, argv=argv))
     storage.delete(job_path)  # kept after a failure: the same step, run again, rewrites it and resumes

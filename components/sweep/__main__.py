@@ -162,9 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.pricing import PriceTableError
     from components.sweep.grid import GridError
     from trainer.benchmark import BenchmarkError
+    from trainer.pricing import PriceTableError
     from trainer.tfrecords import DatasetError
 
     command = {"grid": _grid, "notebook": _notebook, "join": _join}[args.command]

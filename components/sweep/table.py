@@ -18,10 +18,10 @@ from typing import Any, Optional, Union
 
 from components import markdown, pages
 from components.pages import Markup
-from components.pricing import AcceleratorPrice, PriceTableError, hourly_cost
 from components.sweep.cell import CellResult, quality_label, quality_metrics
 from components.sweep.grid import GridError
 from trainer import records
+from trainer.pricing import AcceleratorPrice, PriceTableError, hourly_cost
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +185,7 @@ def build_rows(results: Results, price_table: Mapping[str, AcceleratorPrice]) ->
 
     Args:
         results: the cells' results, typed or as JSON (the rows the join read).
-        price_table: ``components.pricing.load_price_table()``.
+        price_table: ``trainer.pricing.load_price_table()``.
 
     Returns:
         One row per cell name, in the order the cells first appear.

@@ -23,6 +23,11 @@ def train_model(
     model_options: Optional[dict] = None,
     workers: int = 1,
     launcher: str = "auto",
+    time_budget: str = "auto",
+    cost_budget: str = "auto",
+    patience: str = "auto",
+    accelerator_type: str = "",
+    accelerator_count: int = 0,
 ):
     """Trains ``model_name`` on the dataset and writes the model folder (SavedModel, .keras, card).
 
@@ -50,6 +55,14 @@ def train_model(
             selectors and tolerations), waits, and deletes them; the chief's folder is ``model``.
         launcher: ``auto`` (a JobSet where the cluster serves it, else an Indexed Job; local
             processes outside a cluster), ``jobset``, ``job`` or ``local``.
+        time_budget: ``auto`` (none) or the time this step may take, such as ``90s``, ``10m``,
+            ``2h``: the schedule is laid out over the steps that fit (epochs 0 with a budget).
+        cost_budget: ``auto`` (none) or US dollars this step may cost at the price of its
+            accelerator, such as ``2.50``.
+        patience: early stopping: ``auto``, a number of evaluations without improvement, or ``off``.
+        accelerator_type: the accelerator resource this pod asked for (empty for CPU only): its
+            price key (``trainer.pricing.price_key``) prices the step.
+        accelerator_count: how many of it (0 for CPU only).
     """
     from trainer.runtime import configure_tensorflow_env
 
@@ -58,6 +71,7 @@ def train_model(
     from components.launchers.locations import training_locations
     from components.launchers.training import run_training
     from components.params import none_if_empty
+    from components.progress import reporter
     from components.train.run import describe_model, scalar_metrics, train_config
 
     config = train_config(
@@ -72,11 +86,22 @@ def train_model(
         model_options=model_options,
         workers=workers,
         launcher=launcher,
+        time_budget=time_budget,
+        cost_budget=cost_budget,
+        patience=patience,
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
     )
     dataset_dir, model_dir = training_locations(
         (dataset.path, dataset.uri), (model.path, model.uri), config.workers, config.launcher
     )
-    summary = run_training(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_uri(model.uri))
+    summary = run_training(
+        dataset_dir,
+        model_dir,
+        config,
+        checkpoint_dir=checkpoint_uri(model.uri),
+        on_progress=reporter("train", "steps", every_s=0),  # the training throttles its own lines
+    )
     model.metadata.update(describe_model(summary, config))
     for name, value in scalar_metrics(summary).items():
         metrics.log_metric(name, value)

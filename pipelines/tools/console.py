@@ -9,9 +9,14 @@ while the pipeline runs: it reads those lines, keeps each task's lines in its ow
 prints only what a person needs: a line as a step starts and ends (display name, status,
 seconds, headline figure), progress, and for a failing step its error, log tail and log path.
 
-Progress comes from the steps' ``@@progress`` lines (:mod:`components.progress`); training
-reports no such line yet, so its epochs are counted from Keras' own per-epoch line (``fit``
-with ``verbose=2`` prints ``<steps>/<steps> - 4s - ... loss: ...`` once per epoch).
+Progress comes from the steps' own ``@@progress`` lines (:mod:`components.progress`): the
+conversion's images, the training's steps (with images/s, the loss, the validation figure), the
+evaluation's images, the benchmark's batches, each with the time the step has left. On a terminal
+the running step is a live bar redrawn in place; off one (a log, a pipe) a step gets a plain
+progress line at most every :data:`PROGRESS_EVERY_S` seconds, the first as soon as the step knows
+its time left. Once the training knows its time left, its lines also say the whole run's: the
+training's own plus what the steps not yet started took in the previous run of the pipeline
+(:func:`previous_durations`), when the console is given those.
 """
 
 from __future__ import annotations
@@ -32,16 +37,127 @@ from components.report.run import Failure, StepRecord
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXECUTING = re.compile(r" - INFO - Executing task '([^']+)'")
 _FINISHED = re.compile(r" - (?:INFO|ERROR) - Task '([^']+)' finished with status (SUCCESS|FAILURE)")
-_KERAS_EPOCH = re.compile(r"^(\d+)/\1 - .*\bloss: ")
 _ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.+)$")
+# kfp.local's time stamp at the start of its own lines (no date: a run may cross midnight).
+_STAMP = re.compile(r"^(\d{2}):(\d{2}):(\d{2})\.(\d{3}) - ")
 TAIL_LINES = 15
-# Non-terminal progress lines: one as each quarter is crossed (a log stays short).
-QUARTERS = (25, 50, 75)
+# Off a terminal, a step's progress line comes at most this often (a log stays short), and at
+# least this often while the step reports.
+PROGRESS_EVERY_S = 30.0
+# The progress lines' step name of the training, whose time left starts the run's.
+TRAIN_STEP = "train"
 
 
 def strip_ansi(text: str) -> str:
     """The text without terminal colour codes (kfp.local colours task names and statuses)."""
     return _ANSI.sub("", text)
+
+
+def duration(seconds: float) -> str:
+    """A time in a few characters: ``45s``, ``12m05s``, ``2h03m``."""
+    whole = max(int(round(seconds)), 0)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def progress_figures(fields: Mapping[str, Any], run_left: Optional[float] = None) -> list[str]:
+    """The optional figures of a progress line as a person reads them, in order.
+
+    Args:
+        fields: a parsed progress line (:func:`components.progress.parse`).
+        run_left: the whole run's seconds left, when known.
+
+    Returns:
+        Any of: the speed (``7,530 images/s``, else ``684 images/s`` from ``rate`` and the unit),
+        ``loss 0.507``, ``val_accuracy=0.85``, the note, ``~41s left``, ``run ~3m10s left``.
+    """
+    out = []
+    if "images_per_sec" in fields:
+        out.append(f"{_figure(fields['images_per_sec'])} images/s")
+    elif "rate" in fields:
+        out.append(f"{_figure(fields['rate'])} {fields['unit'] or 'units'}/s")
+    if "loss" in fields:
+        out.append(f"loss {fields['loss']:.4g}")
+    if "metric" in fields and "value" in fields:
+        out.append(f"{fields['metric']}={fields['value']:.4g}")
+    if fields.get("note"):
+        out.append(fields["note"])
+    if "eta_s" in fields:
+        out.append(f"~{duration(fields['eta_s'])} left")
+    if run_left is not None:
+        out.append(f"run ~{duration(run_left)} left")
+    return out
+
+
+def _seconds_of_day(stamp: re.Match[str]) -> float:
+    hours, minutes, seconds, millis = (int(g) for g in stamp.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+def _log_duration(path: Path) -> Optional[tuple[str, float]]:
+    """(task, seconds) of a step's log that ends with its success: from kfp.local's first time stamp
+    in it (the step's start) to the one of its line saying the task succeeded; None otherwise.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    first: Optional[float] = None
+    end: Optional[tuple[str, float]] = None
+    for line in text.splitlines():
+        stamp = _STAMP.match(line)
+        if stamp is None:
+            continue
+        now = _seconds_of_day(stamp)
+        first = now if first is None else first
+        finished = _FINISHED.search(line)
+        if finished and finished.group(2) == "SUCCESS":
+            end = (finished.group(1), now)
+    if first is None or end is None:
+        return None
+    seconds = end[1] - first
+    return end[0], round(seconds + 86400 if seconds < 0 else seconds, 3)  # negative: the run crossed midnight
+
+
+def previous_durations(run_dir: Optional[Path]) -> dict[str, float]:
+    """Task name -> seconds each step that succeeded took in a finished local run, read from its logs.
+
+    The console writes each step's log (``<run>/logs/<task>.log``) with kfp.local's time-stamped
+    lines in it: the step's first and the one saying it finished. A task that ran more than once
+    (a loop's iterations) gets the sum. A missing folder, an old one without logs, and logs of
+    steps that failed or never finished give nothing.
+
+    Args:
+        run_dir: a run folder (``local_outputs/latest``, :func:`previous_run_dir`); None for none.
+
+    Returns:
+        The durations; empty when there are none.
+    """
+    logs = Path(run_dir) / "logs" if run_dir is not None else None
+    if logs is None or not logs.is_dir():
+        return {}
+    out: dict[str, float] = {}
+    for path in sorted(logs.glob("*.log")):
+        found = _log_duration(path) if path.name != "pipeline.log" else None
+        if found is not None:
+            out[found[0]] = out.get(found[0], 0.0) + found[1]
+    return out
+
+
+def previous_run_dir(root: Path, name: str) -> Optional[Path]:
+    """The newest run folder of the pipeline ``name`` under ``root`` with logs (``<name>-*``), or None.
+
+    Called before a run starts, it is the previous run's.
+    """
+    runs = [p for p in Path(root).glob(f"{name}-*") if (p / "logs").is_dir()]
+    return max(runs, key=lambda p: (p / "logs").stat().st_mtime) if runs else None
 
 
 def display_names(pipeline: Any) -> dict[str, str]:
@@ -87,8 +203,8 @@ class _Step:
     status: str = "running"
     seconds: Optional[float] = None
     headline: str = ""
-    quarter: int = 0
-    epochs: int = 0
+    printed_at: Optional[float] = None  # when its last plain progress line was printed
+    told_eta: bool = False  # a plain progress line with its time left was printed
     bar: str = ""
 
 
@@ -100,9 +216,11 @@ class QuietConsole(io.TextIOBase):
         log_dir: where each task's log ``<task>.log`` (and ``pipeline.log``) is written.
         names: task name -> display name (:func:`display_names`).
         headline: task name -> its headline figure once it succeeded ("" for none).
-        epochs: task name prefix -> the epochs it trains (the training bar's total).
         tty: draw a live bar (None: ask ``out``).
         verbose: also pass every line through unchanged (``make run VERBOSE=1``).
+        previous_seconds: task name -> how long it took in the previous run of the pipeline
+            (:func:`previous_durations`); with them the training's lines say the run's time left.
+        clock: seconds, monotonic (tests pass a fake one).
     """
 
     def __init__(
@@ -111,15 +229,17 @@ class QuietConsole(io.TextIOBase):
         log_dir: Path,
         names: Mapping[str, str],
         headline: Callable[[str], str] = lambda task: "",
-        epochs: Optional[Mapping[str, int]] = None,
         tty: Optional[bool] = None,
         verbose: bool = False,
+        previous_seconds: Optional[Mapping[str, float]] = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.out, self.log_dir, self.names, self.headline = out, log_dir, dict(names), headline
-        self.epochs = dict(epochs or {})
         self.tty = out.isatty() if tty is None else tty
         self.verbose = verbose
+        self.previous = dict(previous_seconds or {})
+        self.clock = clock
         self.steps: list[_Step] = []
         self.current: Optional[_Step] = None
         # kfp.local lists a task's outputs after it says the task finished: they go to its log too.
@@ -170,25 +290,53 @@ class QuietConsole(io.TextIOBase):
             self.out.write("\r\x1b[2K")
             step.bar = ""
 
-    def _draw(self, step: _Step, done: int, total: int, unit: str, what: str) -> None:
-        pct = 100 * done // max(total, 1)
+    def _progress(self, step: _Step, fields: Mapping[str, Any]) -> None:
+        """Draws a step's progress line: the live bar on a terminal, a sparse plain line off one."""
         if self.verbose:
             return
+        done, total, unit = fields["done"], fields["total"], fields["unit"]
+        pct = 100 * done // max(total, 1)
+        extras = progress_figures(fields, self._run_left(fields))
+        now = self.clock()
         if self.tty:
-            elapsed = time.monotonic() - step.started
             width = 24
             filled = width * min(done, total) // max(total, 1)
             gauge = "#" * filled + "." * (width - filled)
-            bar = f"   {step.name} [{gauge}] {done:,}/{total:,} {unit} {pct}% {elapsed:.0f}s"
-            step.bar = bar[: self._width - 1]
+            bar = f"   {step.name} [{gauge}] {done:,}/{total:,} {unit} {pct}% {now - step.started:.0f}s"
+            step.bar = (bar + "".join(f", {x}" for x in extras))[: self._width - 1]
             self.out.write("\r\x1b[2K" + step.bar)
             self.out.flush()
             return
-        while step.quarter < len(QUARTERS) and pct >= QUARTERS[step.quarter]:
-            step.quarter += 1
-            if pct < 100:
-                self.say(f"   {what}: {done:,}/{total:,} {unit} ({pct}%)")
-                break
+        if not self._plain_line_due(step, fields, now):
+            return
+        step.printed_at = now
+        step.told_eta = step.told_eta or "eta_s" in fields
+        what = fields["step"] or step.name
+        self.say(f"   {what}: {done:,}/{total:,} {unit} ({pct}%)" + "".join(f", {x}" for x in extras))
+
+    def _plain_line_due(self, step: _Step, fields: Mapping[str, Any], now: float) -> bool:
+        """Whether a step's progress line is printed off a terminal.
+
+        One every :data:`PROGRESS_EVERY_S` seconds from the step's start, and the first that
+        knows the step's time left at once; a step's last (its end line follows) only with a note
+        (``stopped early``).
+        """
+        if fields["done"] >= fields["total"]:
+            return "note" in fields
+        if "eta_s" in fields and not step.told_eta:
+            return True
+        since = step.printed_at if step.printed_at is not None else step.started
+        return now - since >= PROGRESS_EVERY_S
+
+    def _run_left(self, fields: Mapping[str, Any]) -> Optional[float]:
+        """The run's time left, from a training line with its time left and the previous run's
+        durations of the steps not started yet; None without both.
+        """
+        if fields["step"] != TRAIN_STEP or "eta_s" not in fields or not self.previous:
+            return None
+        started = {s.task for s in self.steps}
+        rest = sum(seconds for task, seconds in self.previous.items() if task not in started and task in self.names)
+        return fields["eta_s"] + rest
 
     # ------------------------------------------------------------------ lines
 
@@ -216,15 +364,9 @@ class QuietConsole(io.TextIOBase):
             return
         if step is None:
             return
-        text = line.strip()
-        fields = progress.parse(text)
+        fields = progress.parse(line)
         if fields is not None:
-            self._draw(step, fields["done"], fields["total"], fields["unit"], fields["step"] or step.name)
-            return
-        total_epochs = next((n for prefix, n in self.epochs.items() if step.task.startswith(prefix)), None)
-        if total_epochs and _KERAS_EPOCH.match(text):
-            step.epochs += 1
-            self._draw(step, step.epochs, total_epochs, "epochs", "training")
+            self._progress(step, fields)
 
     def _start(self, task: str) -> None:
         if self.current is not None:  # a task that never said it ended (should not happen)
@@ -233,7 +375,7 @@ class QuietConsole(io.TextIOBase):
         runs = sum(1 for s in self.steps if s.task == task)
         path = self.log_dir / (f"{task}.log" if not runs else f"{task}-{runs + 1}.log")
         path.write_text("", encoding="utf-8")
-        step = _Step(task, self.names.get(task, task), time.monotonic(), path)
+        step = _Step(task, self.names.get(task, task), self.clock(), path)
         self.steps.append(step)
         self.current = step
         if self.tty and not self.verbose:
@@ -245,7 +387,7 @@ class QuietConsole(io.TextIOBase):
 
     def _end(self, step: _Step, status: str) -> None:
         step.status = status
-        step.seconds = time.monotonic() - step.started
+        step.seconds = self.clock() - step.started
         if status == "succeeded":
             try:
                 step.headline = self.headline(step.task)
@@ -274,7 +416,7 @@ class QuietConsole(io.TextIOBase):
         seen = {s.task for s in self.steps}
         missing = [(task, name) for task, name in self.names.items() if task not in seen]
         for task, name in missing:
-            self.steps.append(_Step(task, name, time.monotonic(), self.log_dir / f"{task}.log", status="not run"))
+            self.steps.append(_Step(task, name, self.clock(), self.log_dir / f"{task}.log", status="not run"))
         if missing:
             self.say("-- not run: " + ", ".join(name for _, name in missing))
         self._pipeline_log.close()

@@ -371,7 +371,7 @@ def step_calls(pipeline: Any) -> list[Any]:
 
 
 def _step_fields(call: _StepCall, cls: type[ConfigBase], aliases: Mapping[str, str], values: Mapping[str, Any]):
-    """The section's fields the call sets (stand-ins for "none" left to the section's default)."""
+    """The section's fields the call sets (a stand-in for "none" as None, or left to the section's default)."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     data: dict[str, Any] = {}
     for name in dict.fromkeys([*call.bound, *call.constants]):
@@ -383,9 +383,12 @@ def _step_fields(call: _StepCall, cls: type[ConfigBase], aliases: Mapping[str, s
             continue  # a placeholder KFP fills in at run time
         stand_in = none_if_empty(value) is None and not isinstance(value, bool)
         optional = fields[field].default is None or "Optional[" in str(fields[field].type)
-        if stand_in and (optional or value == call.defaults.get(name)):
-            continue  # KFP's stand-in for "none": the step passes None or its own default on
-        data[field] = value
+        if stand_in and optional:
+            data[field] = None  # KFP's stand-in for "none": the step passes None on
+        elif stand_in and value == call.defaults.get(name):
+            continue  # the step's own default, passed on
+        else:
+            data[field] = value
     return data
 
 

@@ -302,7 +302,6 @@ def run_in_console(
     tty: Optional[bool],
     verbose: bool,
     first_lines: Sequence[str] = (),
-    epochs: Optional[dict[str, int]] = None,
     headline: Optional[Callable[[Optional[Path], str], str]] = None,
 ) -> ConsoleRun:
     """Runs ``pipeline(**kwargs)`` once under kfp.local behind the quiet console (``make run``,
@@ -317,10 +316,9 @@ def run_in_console(
         tty: draw live bars; None asks ``out``.
         verbose: pass kfp.local's whole output through as well.
         first_lines: printed before the run starts.
-        epochs: task name prefix -> epochs it trains (the training bar).
         headline: (run folder or None, task) -> a finished step's figure.
     """
-    from pipelines.tools.console import QuietConsole, display_names
+    from pipelines.tools.console import QuietConsole, display_names, previous_durations, previous_run_dir
 
     root.mkdir(parents=True, exist_ok=True)
     started = time.time() - 1
@@ -339,9 +337,11 @@ def run_in_console(
         return found[0]
 
     figure = headline or (lambda folder, task: "")
+    # The previous run's step times: the whole run's time left, once training has an estimate.
+    previous = previous_durations(previous_run_dir(root, name))
     console = QuietConsole(
         out, staging_logs, display_names(pipeline), headline=lambda task: figure(run_dir(), task),
-        epochs=epochs, tty=tty, verbose=verbose,
+        tty=tty, verbose=verbose, previous_seconds=previous,
     )  # fmt: skip
     for line in first_lines:
         console.say(line)
@@ -390,7 +390,6 @@ def run_pipeline(
     done = run_in_console(
         end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
         out=out or sys.stdout, tty=tty, verbose=verbose, first_lines=lines,
-        epochs={"train-model": int(pipeline_kwargs.get("epochs", 1))},
         headline=lambda run_dir, step: headline(run_dir, step, task),
     )  # fmt: skip
     folder = done.folder
@@ -407,6 +406,7 @@ SHORTHANDS = (
     ("limit", "limit_per_split", "LIMIT"),
     ("epochs", "epochs", "EPOCHS"),
     ("steps_per_epoch", "steps_per_epoch", "STEPS"),
+    ("budget", "time_budget", "BUDGET"),
     ("benchmark_images", "benchmark_images", "--benchmark-images"),
     ("model_name", "served_model_name", "--model-name"),
     ("to_prod", "promote_to_prod", "PROD"),
@@ -423,8 +423,41 @@ def local_defaults(task: str) -> Layer:
         "limit_per_split": quick.limit,
         "epochs": quick.epochs,
         "served_model_name": quick.served_model_name,
+        **LOCAL,
+        "time_budget": quick.time_budget,
     }
+    if quick.time_budget != "auto":
+        values["epochs"] = 0  # the budget lays the schedule out
     return Layer("make run", values)
+
+
+# What a local run gets over the run form's (a cluster's) defaults, whatever the task: the step
+# runs on this machine's CPUs (priced as cpu-<cores>), and a shorter inference benchmark whose
+# rounds stop once they agree within 5% (3 at most).
+LOCAL = {
+    "accelerator_type": "",
+    "accelerator_count": 0,
+    "benchmark_images": 1024,
+    "benchmark_target_spread": 0.05,
+}
+
+
+def _budget_or_epochs(resolved: RunParameters) -> RunParameters:
+    """One schedule: a budget and explicit epochs (or steps per epoch) are exclusive.
+
+    Epochs the user gave (``EPOCHS``, ``CONFIG``, ``SET``) win over make run's own time budget,
+    which is dropped; a budget the user gave wins over epochs left at a default, which become 0
+    (the budget lays the schedule out). Both given by the user is the train step's error.
+    """
+    values, origins = resolved.values, resolved.origins
+    local = ("default", "make run")
+    mine = any(origins.get(k, "default") not in local for k in ("epochs", "steps_per_epoch"))
+    if mine and origins.get("time_budget") == "make run":
+        values["time_budget"], origins["time_budget"] = "auto", "epochs given"
+    budgeted = any(values.get(k) not in ("auto", "", None) for k in ("time_budget", "cost_budget"))
+    if budgeted and values.get("epochs") and origins.get("epochs", "default") in local:
+        values["epochs"], origins["epochs"] = 0, "the budget"
+    return resolved
 
 
 def run_parameters(args: argparse.Namespace) -> RunParameters:
@@ -441,7 +474,7 @@ def run_parameters(args: argparse.Namespace) -> RunParameters:
         if getattr(args, attr) is not None:
             layers.append(Layer(origin, {name: getattr(args, attr)}))
     layers.append(params.parse_set(" ".join(args.set or []), "SET"))
-    resolved = params.resolve(params.run_form(module.pipeline), layers, module.NAME)
+    resolved = _budget_or_epochs(params.resolve(params.run_form(module.pipeline), layers, module.NAME))
     params.check_steps(module.pipeline, resolved.values, args.task)
     return resolved
 
@@ -490,7 +523,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, help="images per split, 0 = all; default 20000 (detection: all)")
     parser.add_argument("--epochs", type=int, help="default 3 (detection: 0, a schedule in steps fitted to the data)")
     parser.add_argument("--steps-per-epoch", type=int, help="0 = one pass over the training split (the default)")
-    parser.add_argument("--benchmark-images", type=int, help="images the benchmark times (default 3200)")
+    parser.add_argument("--budget", help="the train step's time_budget: 90s, 10m, 2h, or auto for none")
+    parser.add_argument(
+        "--benchmark-images", type=int, help="images the benchmark times (default 1024 here, 3200 in the run form)"
+    )
     parser.add_argument("--model-name", help="the served name; default classifier (detection: detector)")
     parser.add_argument("--pipeline-root", default="local_outputs")
     parser.add_argument("--to-prod", action="store_const", const=True, help="promote to prod after staging passed")

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from components.benchmark.component import benchmark_inference
-from components.pricing import PriceTableError
 from tests.eval_bench_fixtures import tiny_assets
 from trainer.evaluate import EvaluationError
+from trainer.pricing import PriceTableError
 from trainer.tfrecords import DatasetError
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.pricing import (
+from trainer.pricing import (
     PriceTableError,
     images_per_dollar,
     load_price_table,

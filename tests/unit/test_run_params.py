@@ -135,7 +135,29 @@ def test_make_run_s_shorthands_are_the_same_parameters_between_config_and_set(tm
     # classification: make run trains on a subset, which differs from the run form's default (all)
     plain = run_local.run_parameters(_args())
     assert plain.values["limit_per_split"] == 20000 and plain.values["epochs"] == 3
-    assert plain.describe() == "limit_per_split=20000 (make run), epochs=3 (make run)"
+    local = "accelerator_type= (make run), accelerator_count=0 (make run), benchmark_images=1024 (make run), "
+    assert plain.describe() == (
+        f"limit_per_split=20000 (make run), epochs=3 (make run), {local}benchmark_target_spread=0.05 (make run)"
+    )
+
+
+def test_a_budget_and_epochs_make_one_schedule_whoever_set_them():
+    # detection's local run has a time budget, so no epochs
+    quick = run_local.run_parameters(_args("--task", "detection"))
+    assert quick.values["time_budget"] == "2m" and quick.values["epochs"] == 0
+    # epochs the user gives drop make run's own budget
+    given = run_local.run_parameters(_args("--task", "detection", "--epochs", "4"))
+    assert given.values["time_budget"] == "auto" and given.origins["time_budget"] == "epochs given"
+    assert given.values["epochs"] == 4
+    # a budget the user gives (BUDGET or SET) sets aside epochs left at a default: classification's 3
+    budgeted = run_local.run_parameters(_args("--budget", "90s"))
+    assert budgeted.values["time_budget"] == "90s" and budgeted.values["epochs"] == 0
+    assert budgeted.origins["epochs"] == "the budget"
+    by_set = run_local.run_parameters(_args("--set", "cost_budget=0.50"))
+    assert by_set.values["epochs"] == 0
+    # both given by the user: the train step's one line, before anything runs
+    with pytest.raises(run_local.ParameterError, match="epochs 3 is set too"):
+        run_local.run_parameters(_args("--budget", "90s", "--epochs", "3"))
 
 
 def test_make_run_prints_each_bad_parameter_on_its_own_line_and_starts_nothing(tmp_path, capsys):

@@ -7,7 +7,6 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from components.pricing import hourly_cost, load_price_table, parse_price_table
 from components.sweep.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
 from components.sweep.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
 from components.sweep.table import (
@@ -21,6 +20,7 @@ from components.sweep.table import (
     render_grid_markdown,
 )
 from trainer.benchmark import BenchmarkError
+from trainer.pricing import hourly_cost, load_price_table, parse_price_table
 
 TPU = {"accelerator": "tpu-v3-8", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 8}
 DEFAULTS, CONTEXT = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)

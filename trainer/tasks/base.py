@@ -99,6 +99,8 @@ class RunDefaults:
             defaults nor the fields above, by run-form parameter name.
         notes: what the run form says of a parameter for this task, after the config field's
             documentation, by run-form parameter name.
+        time_budget: the train step's time budget of a local run (``make run``), chosen from the
+            quality-for-time curve (docs/training.md); ``auto``: none, the run form's schedule.
     """
 
     data: str
@@ -109,6 +111,7 @@ class RunDefaults:
     headline: tuple[str, ...] = ()
     form: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    time_budget: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +225,30 @@ class Task(abc.ABC):
     def summary_metrics(self, history: Sequence[Mapping[str, Any]]) -> dict[str, Optional[float]]:
         """The task's figures of a training (named as :attr:`training_metrics`) from its per-epoch logs."""
         return {}
+
+    def validation_metric(self, accelerator: str) -> tuple[str, bool]:
+        """(key of the epoch logs, higher is better): the quality early stopping watches and the
+        progress lines show, scored on the validation split every evaluation.
+
+        The base watches the validation loss; a task names its own quality where it scores one
+        (:meth:`validation_callbacks` may add it to the logs).
+
+        Args:
+            accelerator: ``tpu``, ``gpu`` or ``cpu``: where the model is scored.
+        """
+        return "val_loss", False
+
+    def validation_callbacks(self, info: DatasetInfo, dataset_dir: str, split: str, accelerator: str) -> list[Any]:
+        """Keras callbacks that score the validation split each evaluation and add their figures to
+        the epoch's logs (before early stopping reads them); none by default.
+
+        Args:
+            info: the dataset's manifest.
+            dataset_dir: the dataset folder.
+            split: the validation split.
+            accelerator: ``tpu``, ``gpu`` or ``cpu``.
+        """
+        return []
 
     def accepts_image_size(self) -> bool:
         """Whether the task trains at a configured image size (a sweep cell's ``image_size``)."""

@@ -10,7 +10,7 @@ evaluation scores accuracy, top-k, loss and per-class precision/recall/F1. The p
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
@@ -184,6 +184,10 @@ class Classification(Task):
         except ModelError as err:
             raise TaskError(f"train.model: {err}") from err
 
+    def validation_metric(self, accelerator: str) -> tuple[str, bool]:
+        """The validation accuracy (the compiled metric Keras scores each epoch)."""
+        return "val_accuracy", True
+
     def compile(self, model: Any, optimizer: Any, *, steps_per_execution: int, jit_compile: Any) -> None:
         """Sparse categorical cross-entropy and accuracy."""
         from trainer.tasks.classification.model import compile_classifier
@@ -197,12 +201,19 @@ class Classification(Task):
         return export_saved_model(model, export_dir, list(info.classes), self.input_shape(info))
 
     def evaluate(
-        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+        self,
+        saved_model_dir: str,
+        dataset_dir: str,
+        config: Any,
+        limit: int | None = None,
+        on_progress: Optional[Callable[..., None]] = None,
     ) -> ClassificationEvaluation:
         """Accuracy, top-k, loss, per-class metrics and the confusion matrix."""
         from trainer.tasks.classification.evaluation import evaluate_saved_model
 
-        return evaluate_saved_model(saved_model_dir, dataset_dir, config.split, config.batch_size, config.top_k, limit)
+        return evaluate_saved_model(
+            saved_model_dir, dataset_dir, config.split, config.batch_size, config.top_k, limit, on_progress
+        )
 
     def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:
         """``serving_default``, checked to return probabilities over the dataset's classes."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -222,14 +222,21 @@ def load_serving_signature(saved_model_dir: str, num_classes: int, signature: st
     return loaded, fn
 
 
-def predict_bytes(fn, images: Sequence[bytes], batch_size: int) -> np.ndarray:
-    """Runs a ``serving_default`` signature over encoded images in batches; returns probabilities."""
+def predict_bytes(
+    fn, images: Sequence[bytes], batch_size: int, on_progress: Optional[Callable[..., None]] = None
+) -> np.ndarray:
+    """Runs a ``serving_default`` signature over encoded images in batches; returns probabilities.
+
+    ``on_progress(done, total)`` is told the images scored after each batch.
+    """
     import tensorflow as tf
 
     out = []
     for start in range(0, len(images), batch_size):
         batch = tf.constant(list(images[start : start + batch_size]), dtype=tf.string)
         out.append(fn(image_bytes=batch)["probabilities"].numpy())
+        if on_progress is not None:
+            on_progress(min(start + batch_size, len(images)), len(images))
     return np.concatenate(out, axis=0)
 
 
@@ -240,6 +247,7 @@ def evaluate_saved_model(
     batch_size: int = 256,
     top_k: int = 3,
     limit: Optional[int] = None,
+    on_progress: Optional[Callable[..., None]] = None,
 ) -> ClassificationEvaluation:
     """Scores the exported SavedModel on a dataset split through its serving signature.
 
@@ -252,6 +260,7 @@ def evaluate_saved_model(
         batch_size: examples per inference call.
         top_k: k for ``top_k_accuracy``.
         limit: score at most this many examples (a quick look); ``None`` for all.
+        on_progress: ``(done, total)`` images scored, after each batch; None for no progress.
 
     Returns:
         The metrics, the confusion matrix and the per-class table.
@@ -263,5 +272,5 @@ def evaluate_saved_model(
     class_names = list(info.classes)
     _loaded, fn = load_serving_signature(saved_model_dir, len(class_names))
     images, labels, _ = read_encoded_split(dataset_dir, split, limit)
-    probabilities = predict_bytes(fn, images, batch_size)
+    probabilities = predict_bytes(fn, images, batch_size, on_progress)
     return classification_metrics(labels, probabilities, class_names, top_k)

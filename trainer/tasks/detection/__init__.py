@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
@@ -64,6 +64,7 @@ class Detection(Task):
         served_model_name="detector",
         model="retinanet",
         headline=("ap50", "ap"),
+        time_budget="2m",
         # The small RetinaNet, fitted to the data; 0.008 gives 1e-3 at batch 16.
         form={
             # Spelled out so the run form shows what is fitted to the data; a value typed over
@@ -213,15 +214,32 @@ class Detection(Task):
         return DataFit(type(self)(self.options.resolved(fitted.options)), fitted.epochs, fitted.record)
 
     def optimizer(self, learning_rate: float, total_steps: int) -> Any:
-        """Adam with a linear warm-up then cosine decay, and global gradient clipping."""
+        """Adam with a linear warm-up then cosine decay, and global gradient clipping.
+
+        The schedule's length can be set once the step is timed (a time budget,
+        ``trainer.schedules.set_total_steps``).
+        """
         import keras
 
+        from trainer.schedules import WarmupCosine
+
         opts = self.options
-        warmup = min(opts.warmup_steps, max(1, total_steps // 4))
-        schedule = keras.optimizers.schedules.CosineDecay(
-            0.0, max(1, total_steps - warmup), alpha=0.0, warmup_target=learning_rate, warmup_steps=warmup
-        )
+        schedule = WarmupCosine(learning_rate, opts.warmup_steps, total_steps)
         return keras.optimizers.Adam(schedule, global_clipnorm=opts.clipnorm)
+
+    def validation_metric(self, accelerator: str) -> tuple[str, bool]:
+        """COCO AP on a sample of the validation split (``val_ap``); the validation loss on a TPU,
+        where the model in memory is not scored outside the strategy.
+        """
+        return ("val_loss", False) if accelerator == "tpu" else ("val_ap", True)
+
+    def validation_callbacks(self, info: DatasetInfo, dataset_dir: str, split: str, accelerator: str) -> list[Any]:
+        """COCO AP and AP@0.5 of the model in memory on up to ``VALIDATION_IMAGES`` validation images."""
+        if accelerator == "tpu":
+            return []
+        from trainer.tasks.detection.validation import VALIDATION_IMAGES, ValidationAP
+
+        return [ValidationAP(info, split, self.options, limit=VALIDATION_IMAGES)]
 
     def resolve_model(self, model_name: str, info: DatasetInfo) -> tuple[str, Optional[str]]:
         """``auto`` is the one detector, RetinaNet."""
@@ -281,7 +299,12 @@ class Detection(Task):
         return loaded, fn
 
     def evaluate(
-        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+        self,
+        saved_model_dir: str,
+        dataset_dir: str,
+        config: Any,
+        limit: int | None = None,
+        on_progress: Optional[Callable[..., None]] = None,
     ) -> DetectionEvaluation:
         """COCO metrics of the exported model on ``config.split`` (pycocotools)."""
         from trainer import tfrecords
@@ -293,7 +316,7 @@ class Detection(Task):
         info.split_count(config.split)
         _loaded, fn = self.serving_function(saved_model_dir, info)
         records = read_detection_split(info, config.split, limit)
-        predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size)
+        predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size, on_progress)
         result = coco_evaluate(records, predictions, list(info.classes))
         return dataclasses.replace(result, examples=scored_examples(records, predictions))
 

@@ -11,8 +11,8 @@ class-agnostic and needs a static batch in a SavedModel).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 from trainer.tasks.detection.input import letterbox
 from trainer.tasks.detection.model import anchors_of
@@ -70,8 +70,12 @@ def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):
     return detect
 
 
-def export_detector(model: Any, export_dir: str, class_names: list[str], opts: DetectorOptions) -> str:
-    """Writes the detector as a SavedModel with ``serving_default`` (bytes) and ``serving_tensors``."""
+def serving_functions(model: Any, class_names: list[str], opts: DetectorOptions) -> tuple[Any, Any]:
+    """``(serve_bytes, serve_tensors)``: the export's two ``tf.function`` signatures over the model.
+
+    Also what the training's validation scores the model in memory with: what is served is what
+    is scored.
+    """
     import tensorflow as tf
 
     size = opts.image_size
@@ -82,9 +86,6 @@ def export_detector(model: Any, export_dir: str, class_names: list[str], opts: D
         dims = tf.cast(tf.shape(image)[:2], tf.float32)
         boxed, scale = letterbox(image, size)
         return boxed, scale, dims[0], dims[1]
-
-    module = tf.Module()
-    module.model = model
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
     def serve_bytes(image_bytes):
@@ -101,6 +102,16 @@ def export_detector(model: Any, export_dir: str, class_names: list[str], opts: D
         ones = tf.ones(tf.shape(images)[:1], tf.float32)
         return detect(images, ones, ones * size, ones * size)
 
+    return serve_bytes, serve_tensors
+
+
+def export_detector(model: Any, export_dir: str, class_names: list[str], opts: DetectorOptions) -> str:
+    """Writes the detector as a SavedModel with ``serving_default`` (bytes) and ``serving_tensors``."""
+    import tensorflow as tf
+
+    serve_bytes, serve_tensors = serving_functions(model, class_names, opts)
+    module = tf.Module()
+    module.model = model
     module.serve_bytes = serve_bytes
     module.serve_tensors = serve_tensors
     tf.saved_model.save(
@@ -114,8 +125,13 @@ def export_detector(model: Any, export_dir: str, class_names: list[str], opts: D
     return export_dir
 
 
-def predict_in_process(fn: Any, images: Sequence[bytes], batch_size: int) -> list[dict[str, Any]]:
-    """Runs ``serving_default`` over encoded images; one prediction dict per image (as served)."""
+def predict_in_process(
+    fn: Any, images: Sequence[bytes], batch_size: int, on_progress: Optional[Callable[..., None]] = None
+) -> list[dict[str, Any]]:
+    """Runs ``serving_default`` over encoded images; one prediction dict per image (as served).
+
+    ``on_progress(done, total)`` is told the images scored after each batch.
+    """
     import tensorflow as tf
 
     rows: list[dict[str, Any]] = []
@@ -132,4 +148,6 @@ def predict_in_process(fn: Any, images: Sequence[bytes], batch_size: int) -> lis
                     "num_detections": float(arrays["num_detections"][i]),
                 }
             )
+        if on_progress is not None:
+            on_progress(len(rows), len(images))
     return rows

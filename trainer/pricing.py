@@ -155,3 +155,81 @@ def images_per_dollar(images_per_sec: float, price_per_hour: float) -> Optional[
     if price_per_hour == 0:
         return None  # free hardware (a laptop): images per dollar is unbounded, not a number
     return images_per_sec * 3600.0 / price_per_hour
+
+
+# ---------------------------------------------------------------------------------------------
+# The price key: what a step runs on, as the price table names it.
+# ---------------------------------------------------------------------------------------------
+
+LEGACY_TPU_PREFIX = "cloud-tpus.google.com/"
+GKE_TPU_RESOURCE = "google.com/tpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def price_key(accelerator_type: str, accelerator_count: int, cpus: Optional[int] = None) -> str:
+    """The price table's key for a pod's accelerator request: the one mapping every step uses.
+
+    - no accelerator (``""`` or a count of 0): ``cpu-<cpus>``, the CPUs the step has (this
+      machine's where ``cpus`` is None);
+    - the legacy TPU Node resource ``cloud-tpus.google.com/<v>`` x N: ``tpu-<v>-<N>``
+      (``preemptible-v2`` x 8: ``preemptible-tpu-v2-8``);
+    - ``nvidia.com/gpu`` x N: ``gpu-<N>``;
+    - anything else, ``google.com/tpu`` included (its generation is in node selectors, not in the
+      request: use :func:`preset_price_key`): the type's last path part and the count.
+
+    Args:
+        accelerator_type: the resource limit's name, ``""`` for none.
+        accelerator_count: how many of it.
+        cpus: the step's CPUs, for a CPU-only step.
+    """
+    if not accelerator_type or accelerator_count <= 0:
+        import os
+
+        return f"cpu-{cpus or os.cpu_count() or 1}"
+    if accelerator_type.startswith(LEGACY_TPU_PREFIX):
+        version = accelerator_type[len(LEGACY_TPU_PREFIX) :]
+        if version.startswith("preemptible-"):
+            return f"preemptible-tpu-{version[len('preemptible-') :]}-{accelerator_count}"
+        return f"tpu-{version}-{accelerator_count}"
+    if accelerator_type == GPU_RESOURCE:
+        return f"gpu-{accelerator_count}"
+    return f"{accelerator_type.rsplit('/', 1)[-1]}-{accelerator_count}"
+
+
+def preset_price_key(preset: str) -> str:
+    """The price table's key of a compile-time accelerator preset (``pipelines/accelerators.py``).
+
+    A preset is named for what it runs on (``tpu-v3-8``, ``gke-tpu-v5e-2x4``, ``cpu``), so its
+    name is its key; ``preemptible-v2-8`` is ``preemptible-tpu-v2-8``; a GPU preset
+    ``gpu-<n>[-<gpu type>]`` is priced as ``gpu-<n>`` (as the train step prices ``nvidia.com/gpu`` x n).
+    """
+    import re
+
+    gpus = re.fullmatch(r"gpu-(\d+)(?:-.+)?", preset)
+    if gpus:
+        return f"gpu-{gpus[1]}"
+    if preset.startswith("preemptible-v"):  # preemptible-v2-8: the table's preemptible-tpu-v2-8
+        return "preemptible-tpu-" + preset[len("preemptible-") :]
+    return preset
+
+
+def price_of(
+    accelerator_type: str, accelerator_count: int, price_table: Optional[str] = None, cpus: Optional[int] = None
+) -> tuple[str, float]:
+    """(price key, $/hour with the host's share) of a pod's accelerator request.
+
+    Raises:
+        PriceTableError: the table has no entry for the key; the message names the table and the
+            keys it has.
+    """
+    key = price_key(accelerator_type, accelerator_count, cpus)
+    table = load_price_table(price_table)
+    if key not in table:
+        where = f"{price_table} over {DEFAULT_PRICE_TABLE}" if price_table else str(DEFAULT_PRICE_TABLE)
+        raise PriceTableError(
+            f"no price for {key!r} ({accelerator_type or 'no accelerator'} x {accelerator_count}) in the price table "
+            f"{where}; it knows {', '.join(sorted(table))}. Add {key!r} to a price table of your own "
+            "(train.price_table), or drop cost_budget"
+        )
+    own, host = hourly_cost(table, key)
+    return key, own + host
