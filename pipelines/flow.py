@@ -234,8 +234,8 @@ def _train(dataset, accelerator_type, accelerator_count, **parameters):
     task = train_model(
         dataset=dataset,
         accelerator="auto",
-        accelerator_type=accelerator_type,
-        accelerator_count=accelerator_count,
+        pod_accelerator_type=accelerator_type,  # its price key
+        pod_accelerator_count=accelerator_count,
         **parameters,
     ).set_display_name("Train")
     accelerators.set_accelerator(task, accelerator_type, accelerator_count)

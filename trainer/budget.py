@@ -406,3 +406,27 @@ class Deadline:
     def left_s(self) -> float:
         """Seconds left (negative once over)."""
         return self.budget_s - self.spent_s()
+
+
+def budget_line(budget: Mapping[str, Any]) -> str:
+    """A recorded budget in one line: what held, the steps, the measured step, predicted and actual time and cost."""
+    actual = budget.get("actual_s")
+    cost = budget.get("actual_cost") if actual is not None else budget.get("predicted_cost")
+    priced = f", ${cost:.4f} at {budget.get('price_key')}" if cost is not None else ""
+    return (
+        f"{budget.get('limit')}: {budget.get('steps')} steps in {budget.get('evaluations')} evaluation intervals at "
+        f"{1000 * float(budget.get('step_s') or 0):.1f} ms/step measured; "
+        f"predicted {float(budget.get('predicted_s') or 0):.0f}s, took {'n/a' if actual is None else f'{actual:.0f}s'}"
+        f"{priced}"
+    )
+
+
+def stopping_line(stopping: Mapping[str, Any]) -> str:
+    """Where a training ended, in one line: the step, why, and the best evaluation exported."""
+    reason = stopping.get("reason", "completed")
+    line = f"ended at step {stopping.get('step')} of {stopping.get('planned_steps')} ({reason})"
+    if stopping.get("best_step") is not None:
+        best = float(stopping["best"])
+        line += f"; best {stopping.get('monitor')} {best:.4f} at step {stopping['best_step']} (exported)"
+    patience = stopping.get("patience")
+    return line + (f"; patience {patience} evaluations" if patience else "; early stopping off")

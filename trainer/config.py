@@ -203,6 +203,11 @@ class TrainConfig(ConfigBase):
         except pricing.PriceTableError as err:
             if dollars is not None:
                 raise ConfigError(f"train.cost_budget: {err}") from None
+        if dollars is not None and seconds is None and not per_hour:
+            raise ConfigError(
+                f"train.cost_budget: {key} costs nothing in the price table, so ${dollars:g} sets no limit; "
+                "give a time_budget, or price it in a table of your own (train.price_table)"
+            )
         return budget_lib.Budget(seconds, dollars, key, per_hour)
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -183,9 +184,7 @@ def price_key(accelerator_type: str, accelerator_count: int, cpus: Optional[int]
         cpus: the step's CPUs, for a CPU-only step.
     """
     if not accelerator_type or accelerator_count <= 0:
-        import os
-
-        return f"cpu-{cpus or os.cpu_count() or 1}"
+        return f"cpu-{cpus or step_cpus()}"
     if accelerator_type.startswith(LEGACY_TPU_PREFIX):
         version = accelerator_type[len(LEGACY_TPU_PREFIX) :]
         if version.startswith("preemptible-"):
@@ -196,6 +195,22 @@ def price_key(accelerator_type: str, accelerator_count: int, cpus: Optional[int]
     return f"{accelerator_type.rsplit('/', 1)[-1]}-{accelerator_count}"
 
 
+def step_cpus() -> int:
+    """The CPUs this process may use: its cgroup's CPU limit (a pod's ``limits.cpu``), rounded up,
+    else the machine's cores.
+    """
+    import os
+
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:  # cgroup v2: "<quota> <period>" or "max <period>"
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return os.cpu_count() or 1
+
+
 def preset_price_key(preset: str) -> str:
     """The price table's key of a compile-time accelerator preset (``pipelines/accelerators.py``).
 
@@ -203,8 +218,6 @@ def preset_price_key(preset: str) -> str:
     name is its key; ``preemptible-v2-8`` is ``preemptible-tpu-v2-8``; a GPU preset
     ``gpu-<n>[-<gpu type>]`` is priced as ``gpu-<n>`` (as the train step prices ``nvidia.com/gpu`` x n).
     """
-    import re
-
     gpus = re.fullmatch(r"gpu-(\d+)(?:-.+)?", preset)
     if gpus:
         return f"gpu-{gpus[1]}"
@@ -218,12 +231,18 @@ def price_of(
 ) -> tuple[str, float]:
     """(price key, $/hour with the host's share) of a pod's accelerator request.
 
+    A ``cpu-<n>`` key the table lacks is priced as n times its ``cpu-1``.
+
     Raises:
         PriceTableError: the table has no entry for the key; the message names the table and the
             keys it has.
     """
     key = price_key(accelerator_type, accelerator_count, cpus)
     table = load_price_table(price_table)
+    cores = re.fullmatch(r"cpu-(\d+)", key)
+    if key not in table and cores and "cpu-1" in table:
+        # CPUs the table does not list are priced per core, at its one-core price.
+        return key, int(cores[1]) * sum(hourly_cost(table, "cpu-1"))
     if key not in table:
         where = f"{price_table} over {DEFAULT_PRICE_TABLE}" if price_table else str(DEFAULT_PRICE_TABLE)
         raise PriceTableError(

@@ -1221,7 +1221,7 @@ def _export(model: Any, run: _Run, summary: TrainingSummary) -> TrainingSummary:
     if run.deadline is not None and summary.budget is not None:
         took = _actual(run, summary.budget, time.perf_counter() - export_started)
         summary = dataclasses.replace(summary, budget=took)
-        log.info("budget: %s", budget_line(summary.budget))
+        log.info("budget: %s", budget_lib.budget_line(summary.budget))
     storage.write_text(_join(model_dir, model_folder.CONFIG), _effective_config(run).to_yaml())
     storage.write_text(_join(model_dir, model_folder.MODEL_CARD), model_card(summary, prepared.info, prepared.task))
     storage.write_text(model_folder.summary_path(model_dir), json.dumps(summary.to_dict(), indent=1))
@@ -1238,30 +1238,6 @@ def _actual(run: _Run, plan: Mapping[str, Any], export_s: float) -> dict[str, An
         "actual_export_s": round(export_s, 3),
         "actual_cost": None if per_hour is None else round(spent * per_hour / 3600.0, 6),
     }
-
-
-def budget_line(budget: Mapping[str, Any]) -> str:
-    """A recorded budget in one line: what held, the steps, the measured step, predicted and actual time and cost."""
-    actual = budget.get("actual_s")
-    cost = budget.get("actual_cost") if actual is not None else budget.get("predicted_cost")
-    priced = f", ${cost:.4f} at {budget.get('price_key')}" if cost is not None else ""
-    return (
-        f"{budget.get('limit')}: {budget.get('steps')} steps in {budget.get('evaluations')} evaluation intervals at "
-        f"{1000 * float(budget.get('step_s') or 0):.1f} ms/step measured; "
-        f"predicted {float(budget.get('predicted_s') or 0):.0f}s, took {'n/a' if actual is None else f'{actual:.0f}s'}"
-        f"{priced}"
-    )
-
-
-def stopping_line(stopping: Mapping[str, Any]) -> str:
-    """Where a training ended, in one line: the step, why, and the best evaluation exported."""
-    reason = stopping.get("reason", "completed")
-    line = f"ended at step {stopping.get('step')} of {stopping.get('planned_steps')} ({reason})"
-    if stopping.get("best_step") is not None:
-        best = float(stopping["best"])
-        line += f"; best {stopping.get('monitor')} {best:.4f} at step {stopping['best_step']} (exported)"
-    patience = stopping.get("patience")
-    return line + (f"; patience {patience} evaluations" if patience else "; early stopping off")
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:
@@ -1292,8 +1268,8 @@ def model_card(summary: TrainingSummary, info: DatasetInfo, task: Task) -> str:
         f"batch {summary.global_batch_size}, learning rate {summary.learning_rate:.4g}",
         f"- throughput: {_fmt(summary.images_per_sec, '.0f')} images/s; config `{summary.config_fingerprint}`",
         f"- precision: {summary.precision} ({summary.precision_reason or 'as configured'})",
-        *([f"- budget: {budget_line(summary.budget)}"] if summary.budget else []),
-        *([f"- stopping: {stopping_line(summary.stopping)}"] if summary.stopping else []),
+        *([f"- budget: {budget_lib.budget_line(summary.budget)}"] if summary.budget else []),
+        *([f"- stopping: {budget_lib.stopping_line(summary.stopping)}"] if summary.stopping else []),
         *(
             ["", "## Fitted to the data", *(f"- {line}" for line in summary.fit.get("lines", []))]
             if summary.fit

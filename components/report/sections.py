@@ -19,6 +19,7 @@ from typing import Any, Optional
 from components import charts, pages
 from components.pages import Markup
 from components.report.records import RunRecords, ServedModel
+from trainer import budget
 
 __all__ = ["SECTIONS", "blocks", "glance", "header", "section", "task_headline"]
 
@@ -192,6 +193,9 @@ _TRAINING = """{%- if summary is none %}
 <div class="cards">{{ card(num(summary.get("images_per_sec"), ",.0f"), "training images/s") }}
 {{- card(field("epochs") ~ " × " ~ field("steps_per_epoch"), "epochs × steps") }}
 {{- card(num(summary.get("train_seconds"), ",.1f"), "seconds training") }}</div>
+{%- if run_lines %}
+<ul>{% for line in run_lines %}<li>{{ line }}</li>{% endfor %}</ul>
+{%- endif %}
 {%- if task_part %}
 {{ task_part }}
 {%- endif %}
@@ -238,6 +242,16 @@ def _training_charts(history: Sequence[Mapping[str, Any]]) -> list[Markup]:
     return figures
 
 
+def _run_lines(summary: Mapping[str, Any]) -> list[str]:
+    """What the budget bought and where the training ended (``training.json``'s ``budget``, ``stopping``)."""
+    lines = []
+    if summary.get("budget"):
+        lines.append("Budget: " + budget.budget_line(summary["budget"]))
+    if summary.get("stopping"):
+        lines.append("Stopping: " + budget.stopping_line(summary["stopping"]))
+    return lines
+
+
 def training(run: RunRecords) -> Markup:
     """The run's figures, the task's part, what was fitted to the data, the loss and metrics per epoch.
 
@@ -255,6 +269,7 @@ def training(run: RunRecords) -> Markup:
         field=lambda name: summary.get(name, "?"),  # a figure the record lacks shows as ?
         task_part=Markup(run.task_parts.get("training", "")),
         fit_lines=(summary.get("fit") or {}).get("lines") or [],
+        run_lines=_run_lines(summary),
         history=history,
         figures=_training_charts(history) if history else [],
         keys=keys,

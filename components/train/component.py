@@ -26,8 +26,8 @@ def train_model(
     time_budget: str = "auto",
     cost_budget: str = "auto",
     patience: str = "auto",
-    accelerator_type: str = "",
-    accelerator_count: int = 0,
+    pod_accelerator_type: str = "",
+    pod_accelerator_count: int = 0,
 ):
     """Trains ``model_name`` on the dataset and writes the model folder (SavedModel, .keras, card).
 
@@ -60,9 +60,11 @@ def train_model(
         cost_budget: ``auto`` (none) or US dollars this step may cost at the price of its
             accelerator, such as ``2.50``.
         patience: early stopping: ``auto``, a number of evaluations without improvement, or ``off``.
-        accelerator_type: the accelerator resource this pod asked for (empty for CPU only): its
-            price key (``trainer.pricing.price_key``) prices the step.
-        accelerator_count: how many of it (0 for CPU only).
+        pod_accelerator_type: the accelerator resource this pod asked for (empty for CPU only):
+            its price key (``trainer.pricing.price_key``) prices the step. (Not named
+            ``accelerator_type``: KFP's compiler injects a task's resource settings as inputs of
+            that name, which would replace this one.)
+        pod_accelerator_count: how many of it (0 for CPU only).
     """
     from trainer.runtime import configure_tensorflow_env
 
@@ -89,8 +91,8 @@ def train_model(
         time_budget=time_budget,
         cost_budget=cost_budget,
         patience=patience,
-        accelerator_type=accelerator_type,
-        accelerator_count=accelerator_count,
+        accelerator_type=pod_accelerator_type,
+        accelerator_count=pod_accelerator_count,
     )
     dataset_dir, model_dir = training_locations(
         (dataset.path, dataset.uri), (model.path, model.uri), config.workers, config.launcher

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trainer import budget
 from trainer.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
@@ -69,7 +70,17 @@ def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, A
         "steps": summary.steps,
         "images_per_sec": summary.images_per_sec,
         **({"fit_summary": fit_summary(summary.fit)} if summary.fit else {}),
+        **({"budget_summary": budget_summary(summary.budget)} if summary.budget else {}),
+        **({"stopping": budget.stopping_line(summary.stopping)} if summary.stopping else {}),
     }
+
+
+def budget_summary(record: Mapping[str, Any]) -> str:
+    """What a budget bought, in one line for the console: the steps and the time it took."""
+    took = record.get("actual_s")
+    took_text = f", took {took:.0f}s" if took is not None else ""
+    step_ms = 1000 * float(record.get("step_s") or 0)
+    return f"{record.get('limit')}: {record.get('steps')} steps at {step_ms:.0f} ms{took_text}"
 
 
 def fit_summary(fit: Mapping[str, Any]) -> str:

@@ -15,6 +15,8 @@ def headline(out: StepOutputs) -> str:
     # The model the task chose (model: auto), and why: the user did not name it.
     chosen = f"{trained['model']} ({trained['model_reason']}), " if trained.get("model_reason") else ""
     fitted = trained.get("fit_summary")
+    if trained.get("budget_summary"):  # the budget's steps, not the fitted schedule's
+        fitted = trained["budget_summary"] + (f"; {fitted.split(', ')[0]}" if fitted else "")
     return f"{chosen}{m.get('images_per_sec', 0):,.0f} training images/s{figure}" + (f"; {fitted}" if fitted else "")
 
 
@@ -22,7 +24,11 @@ SURFACES = (
     Surface(
         train_model,
         TrainConfig,
-        aliases={"model_name": "model"},
+        aliases={
+            "model_name": "model",
+            "pod_accelerator_type": "accelerator_type",
+            "pod_accelerator_count": "accelerator_count",
+        },
         step_only=frozenset({"config_yaml"}),
         headline=headline,
     ),

@@ -25,6 +25,7 @@ from google.protobuf import json_format
 
 from components.params import none_if_empty
 from components.surface import Surface, surfaces
+from pipelines import flow
 from trainer.config import ConfigBase
 from trainer.tasks import get_task
 
@@ -147,6 +148,8 @@ def run_form_disagreements(
             allowed.append(getattr(quick, RUN_DEFAULT_OF[root]))
         if root == "value_thresholds":
             allowed.append(get_task(task_name).default_value_thresholds)
+        if root in flow._OWN:  # the form's own parameters (the pod's accelerator) have their own defaults
+            allowed.append(flow._OWN[root][1])
         if not any(agree(p.default, a) for a in allowed):
             problems.append(f"{root} -> {component}.{param}: default {p.default!r}, expected one of {allowed!r}")
     return problems
