@@ -12,6 +12,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -106,11 +107,13 @@ def main(
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    from trainer.budget import process_started_at
     from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
     from trainer.train import TrainingError, train
 
-    train_fn = train_fn or train
+    # A budget counts this process from its start (the imports included), as the step's does.
+    train_fn = train_fn or functools.partial(train, started_at=process_started_at())
 
     try:
         config = load_config(args.config, args.set, {k: getattr(args, k) for k in _FLAGS}, _task_defaults(args.dataset))

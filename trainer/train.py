@@ -473,6 +473,7 @@ def train(
     *,
     role: Optional[WorkerRole] = None,
     on_progress: Optional[Callable[..., None]] = None,
+    started_at: Optional[float] = None,
 ) -> TrainingSummary:
     """Trains a model on a TFRecord dataset for the dataset's task and writes the model folder.
 
@@ -490,6 +491,9 @@ def train(
             with images/s, the loss, the validation figure and the time left
             (``trainer.callbacks.TrainingProgress``; the train step prints progress lines with
             it); called by the chief only. None: no progress.
+        started_at: when the budget's clock started (``time.time()`` seconds): a step's process
+            start (``trainer.budget.process_started_at``), which counts the imports before this
+            call; None: now (a notebook's or a test's process is older than its training).
 
     Returns:
         The training summary, also written to ``training.json`` (by the chief only).
@@ -512,7 +516,7 @@ def train(
     strategy = role.strategy if role is not None else distribute.get_strategy(config.accelerator)
     settings = _settings(config, prepared.info, strategy)
     run = _fit_to_data(_Run(dataset_dir, model_dir, config, prepared, settings, strategy, role))
-    run = _cached_precision(_budget_of(run))
+    run = _cached_precision(_budget_of(run, time.time() if started_at is None else started_at))
     built = _build(run)
     fit = _start(run, built)
     report = on_progress if run.chief else None
@@ -533,7 +537,7 @@ def train(
     return _export(fit.model, run, _summary(run, fit, step, train_seconds))
 
 
-def _budget_of(run: _Run) -> _Run:
+def _budget_of(run: _Run, started_at: float) -> _Run:
     """The run with its budget's clock, and the plan of a resumed training (its schedule as laid out).
 
     A training resumed after a restart keeps its plan (the same steps, so the same schedule) and
@@ -544,7 +548,7 @@ def _budget_of(run: _Run) -> _Run:
         return run
     budget = config.budget()
     spent = float(prepared.state.get("spent_s") or 0.0)
-    deadline = budget_lib.Deadline(budget.limit_s, budget_lib.process_started_at(), spent)
+    deadline = budget_lib.Deadline(budget.limit_s, started_at, spent)
     saved = prepared.state.get("budget")
     if not saved:
         return dataclasses.replace(run, deadline=deadline)

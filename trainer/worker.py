@@ -247,6 +247,7 @@ def train_worker(
         TrainingError: the set's size in ``TF_CONFIG`` differs from ``job.config.workers``, or the
             training failed (the trainer's errors).
     """
+    from trainer.budget import process_started_at
     from trainer.multiworker import WorkerRole, apply_threads, multiworker_strategy
     from trainer.train import train
 
@@ -268,6 +269,7 @@ def train_worker(
             checkpoint_dir=job.checkpoint_dir,
             role=role,
             on_progress=on_progress,
+            started_at=process_started_at(),
         )
     finally:
         if scratch is not None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Optional
 
 from trainer import model_folder, storage
+from trainer.budget import process_started_at
 from trainer.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
@@ -55,7 +56,14 @@ def run_training(
     from trainer.train import TrainingSummary, train
 
     if config.workers == 1:
-        return train(dataset_dir, model_dir, config, checkpoint_dir=checkpoint_dir, on_progress=on_progress)
+        return train(
+            dataset_dir,
+            model_dir,
+            config,
+            checkpoint_dir=checkpoint_dir,
+            on_progress=on_progress,
+            started_at=process_started_at(),  # the step's process: its imports count against a budget
+        )
     from components.launchers import LaunchError, WorkerSet, choose_launcher, get_launcher
     from trainer.worker import WorkerJob, write_worker_job
 
