@@ -136,6 +136,55 @@ def _validate(model: Any, test_step: Callable, val_ds: Any, val_steps: int) -> d
     return {f"val_{name}": value for name, value in logs.items()}
 
 
+def time_steps(fit: Any, strategy: Any, jit_compile: bool, steps: int) -> tuple[float, float]:
+    """(seconds per step, seconds of one validation) of this worker's distributed steps, the steps undone.
+
+    The budget's calibration in a set of workers (Keras' ``fit`` cannot run here): one step
+    traces, ``steps`` more are timed (their median), one validation is timed after a first that
+    traces; the weights and the optimizer are put back as they were.
+    """
+    import statistics
+    import time
+
+    from trainer.calibrate import _put_back, _snapshot
+
+    model = fit.model
+    saved = _snapshot(model)
+    train_step, test_step = _step_functions(strategy, model, jit_compile)
+    iterator = iter(strategy.experimental_distribute_dataset(fit.train_ds))
+    with synchronized_batch_norm(model):
+        _logs(train_step(iterator))  # traces
+        times = []
+        for _ in range(steps):
+            started = time.perf_counter()
+            _logs(train_step(iterator))
+            times.append(time.perf_counter() - started)
+        eval_s = 0.0
+        if fit.val_ds is not None:
+            val_ds = strategy.experimental_distribute_dataset(fit.val_ds)
+            _validate(model, test_step, val_ds, fit.val_steps)  # traces
+            started = time.perf_counter()
+            _validate(model, test_step, val_ds, fit.val_steps)
+            eval_s = time.perf_counter() - started
+    _put_back(model, saved)
+    model.reset_metrics()
+    return statistics.median(times), eval_s
+
+
+def from_chief(strategy: Any, values: list[float]) -> list[float]:
+    """The chief's ``values`` on every worker (an all-reduce in which only the first replica of the
+    set contributes): what the chief decides, every worker follows.
+    """
+    import tensorflow as tf
+
+    def contribute():
+        first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
+        return tf.where(first, tf.constant(values, tf.float64), tf.zeros(len(values), tf.float64))
+
+    summed = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None)
+    return [float(v) for v in summed.numpy()]
+
+
 @dataclasses.dataclass(frozen=True)
 class EpochPlan:
     """Which epochs to run and how.

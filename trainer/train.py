@@ -622,6 +622,24 @@ def _measure_precision(run: _Run, fit: _Fit, step_s: float) -> tuple[_Run, _Fit,
     return _with_precision(chosen, measured.chosen, measured.reason()), chosen_fit, timed[measured.chosen]
 
 
+def _calibrate_workers(run: _Run, fit: _Fit) -> tuple[Any, float, float]:
+    """(timing, seconds per step, seconds elapsed) of a set of workers: each times its distributed
+    steps, and every worker takes the chief's figures, so all lay out the same plan.
+    """
+    from trainer import calibrate, multiworker
+
+    started = time.perf_counter()
+    step_s, eval_s = multiworker.time_steps(
+        fit, run.role.strategy, bool(run.settings.jit_compile), calibrate.MIN_TIMED_STEPS
+    )
+    elapsed = run.deadline.clock() - run.deadline.started_at
+    export_s = max(calibrate.EXPORT_FLOOR_S, calibrate.EXPORT_FACTOR * eval_s)
+    step_s, eval_s, export_s, elapsed, seconds = multiworker.from_chief(
+        run.role.strategy, [step_s, eval_s, export_s, elapsed, time.perf_counter() - started]
+    )
+    return calibrate.Timing(step_s, eval_s, export_s, seconds), step_s, elapsed
+
+
 def _calibrate(run: _Run, fit: _Fit) -> tuple[_Run, _Fit]:
     """Times real steps of the compiled model (in each precision worth timing, keeping the
     faster), lays the budget out over the steps that fit, and sets the schedule's length; the
@@ -633,12 +651,15 @@ def _calibrate(run: _Run, fit: _Fit) -> tuple[_Run, _Fit]:
     from trainer import calibrate, schedules
 
     started = time.perf_counter()
-    timing = calibrate.measure(fit.model, fit.train_ds, run.settings.steps_per_execution, _evaluation(fit))
-    step_s = timing.step_s
-    measured = run.settings.precision_reason.startswith("measured")
-    if len(run.settings.precision_candidates) > 1 and not measured:
-        run, fit, step_s = _measure_precision(run, fit, step_s)
-    elapsed = run.deadline.clock() - run.deadline.started_at
+    if run.role is not None:
+        timing, step_s, elapsed = _calibrate_workers(run, fit)
+    else:
+        timing = calibrate.measure(fit.model, fit.train_ds, run.settings.steps_per_execution, _evaluation(fit))
+        step_s = timing.step_s
+        measured = run.settings.precision_reason.startswith("measured")
+        if len(run.settings.precision_candidates) > 1 and not measured:
+            run, fit, step_s = _measure_precision(run, fit, step_s)
+        elapsed = run.deadline.clock() - run.deadline.started_at
     try:
         plan = budget_lib.plan(
             run.config.budget(),

@@ -38,7 +38,7 @@ def benchmark_inference(
         price_table: a YAML price table overriding the defaults (a path in the container).
         split: the split whose images are sent.
         rounds: timed rounds over all images, the median reported (the most, with ``target_spread``).
-        target_spread: stop timing once the rounds agree within this share (0.05: 5%); None
+        target_spread: stop timing once the rounds agree within this share (0.05: 5%); 0 or None
             always runs ``rounds``.
 
     Returns:
@@ -49,6 +49,7 @@ def benchmark_inference(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.benchmark.run import render_single, run_benchmark
+    from components.params import none_if_empty
     from components.progress import reporter
     from trainer.config import BenchmarkConfig
 
@@ -57,7 +58,7 @@ def benchmark_inference(
         batch_size=batch_size,
         warmup_batches=warmup_batches,
         rounds=rounds,
-        target_spread=target_spread,
+        target_spread=none_if_empty(target_spread),  # 0: the run form's stand-in for none
         accelerator=accelerator,
         price_table=price_table,
         http=http,

@@ -2,7 +2,8 @@
 
 A launcher gets a :class:`WorkerSet` (how many workers, the config file every worker reads, the
 command that starts one) and runs it to the end: the workers train under
-``MultiWorkerMirroredStrategy`` (``python -m trainer.worker``), the chief (worker 0) writes the
+``MultiWorkerMirroredStrategy`` (``python -m components.train.worker``: ``trainer.worker`` with the
+step's progress lines), the chief (worker 0) writes the
 model folder, and nothing the launcher started outlives :meth:`Launcher.run`, whether the training
 succeeded, failed or the step was told to stop (SIGTERM). No TensorFlow, no kfp.
 """
@@ -29,7 +30,7 @@ class WorkerSet:
             the dataset, the chief's model folder, the checkpoint folder and the TrainConfig).
         model_dir: the chief's model folder, the step's output.
         argv: the command that starts one worker, e.g.
-            ``(sys.executable, "-m", "trainer.worker", "--config", config_path)``; its index and
+            ``(sys.executable, "-m", "components.train.worker", "--config", config_path)``; its index and
             peers come from the environment (``trainer.worker``).
     """
 
