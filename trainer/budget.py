@@ -44,7 +44,7 @@ MIN_PATIENCE = 3
 # steps this much slower than timed (a noisy machine, a first interval tracing its validation): a
 # schedule cut short by the guard ends before its learning rate has decayed.
 MARGIN = 0.04
-STEP_MARGIN = 1.10
+STEP_MARGIN = 1.15
 
 
 class BudgetError(ValueError):

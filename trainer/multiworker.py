@@ -136,12 +136,13 @@ def _validate(model: Any, test_step: Callable, val_ds: Any, val_steps: int) -> d
     return {f"val_{name}": value for name, value in logs.items()}
 
 
-def time_steps(fit: Any, strategy: Any, jit_compile: bool, steps: int) -> tuple[float, float]:
-    """(seconds per step, seconds of one validation) of this worker's distributed steps, the steps undone.
+def time_steps(fit: Any, strategy: Any, jit_compile: bool, steps: int, seconds: float) -> tuple[float, float]:
+    """(seconds per step, an interval's fixed seconds) of this worker's distributed steps, the steps undone.
 
     The budget's calibration in a set of workers (Keras' ``fit`` cannot run here): one step
-    traces, ``steps`` more are timed (their median), one validation is timed after a first that
-    traces; the weights and the optimizer are put back as they were.
+    traces, then at least ``steps`` steps are timed and as many more as fill ``seconds`` on the
+    chief (their median); an interval's fixed cost is one validation (timed after a first that
+    traces) and a fresh pass's start over the input. The weights and the optimizer are put back.
     """
     import statistics
     import time
@@ -154,8 +155,10 @@ def time_steps(fit: Any, strategy: Any, jit_compile: bool, steps: int) -> tuple[
     iterator = iter(strategy.experimental_distribute_dataset(fit.train_ds))
     with synchronized_batch_norm(model):
         _logs(train_step(iterator))  # traces
-        times = []
-        for _ in range(steps):
+        times: list[float] = []
+        # At least ``steps`` steps, as many as fill ``seconds``: the chief's count decides for all,
+        # asked every ``steps`` steps.
+        while len(times) < steps or (len(times) % steps or from_chief(strategy, [float(sum(times) < seconds)])[0]):
             started = time.perf_counter()
             _logs(train_step(iterator))
             times.append(time.perf_counter() - started)
@@ -166,23 +169,39 @@ def time_steps(fit: Any, strategy: Any, jit_compile: bool, steps: int) -> tuple[
             started = time.perf_counter()
             _validate(model, test_step, val_ds, fit.val_steps)
             eval_s = time.perf_counter() - started
+        started = time.perf_counter()
+        next(iter(strategy.experimental_distribute_dataset(fit.train_ds)))  # an interval's fresh pass
+        eval_s += time.perf_counter() - started
     _put_back(model, saved)
     model.reset_metrics()
     return statistics.median(times), eval_s
 
 
+_FROM_CHIEF: dict[tuple[int, int], Callable] = {}
+
+
 def from_chief(strategy: Any, values: list[float]) -> list[float]:
     """The chief's ``values`` on every worker (an all-reduce in which only the first replica of the
     set contributes): what the chief decides, every worker follows.
+
+    The collective is one traced function per strategy and length, reused: an eager collective
+    per call would build new ops (and threads) each time.
     """
     import tensorflow as tf
 
-    def contribute():
-        first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
-        return tf.where(first, tf.constant(values, tf.float64), tf.zeros(len(values), tf.float64))
+    key = (id(strategy), len(values))
+    if key not in _FROM_CHIEF:
 
-    summed = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None)
-    return [float(v) for v in summed.numpy()]
+        def contribute(given):
+            first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
+            return tf.where(first, given, tf.zeros_like(given))
+
+        @tf.function
+        def broadcast(given):
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute, args=(given,)), axis=None)
+
+        _FROM_CHIEF[key] = broadcast
+    return [float(v) for v in _FROM_CHIEF[key](tf.constant(values, tf.float64)).numpy()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +268,8 @@ def _epochs(
             hooks.on_train_batch_begin(batch)
             logs = _logs(train_step(iterator))
             hooks.on_train_batch_end(batch, logs)
+            if model.stop_training:  # the budget's guard: every worker took the chief's decision
+                break
         if val_ds is not None:
             logs.update(_validate(model, test_step, val_ds, fit.val_steps))
         hooks.on_epoch_end(epoch, logs)

@@ -39,6 +39,31 @@ class BudgetGuard(keras.callbacks.Callback):
             log.info("budget spent at step %d: stopping (the last validation and the export remain)", self.stopped_at)
 
 
+class SharedBudgetGuard(BudgetGuard):
+    """The budget's guard for a set of workers: every ``every`` steps the chief's clock decides, and
+    every worker takes its decision (``decide``: an all-reduce in which the chief alone counts), so
+    all stop at the same step.
+
+    Args:
+        left_s: seconds left of the budget (meaningful on the chief).
+        reserve_s: the seconds kept for the last validation and the export.
+        decide: ``[value] -> [the chief's value]`` on every worker (``trainer.multiworker.from_chief``).
+        every: batches between two decisions.
+    """
+
+    def __init__(self, left_s: Callable[[], float], reserve_s: float, decide: Callable, every: int = 8) -> None:
+        super().__init__(left_s, reserve_s)
+        self.decide, self.every = decide, every
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self.stopped_at is not None or (batch + 1) % self.every:
+            return
+        if self.decide([1.0 if self.left_s() <= self.reserve_s else 0.0])[0] > 0.5:
+            self.stopped_at = optimizer_step(self.model.optimizer)
+            self.model.stop_training = True
+            log.info("budget spent at step %d (the chief's clock): stopping", self.stopped_at)
+
+
 class EarlyStopping(keras.callbacks.Callback):
     """Watches a figure of the epoch logs, keeps the best weights, stops after ``patience`` evaluations in vain.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import logging
 import math
@@ -547,14 +548,28 @@ def _budget_of(run: _Run, started_at: float) -> _Run:
     if not config.has_budget:
         return run
     budget = config.budget()
-    spent = float(prepared.state.get("spent_s") or 0.0)
-    deadline = budget_lib.Deadline(budget.limit_s, started_at, spent)
+    deadline = budget_lib.Deadline(budget.limit_s, started_at, _spent_before(prepared.state, started_at))
+    spent = deadline.spent_before_s
     saved = prepared.state.get("budget")
     if not saved:
         return dataclasses.replace(run, deadline=deadline)
     plan = budget_lib.BudgetPlan.from_dict(saved)
     log.info("resuming the budget's plan (%.0fs spent before this process): %s", spent, plan.line())
     return _with_plan(dataclasses.replace(run, deadline=deadline), plan)
+
+
+def _spent_before(state: Mapping[str, Any], started_at: float) -> float:
+    """The seconds earlier processes of this training spent that this one's clock does not count.
+
+    A step retried in a new pod starts a new clock: all its predecessors spent counts. Workers
+    restarted by the same step keep the step's clock (``started_at``), which already counts the
+    time since the step started: only what was spent before that.
+    """
+    if not state.get("spent_s"):
+        return 0.0
+    if abs(float(state.get("clock_started_at") or 0.0) - started_at) < 1.0:
+        return float(state.get("spent_before_s") or 0.0)
+    return float(state["spent_s"])
 
 
 def _with_plan(run: _Run, plan: budget_lib.BudgetPlan) -> _Run:
@@ -630,7 +645,7 @@ def _calibrate_workers(run: _Run, fit: _Fit) -> tuple[Any, float, float]:
 
     started = time.perf_counter()
     step_s, eval_s = multiworker.time_steps(
-        fit, run.role.strategy, bool(run.settings.jit_compile), calibrate.MIN_TIMED_STEPS
+        fit, run.role.strategy, bool(run.settings.jit_compile), calibrate.MIN_TIMED_STEPS, calibrate.TIMED_SECONDS
     )
     elapsed = run.deadline.clock() - run.deadline.started_at
     export_s = max(calibrate.EXPORT_FLOOR_S, calibrate.EXPORT_FACTOR * eval_s)
@@ -700,7 +715,7 @@ def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = No
     """The fit with what watches the epochs: the task's validation scoring, early stopping, the
     budget's guard, and the progress (last: it reports the figures the others put in the logs).
     """
-    from trainer import callbacks, stopping
+    from trainer import callbacks, multiworker, stopping
 
     watchers: list[Any] = list(fit.validation)
     stopper = None
@@ -719,10 +734,13 @@ def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = No
             wait=int(saved.get("wait") or 0) if same else 0,
         )
         watchers.append(stopper)
-    if run.plan is not None and run.settings.workers == 1:
-        # Several workers' clocks differ and all must stop at the same step: their plan alone holds.
+    if run.plan is not None:
         reserve = run.plan.eval_s + run.plan.export_s
-        watchers.append(stopping.BudgetGuard(run.deadline.left_s, reserve))
+        if run.role is None:
+            watchers.append(stopping.BudgetGuard(run.deadline.left_s, reserve))
+        else:  # the workers' clocks differ and all must stop at the same step: the chief's decides
+            decide = functools.partial(multiworker.from_chief, run.role.strategy)
+            watchers.append(stopping.SharedBudgetGuard(run.deadline.left_s, reserve, decide))
     progress = None
     if on_progress is not None:
         deadline = run.deadline
@@ -1126,7 +1144,12 @@ def _write_state(run: _Run, history: list[dict[str, Any]], fit: Optional[_Fit] =
     if run.plan is not None:
         state["budget"] = run.plan.to_dict()
     if run.deadline is not None:
-        state["spent_s"] = round(run.deadline.spent_s(), 3)
+        deadline = run.deadline
+        state.update(
+            spent_s=round(deadline.spent_s(), 3),
+            clock_started_at=deadline.started_at,
+            spent_before_s=deadline.spent_before_s,
+        )
     stopper = fit.stopper if fit is not None else None
     if stopper is not None:
         state["stopping"] = stopper.state()

@@ -63,16 +63,24 @@ class WorkerJob:
         config: the training settings (``workers`` says how many workers there are).
         checkpoint_dir: where the chief writes checkpoints (and every worker restores from);
             ``None`` for ``<model_dir>/checkpoints``.
+        started_at: when the train step started (``time.time()`` seconds), where a budget's clock
+            starts for every worker; None: each worker's own process start.
     """
 
     dataset: str
     model_dir: str
     config: TrainConfig
     checkpoint_dir: Optional[str] = None
+    started_at: Optional[float] = None
 
     def to_yaml(self) -> str:
         """The job file's text."""
-        data = {"dataset": self.dataset, "model_dir": self.model_dir, "checkpoint_dir": self.checkpoint_dir}
+        data = {
+            "dataset": self.dataset,
+            "model_dir": self.model_dir,
+            "checkpoint_dir": self.checkpoint_dir,
+            **({"started_at": self.started_at} if self.started_at is not None else {}),
+        }
         return yaml.safe_dump({**data, "train": self.config.to_dict()}, sort_keys=False)
 
 
@@ -92,7 +100,7 @@ def read_worker_job(path: str) -> WorkerJob:
     data = yaml.safe_load(storage.read_text(path))
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: expected a YAML mapping (dataset, model_dir, checkpoint_dir, train), got {data!r}")
-    known = {"dataset", "model_dir", "checkpoint_dir", "train"}
+    known = {"dataset", "model_dir", "checkpoint_dir", "started_at", "train"}
     unknown = sorted(set(data) - known)
     missing = sorted({"dataset", "model_dir"} - set(data))
     if unknown or missing:
@@ -102,6 +110,7 @@ def read_worker_job(path: str) -> WorkerJob:
         model_dir=str(data["model_dir"]),
         config=TrainConfig.from_dict(data.get("train") or {}),
         checkpoint_dir=data.get("checkpoint_dir"),
+        started_at=None if data.get("started_at") is None else float(data["started_at"]),
     )
 
 
@@ -269,7 +278,7 @@ def train_worker(
             checkpoint_dir=job.checkpoint_dir,
             role=role,
             on_progress=on_progress,
-            started_at=process_started_at(),
+            started_at=job.started_at if job.started_at is not None else process_started_at(),
         )
     finally:
         if scratch is not None:

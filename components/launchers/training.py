@@ -73,9 +73,9 @@ def run_training(
     except LaunchError as err:
         raise ConfigError(f"train.launcher: {err}") from None
     ckpt_dir = checkpoint_dir or model_folder.checkpoints_dir(model_dir)
-    job_path = write_worker_job(
-        storage.join(ckpt_dir, WORKER_JOB), WorkerJob(dataset_dir, model_dir, config, checkpoint_dir)
-    )
+    # Every worker's budget counts from this step's start, not from its own process's.
+    job = WorkerJob(dataset_dir, model_dir, config, checkpoint_dir, started_at=process_started_at())
+    job_path = write_worker_job(storage.join(ckpt_dir, WORKER_JOB), job)
     argv = (*(worker_command or (sys.executable, "-m", "components.train.worker")), "--config", job_path)
     log.info("training with %d workers (launcher %s)", config.workers, name)
     launcher.run(WorkerSet(workers=config.workers, config_path=job_path, model_dir=model_dir, argv=argv))
