@@ -8,10 +8,16 @@ the slowest tests) belongs in ``SLOWEST_FIRST``.
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# Precisions measured on this machine (trainer/calibrate.py) would change what a test's training
+# chooses: the suite keeps its own, per run.
+os.environ.setdefault(
+    "LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="ltp-precision-"), "precision.json")
+)
 
 # Seconds each took on 2 cores (an AMD EPYC with AVX512-BF16, the suite run alone), slowest first.
 SLOWEST_FIRST = (

@@ -40,6 +40,7 @@ EVALUATION_SHARE = 0.15
 # Early stopping's ``auto`` patience: this share of the run's evaluations, at least MIN_PATIENCE.
 PATIENCE_SHARE = 1 / 3
 MIN_PATIENCE = 3
+AUTO_FROM_EVALUATIONS = 2 * MIN_PATIENCE
 # The plan aims this far under the budget (the process's exit, the last checkpoint), and counts
 # steps this much slower than timed (a noisy machine, a first interval tracing its validation): a
 # schedule cut short by the guard ends before its learning rate has decayed.
@@ -120,11 +121,15 @@ def parse_patience(value: Any, name: str = "train.patience") -> Patience:
 
 
 def resolve_patience(patience: Patience, evaluations: int) -> Optional[int]:
-    """The evaluations without improvement that stop a run: ``auto`` is a third of the run's, at least 3.
+    """The evaluations without improvement that stop a run: ``auto`` is a third of the run's, at
+    least 3, and off for a run of fewer than ``AUTO_FROM_EVALUATIONS`` (it could stop only at its
+    very end, and the task's scoring each evaluation would cost more than it could save).
 
     None: early stopping is off.
     """
     if patience == AUTO:
+        if evaluations < AUTO_FROM_EVALUATIONS:
+            return None
         return max(MIN_PATIENCE, math.ceil(PATIENCE_SHARE * evaluations))
     return patience  # type: ignore[return-value]
 

@@ -191,9 +191,12 @@ def precision_key(device: str, **settings: Any) -> str:
 
 
 def _cache_path() -> str:
+    """The machine's precision measurements: ``LTP_PRECISION_CACHE``, else ``precision.json`` in the cache root."""
+    import os
+
     from trainer import storage
 
-    return storage.join(storage.cache_root(), PRECISION_CACHE)
+    return os.environ.get("LTP_PRECISION_CACHE") or storage.join(storage.cache_root(), PRECISION_CACHE)
 
 
 def cached_precision(key: str) -> Optional[PrecisionMeasurement]:

@@ -135,8 +135,9 @@ class TrainConfig(ConfigBase):
             at the price of its accelerator (``accelerator_type`` x ``accelerator_count`` in the
             price table); with ``time_budget`` too, the tighter one holds.
         patience: early stopping on the task's validation metric, scored every evaluation:
-            ``auto`` (a third of the run's evaluations, at least 3), a number of evaluations
-            without improvement, or ``off``. The best evaluated weights are the ones exported.
+            ``auto`` (a third of the run's evaluations, at least 3; off under 6 evaluations), a
+            number of evaluations without improvement, or ``off``. The best evaluated weights are
+            the ones exported.
         accelerator_type: the step's accelerator resource (``cloud-tpus.google.com/v2``,
             ``nvidia.com/gpu``, ...; empty for CPU only), which prices the step
             (``trainer.pricing.price_key``).

@@ -717,10 +717,12 @@ def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = No
     """
     from trainer import callbacks, multiworker, stopping
 
-    watchers: list[Any] = list(fit.validation)
+    watchers: list[Any] = []
     stopper = None
     patience = budget_lib.resolve_patience(budget_lib.parse_patience(run.config.patience), run.settings.epochs)
     if fit.val_ds is not None and patience is not None:
+        # The task's own scoring each evaluation (a detector's COCO AP) is what early stopping watches.
+        watchers += fit.validation
         monitor, higher = run.prepared.task.validation_metric(run.settings.kind)
         saved = run.prepared.state.get("stopping") or {}
         same = saved.get("monitor") == monitor and (saved.get("best_step") or 0) <= fit.resumed_from

@@ -134,9 +134,15 @@ def test_a_bad_patience_is_one_line_naming_the_choices(value):
     assert "auto" in message and "off" in message
 
 
-@pytest.mark.parametrize(("evaluations", "patience"), [(1, 3), (3, 3), (9, 3), (10, 4), (30, 10), (31, 11)])
+@pytest.mark.parametrize(("evaluations", "patience"), [(6, 3), (9, 3), (10, 4), (30, 10), (31, 11)])
 def test_auto_patience_is_a_third_of_the_evaluations_at_least_three(evaluations, patience):
     assert resolve_patience(AUTO, evaluations) == patience
+
+
+@pytest.mark.parametrize("evaluations", [1, 3, 5])
+def test_auto_patience_is_off_for_a_run_of_few_evaluations(evaluations):
+    assert resolve_patience(AUTO, evaluations) is None
+    assert resolve_patience(2, evaluations) == 2  # a patience given is kept
 
 
 def test_a_given_patience_is_kept_and_off_stays_off():
