@@ -16,11 +16,18 @@ from trainer.train import train
 pytestmark = pytest.mark.slow
 
 BUDGET = TrainConfig(
-    epochs=None, time_budget=f"{MIN_BUDGET_S:.0f}s", batch_size_per_replica=16, checkpoint_every_steps=8, seed=3
+    epochs=None,
+    time_budget=f"{MIN_BUDGET_S:.0f}s",
+    patience="2",  # early stopping on whatever the plan's evaluations
+    batch_size_per_replica=16,
+    checkpoint_every_steps=8,
+    seed=3,
 )
 
 
-def test_a_killed_budgeted_training_resumes_its_plan_and_counts_the_time_it_spent(tmp_path):
+def test_a_killed_budgeted_training_resumes_its_plan_and_counts_the_time_it_spent(tmp_path, monkeypatch):
+    # Its precision measurement stays its own (the killed process and this one share it).
+    monkeypatch.setenv("LTP_PRECISION_CACHE", str(tmp_path / "precision.json"))
     dataset = str(write_test_dataset(tmp_path / "ds", {"train": 96, "validation": 32}))
     model_dir = tmp_path / "model"
     config_file = tmp_path / "train.yaml"
