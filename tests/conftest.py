@@ -15,9 +15,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # Precisions measured on this machine (trainer/calibrate.py) would change what a test's training
 # chooses: the suite keeps its own, per run.
-os.environ.setdefault(
-    "LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="ltp-precision-"), "precision.json")
-)
+os.environ.setdefault("LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="ltp-precision-"), "precision.json"))
 
 # Seconds each took on 2 cores (an AMD EPYC with AVX512-BF16, the suite run alone), slowest first.
 SLOWEST_FIRST = (
