@@ -28,6 +28,7 @@ from trainer import records
 
 AUTO = "auto"
 OFF = "off"
+CAP = "<="
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 # Below this no training step can even start (TensorFlow's import alone takes about 6 s).
@@ -56,13 +57,20 @@ def _text(value: Any) -> str:
     return str(value).strip().lower() if value is not None else AUTO
 
 
+def is_cap(value: Any) -> bool:
+    """Whether a time budget is written as a cap, ``<=5m``: at most that long, the task's own
+    schedule where it fits (a local run's default), rather than a budget the schedule fills.
+    """
+    return _text(value).startswith(CAP)
+
+
 def parse_time_budget(value: Any, name: str = "train.time_budget") -> Optional[float]:
-    """Seconds of a time budget (``90s``, ``10m``, ``2h``, ``1.5h``), or None for ``auto``/empty.
+    """Seconds of a time budget (``90s``, ``10m``, ``2h``, ``1.5h``; ``<=5m`` a cap), or None for ``auto``/empty.
 
     Raises:
         BudgetError: no unit, a unit other than s, m, h, a value <= 0, or under ``MIN_BUDGET_S``.
     """
-    text = _text(value)
+    text = _text(value).removeprefix(CAP).strip()
     if text in (AUTO, ""):
         return None
     match = _DURATION.fullmatch(text)
@@ -70,7 +78,7 @@ def parse_time_budget(value: Any, name: str = "train.time_budget") -> Optional[f
         hint = " (a number needs its unit)" if re.fullmatch(r"[-+]?[\d.]+", text) else ""
         raise BudgetError(
             f"{name}: {value!r} is not a duration{hint}; give a positive number with s, m or h, such as 90s, 10m "
-            "or 2h, or auto for none"
+            "or 2h (<=10m: at most, the task's own schedule where it fits), or auto for none"
         )
     seconds = float(match[1]) * _UNITS[match[2]]
     if seconds < MIN_BUDGET_S:
@@ -143,12 +151,14 @@ class Budget:
         dollars: the cost budget; None: none.
         price_key: the price table's key of the step's accelerator (with a cost budget).
         price_per_hour: its $/hour, the host's share included (with a cost budget).
+        cap: the time budget is a cap: the task's own schedule where it fits in it.
     """
 
     seconds: Optional[float] = None
     dollars: Optional[float] = None
     price_key: Optional[str] = None
     price_per_hour: Optional[float] = None
+    cap: bool = False
 
     @property
     def limit_s(self) -> Optional[float]:
@@ -168,7 +178,7 @@ class Budget:
         cost = self._cost_seconds()
         if cost is not None and (self.seconds is None or cost < self.seconds):
             return f"cost_budget ${self.dollars:g} at {self.price_key} (${self.price_per_hour:g}/h): {_duration(cost)}"
-        return f"time_budget {_duration(self.seconds or 0.0)}"
+        return f"time_budget {CAP if self.cap else ''}{_duration(self.seconds or 0.0)}"
 
     def cost(self, seconds: float) -> Optional[float]:
         """What ``seconds`` of the step cost at its price; None when no price is known."""
@@ -252,6 +262,15 @@ def lay_out(
     return Layout(evaluations, per_eval)
 
 
+def within(layout: Layout, steps: int, steps_per_execution: int = 1) -> Layout:
+    """The layout shrunk to about ``steps`` steps (a cap whose task's own schedule fits), its
+    evaluations kept where each still holds ``MIN_STEPS_PER_EVALUATION`` steps.
+    """
+    evaluations = max(1, min(layout.evaluations, steps // max(MIN_STEPS_PER_EVALUATION, steps_per_execution)))
+    per_eval = max(steps_per_execution, steps // evaluations // steps_per_execution * steps_per_execution)
+    return Layout(evaluations, per_eval)
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
@@ -322,6 +341,7 @@ def plan(
     export_s: float,
     steps_per_execution: int = 1,
     spent_before_s: float = 0.0,
+    own_steps: Optional[int] = None,
 ) -> BudgetPlan:
     """Lays a budget out over the steps that fit once the calibration measured them.
 
@@ -334,6 +354,8 @@ def plan(
         export_s: the seconds to keep for the export.
         steps_per_execution: intervals are multiples of it.
         spent_before_s: seconds spent by earlier processes of this training.
+        own_steps: the task's own schedule (fitted to the data); a cap (``<=5m``) lays out these
+            steps where they fit, fewer where they do not. None: the budget is filled.
 
     Raises:
         BudgetError: the budget cannot buy one evaluation interval (naming the least budget that can).
@@ -352,6 +374,8 @@ def plan(
             f"{budget.describe()} cannot buy one evaluation interval: {err}; start-up and calibration took "
             f"{elapsed_s:.0f}s and the export needs ~{export_s:.0f}s. Give at least {math.ceil(least)}s"
         ) from None
+    if budget.cap and own_steps is not None and own_steps < layout.steps:
+        layout = within(layout, own_steps, steps_per_execution)
     predicted = spent_before_s + elapsed_s + layout.seconds(step_s * STEP_MARGIN, eval_s) + export_s
     return BudgetPlan(
         limit=budget.describe(),

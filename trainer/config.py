@@ -130,7 +130,8 @@ class TrainConfig(ConfigBase):
             time the train step may take, start-up, calibration, validation and export included:
             ``90s``, ``10m``, ``2h``. The step measures its step time once compiled and lays the
             schedule out over the steps that fit (docs/training.md); leave ``epochs`` and
-            ``steps_per_epoch`` unset (0 in the run form) with a budget.
+            ``steps_per_epoch`` unset (0 in the run form) with a budget. ``<=10m`` is a cap: the
+            task's own fitted schedule where it fits, fewer steps where it does not.
         cost_budget: ``auto`` (none) or the US dollars the train step may cost, such as ``2.50``,
             at the price of its accelerator (``accelerator_type`` x ``accelerator_count`` in the
             price table); with ``time_budget`` too, the tighter one holds.
@@ -209,7 +210,7 @@ class TrainConfig(ConfigBase):
                 f"train.cost_budget: {key} costs nothing in the price table, so ${dollars:g} sets no limit; "
                 "give a time_budget, or price it in a table of your own (train.price_table)"
             )
-        return budget_lib.Budget(seconds, dollars, key, per_hour)
+        return budget_lib.Budget(seconds, dollars, key, per_hour, cap=budget_lib.is_cap(self.time_budget))
 
     @property
     def has_budget(self) -> bool:

@@ -685,6 +685,8 @@ def _calibrate(run: _Run, fit: _Fit) -> tuple[_Run, _Fit]:
             export_s=timing.export_s,
             steps_per_execution=run.settings.steps_per_execution,
             spent_before_s=run.deadline.spent_before_s,
+            # The task's own schedule, where it fitted one: what a cap (<=5m) keeps where it fits.
+            own_steps=run.total_steps if run.prepared.fit is not None else None,
         )
     except budget_lib.BudgetError as err:
         raise TrainingError(f"train.time_budget: {err}") from None

@@ -582,3 +582,16 @@ def test_the_defaults_have_no_budget():
     assert not config.has_budget
     assert config.budget().limit_s is None
     assert not TrainConfig(time_budget="", cost_budget="AUTO").has_budget
+
+
+def test_a_cap_keeps_the_task_s_own_schedule_where_it_fits_and_fills_where_it_does_not():
+    cap = Budget(seconds=300.0, cap=True)
+    numbers = dict(elapsed_s=30.0, calibration_s=10.0, eval_s=2.0, export_s=4.0, steps_per_execution=4)
+    fits = plan(cap, step_s=0.06, own_steps=1184, **numbers)
+    assert fits.steps <= 1184 and fits.steps > 1184 - 4 * fits.evaluations  # its own steps, in whole executions
+    assert fits.predicted_s < 0.6 * 300  # not filled: the schedule took what it needs
+    slow = plan(cap, step_s=0.3, own_steps=1184, **numbers)
+    assert slow.steps < 1184 and slow.predicted_s > 0.9 * 300  # too long for the cap: laid out over it
+    filled = plan(Budget(seconds=300.0), step_s=0.06, own_steps=1184, **numbers)
+    assert filled.steps > 1184  # a budget, not a cap, fills the time
+    assert parse_time_budget("<=5m") == 300.0 and Budget(300.0, cap=True).describe() == "time_budget <=5m"
