@@ -57,6 +57,11 @@ def _text(value: Any) -> str:
     return str(value).strip().lower() if value is not None else AUTO
 
 
+def is_set(value: Any) -> bool:
+    """Whether a ``time_budget`` or ``cost_budget`` value asks for a budget (not ``auto`` or empty)."""
+    return _text(value) not in (AUTO, "")
+
+
 def is_cap(value: Any) -> bool:
     """Whether a time budget is written as a cap, ``<=5m``: at most that long, the task's own
     schedule where it fits (a local run's default), rather than a budget the schedule fills.

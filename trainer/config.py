@@ -215,7 +215,7 @@ class TrainConfig(ConfigBase):
     @property
     def has_budget(self) -> bool:
         """Whether a time or cost budget is set (the schedule is then laid out to fill it)."""
-        return any(budget_lib._text(v) not in (budget_lib.AUTO, "") for v in (self.time_budget, self.cost_budget))
+        return budget_lib.is_set(self.time_budget) or budget_lib.is_set(self.cost_budget)
 
     def validate(self) -> None:
         if self.has_budget:

@@ -28,6 +28,7 @@ from typing import Any, Optional, TextIO
 
 from pipelines.tools import params
 from pipelines.tools.params import Layer, ParameterError, RunParameters
+from trainer import budget
 
 
 class RunError(Exception):
@@ -426,7 +427,7 @@ def local_defaults(task: str) -> Layer:
         **LOCAL,
         "time_budget": quick.time_budget,
     }
-    if quick.time_budget != "auto":
+    if budget.is_set(quick.time_budget):
         values["epochs"] = 0  # the budget lays the schedule out
     return Layer("make run", values)
 
@@ -454,7 +455,7 @@ def _budget_or_epochs(resolved: RunParameters) -> RunParameters:
     mine = any(origins.get(k, "default") not in local for k in ("epochs", "steps_per_epoch"))
     if mine and origins.get("time_budget") == "make run":
         values["time_budget"], origins["time_budget"] = "auto", "epochs given"
-    budgeted = any(values.get(k) not in ("auto", "", None) for k in ("time_budget", "cost_budget"))
+    budgeted = budget.is_set(values.get("time_budget")) or budget.is_set(values.get("cost_budget"))
     if budgeted and values.get("epochs") and origins.get("epochs", "default") in local:
         values["epochs"], origins["epochs"] = 0, "the budget"
     return resolved
