@@ -39,7 +39,7 @@ EXPERIMENT ?=
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
 
-.PHONY: help setup data prometheus browser run serve sweep submit test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus browser run serve sweep predict submit test test-fast bench lint format compile upload images clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -86,7 +86,7 @@ serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
 # SET reaches the command through the environment: its text may hold quotes of its own.
-run sweep submit: export LTP_SET = $(SET)
+run sweep predict submit: export LTP_SET = $(SET)
 
 run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1
 	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
@@ -98,6 +98,16 @@ run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=fol
 sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml CONFIG=sweep.yaml SET='steps_per_epoch=8'
 	@$(PY) -m pipelines.tools.run_sweep $(if $(GRID),--grid '$(GRID)') $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
 	  --pipeline-root '$(OUT)' $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
+# make predict's OUT is where the predictions go (the pipeline root stays local_outputs), as its users name it.
+PREDICT_ROOT := $(if $(filter command line,$(origin OUT)),local_outputs,$(OUT))
+predict: setup ## Score images with what a stage serves (kfp.local): DATA=folder|list.csv|coco.json STAGE=staging MODEL=detector OUT=dir (or MODEL_DIR=folder) STAGES=local_outputs/stages CONFIG=predict.yaml SET='batch_size=32'
+	@$(PY) -m pipelines.tools.run_predict $(if $(DATA),--data '$(DATA)') $(if $(STAGE),--stage '$(STAGE)') \
+	  $(if $(MODEL),--model '$(MODEL)') $(if $(MODEL_DIR),--model-dir '$(MODEL_DIR)') \
+	  --stages '$(or $(STAGES),$(PREDICT_ROOT)/stages)' \
+	  --output-uri '$(if $(filter command line,$(origin OUT)),$(OUT),$(PREDICT_ROOT)/predictions)' \
+	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(PREDICT_ROOT)' \
+	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml SET='epochs=20' KFP_HOST=... (uploads or reuses the pipeline version)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make submit KFP_HOST=http://localhost:8080"; exit 2; }

@@ -32,6 +32,7 @@ PIPELINES = {
     "notebook": "pipelines.notebook",
     "monitor": "pipelines.monitor",
     "sweep": "pipelines.sweep",
+    "batch_predict": "pipelines.batch_predict",
 }
 
 

@@ -17,6 +17,15 @@ them from the instance. A task answers, each in one place:
    answer (:attr:`Task.serving`, :meth:`Task.check_prediction`, :meth:`Task.matches`).
 6. **Run-form defaults**: epochs, the served model name and the built-in data of a quick run
    (:attr:`Task.run_defaults`).
+7. **Batch prediction**: how an exported model scores image files offline (``trainer.batch_predict``):
+   the decoding ``serving_default`` does, as a function of one image that the scoring maps over
+   its own batches, and the tensor signature it feeds (:meth:`Task.prediction_input`); a batch of
+   that signature's outputs as one JSON record per image (:meth:`Task.prediction_records`); the
+   classes a record predicts, for counts per class (:meth:`Task.predicted_classes`); COCO results
+   of a record (:meth:`Task.coco_results`, detection only); the task's metrics on a scored set
+   whose labels are given (:meth:`Task.prediction_metrics`). A task without them, one from
+   outside this tree say, works everywhere else; batch prediction refuses it with an error that
+   names the method (:meth:`Task.check_batch_prediction`).
 
 The attributes and the serving-check methods need no TensorFlow, so the gate and the serving
 checks import a task cheaply; the model-side methods import TensorFlow inside their bodies.
@@ -26,7 +35,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.configbase import ConfigBase, ConfigError
@@ -131,6 +141,92 @@ class DataFit:
     record: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class PredictionInput:
+    """What batch prediction needs of an exported model (:meth:`Task.prediction_input`).
+
+    Attributes:
+        signature: the SavedModel's tensor signature (``ServingSchema.tensor_signature``), which
+            takes decoded float32 images.
+        input_name: that signature's one input (``images``).
+        image_shape: ``(height, width, channels)`` it takes, read from its input spec.
+        preprocess: ``encoded image (tf.string scalar) -> (float32 image [height, width, channels]
+            in [0, 1], float32 meta vector of a fixed length)``, traceable (``tf.function``,
+            ``tf.map_fn``, ``tf.data.Dataset.map``): the decoding ``serving_default`` does in its
+            graph, so the scores equal its scores; the meta vector
+            holds what :meth:`Task.prediction_records` needs of the original image (its size, for
+            one) and may be empty.
+        class_names: the model's classes in class-index order, as the SavedModel records them.
+        function: the tensor signature's concrete function, ``function(**{input_name: images})``.
+        loaded: the loaded SavedModel, which must stay alive while ``function`` is called.
+    """
+
+    signature: str
+    input_name: str
+    image_shape: tuple[int, int, int]
+    preprocess: Callable[[Any], tuple[Any, Any]]
+    class_names: tuple[str, ...]
+    function: Any
+    loaded: Any
+
+
+def check_saved_model(saved_model_dir: str) -> None:
+    """Raises a TaskError unless the folder holds a SavedModel (its ``saved_model.pb``)."""
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(os.path.join(saved_model_dir, "saved_model.pb")):
+        raise TaskError(
+            f"no SavedModel at {saved_model_dir} (saved_model.pb missing): name the saved_model folder of "
+            "a model folder the train step wrote"
+        )
+
+
+def load_tensor_signature(saved_model_dir: str, signature: str, input_name: str) -> tuple[Any, Any, tuple[int, ...]]:
+    """Loads a SavedModel and the tensor signature batch prediction feeds.
+
+    Args:
+        saved_model_dir: the export's folder (``<model>/saved_model``).
+        signature: the signature's name (``serving_tensors``).
+        input_name: its one input, a float32 batch of images of a fixed size.
+
+    Returns:
+        (the loaded object, to be kept alive; the signature's function; the input's shape less
+        its batch dimension).
+
+    Raises:
+        TaskError: no SavedModel there, no such signature, or one whose input is not a batch of
+            images of a fixed size.
+    """
+    import tensorflow as tf
+
+    check_saved_model(saved_model_dir)
+    loaded = tf.saved_model.load(saved_model_dir)
+    if signature not in loaded.signatures:
+        raise TaskError(
+            f"SavedModel {saved_model_dir} has no signature {signature!r} (it has {sorted(loaded.signatures)}): "
+            "batch prediction scores through the export's tensor signature; re-export the model with this code"
+        )
+    fn = loaded.signatures[signature]
+    spec = fn.structured_input_signature[1].get(input_name)
+    shape = None if spec is None else spec.shape
+    if spec is None or spec.dtype != tf.float32 or shape.rank != 4 or None in shape.as_list()[1:]:
+        raise TaskError(
+            f"signature {signature!r} of {saved_model_dir} takes {fn.structured_input_signature[1]}, expected "
+            f"{input_name!r}: float32 [batch, height, width, channels] with a fixed image size"
+        )
+    return loaded, fn, tuple(int(d) for d in shape.as_list()[1:])
+
+
+def _no_batch_prediction(task: str, method: str) -> str:
+    """The error of a task that lacks a batch-prediction method: which one, and the way out."""
+    if method == "prediction_metrics":
+        return f"task {task!r} does not implement prediction_metrics, so it scores no labels: give no labels"
+    return (
+        f"task {task!r} does not implement {method}, which batch prediction needs: give the task "
+        "prediction_input and prediction_records (trainer/tasks/base.py, 7. Batch prediction)"
+    )
+
+
 class EvaluationResultBase(Record, abc.ABC):
     """What every task's evaluation result offers the steps (its own fields come on top).
 
@@ -177,6 +273,8 @@ class Task(abc.ABC):
     records_boxes: ClassVar[bool] = False
     """The converter's rule: records carry boxes (``dataset.json`` gets box statistics, and a
     resize, which would move the images away from their boxes, is refused)."""
+    prediction_top_k: ClassVar[int] = 5
+    """The most predictions a batch prediction keeps per image unless told (classes, boxes)."""
 
     def __init__(self, options: Mapping[str, Any] | ConfigBase | None = None) -> None:
         self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})
@@ -374,3 +472,104 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """``count`` (encoded image, expected answer) pairs from a split, for the serving checks."""
+
+    # ----------------------------------------------------------------- batch prediction
+
+    def check_batch_prediction(self, *, coco: bool = False, labels: bool = False) -> None:
+        """Checks, before any image is read, that the task can do what a batch prediction asks.
+
+        Needs no TensorFlow: it asks which methods the task provides.
+
+        Args:
+            coco: COCO results are asked for (:meth:`coco_results`).
+            labels: labels are given, so the task's metrics are asked for (:meth:`prediction_metrics`).
+
+        Raises:
+            TaskError: the task lacks a method that is needed; the message names it.
+        """
+        cls = type(self)
+        needed = ["prediction_input", "prediction_records"] + ["prediction_metrics"] * labels
+        for method in needed:
+            if getattr(cls, method) is getattr(Task, method):
+                raise TaskError(_no_batch_prediction(self.name, method))
+        if coco and cls.coco_results is Task.coco_results:
+            self.coco_results({}, 0)  # the base's one error for a task without boxes
+
+    def prediction_input(self, saved_model_dir: str) -> PredictionInput:
+        """Loads an export for batch prediction: its tensor signature, the decoding that feeds it
+        and its class names, all read from the SavedModel (no dataset needed).
+
+        Args:
+            saved_model_dir: the export's folder (``<model>/saved_model``).
+
+        Raises:
+            TaskError: the folder is not this task's export, or the task does not implement it.
+        """
+        raise TaskError(_no_batch_prediction(self.name, "prediction_input"))
+
+    def prediction_records(
+        self,
+        outputs: Mapping[str, Any],
+        meta: Any,
+        *,
+        class_names: Sequence[str],
+        score_threshold: float,
+        top_k: int,
+    ) -> list[dict[str, Any]]:
+        """One JSON-ready record per image of a scored batch.
+
+        Args:
+            outputs: the tensor signature's outputs for the batch, name -> NumPy array [batch, ...].
+            meta: float32 NumPy array [batch, m], :attr:`PredictionInput.preprocess`'s meta vectors.
+            class_names: :attr:`PredictionInput.class_names`.
+            score_threshold: what scores less is left out.
+            top_k: the most entries a record keeps, highest scores first.
+
+        Raises:
+            TaskError: the task does not implement it.
+        """
+        raise TaskError(_no_batch_prediction(self.name, "prediction_records"))
+
+    def prediction_truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
+        """A converted record's label in the form :meth:`prediction_metrics` takes, or None.
+
+        Args:
+            features: the record's features, name -> its values (bytes, ints or floats), as
+                ``trainer.batch_predict.record_features`` reads them.
+        """
+        return None
+
+    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
+        """The class names a record predicts, for counts per predicted class; none by default."""
+        return []
+
+    def coco_results(
+        self, record: Mapping[str, Any], image_id: int, *, category_ids: Optional[Mapping[str, int]] = None
+    ) -> list[dict[str, Any]]:
+        """A record's COCO results entries (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``).
+
+        Args:
+            record: one of :meth:`prediction_records`' records.
+            image_id: the image's id in the COCO file the results go with.
+            category_ids: class name -> that file's category id; None: the label-map ids
+                (class index + 1).
+
+        Raises:
+            TaskError: the task has no boxes (every task but detection).
+        """
+        raise TaskError(f"task {self.name!r} writes no COCO results: only a detection task has boxes; leave coco off")
+
+    def prediction_metrics(
+        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
+    ) -> dict[str, float]:
+        """The task's metrics on a scored set whose labels are given.
+
+        Args:
+            records: :meth:`prediction_records`' records, one per labelled image.
+            truths: each image's label, in the task's form, in the same order.
+            class_names: :attr:`PredictionInput.class_names`.
+
+        Raises:
+            TaskError: the labels do not fit, or the task does not implement it.
+        """
+        raise TaskError(_no_batch_prediction(self.name, "prediction_metrics"))

@@ -3,8 +3,8 @@
 Records give ``image/encoded`` and ``image/class/label``; the model maps float32 images in [0, 1]
 to class probabilities; ``serving_default`` returns ``probabilities`` and ``classes``; the
 evaluation scores accuracy, top-k, loss and per-class precision/recall/F1. The parts:
-``options.py`` (the builder's arguments), ``input.py``, ``model.py``, ``export.py`` and
-``evaluation.py``.
+``options.py`` (the builder's arguments), ``input.py``, ``model.py``, ``export.py``,
+``evaluation.py`` and ``prediction.py`` (batch prediction's records).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
-from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.base import Metric, PredictionInput, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.classification import input as task_input
+from trainer.tasks.classification import prediction
 from trainer.tasks.classification.evaluation import METRICS, TRAINING_METRICS, ClassificationEvaluation
 from trainer.tasks.classification.fit import SMALL_SIDE
 from trainer.tasks.classification.options import ClassifierOptions
@@ -227,3 +228,36 @@ class Classification(Task):
 
         images, labels, _ = read_encoded_split(dataset_dir, split, limit=count)
         return [(img, int(lab)) for img, lab in zip(images, labels, strict=False) if int(lab) >= 0]
+
+    # ----------------------------------------------------------------- batch prediction
+
+    def prediction_input(self, saved_model_dir: str) -> PredictionInput:
+        """``serving_tensors`` fed by ``serving_default``'s decoder; the classes of ``assets/labels.txt``."""
+        return prediction.prediction_input(saved_model_dir, self.serving)
+
+    def prediction_records(
+        self,
+        outputs: Mapping[str, Any],
+        meta: Any,
+        *,
+        class_names: Sequence[str],
+        score_threshold: float,
+        top_k: int,
+    ) -> list[dict[str, Any]]:
+        """``{"classes": [{"class", "index", "score"}, ...]}``: the top ``top_k`` at or over the threshold."""
+        return prediction.prediction_records(outputs, class_names, score_threshold, top_k)
+
+    def prediction_truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
+        """The record's class name; None for a record without a class."""
+        text = features.get("image/class/text") or [b""]
+        return text[0].decode("utf-8") or None
+
+    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
+        """The top class (none when every class scored under the threshold)."""
+        return prediction.predicted_classes(record)
+
+    def prediction_metrics(
+        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
+    ) -> dict[str, float]:
+        """Accuracy, top-k accuracy and recall per class; ``truths`` are class names."""
+        return prediction.prediction_metrics(records, truths, class_names)

@@ -3,7 +3,8 @@
 The parts: ``options.py`` (presets and the detector's settings), ``fit.py`` (the options left on
 ``auto`` fitted to the training boxes), ``input.py`` (letterboxing and
 box targets), ``model.py`` (the RetinaNet and its anchor check), ``export.py`` (the serving
-signatures) and ``evaluation.py`` (COCO metrics with pycocotools).
+signatures), ``evaluation.py`` (COCO metrics with pycocotools) and ``prediction.py`` (batch
+prediction's records, COCO results and metrics).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.tasks import register
-from trainer.tasks.base import DataFit, Metric, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.base import DataFit, Metric, PredictionInput, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.detection import input as task_input
+from trainer.tasks.detection import prediction
 from trainer.tasks.detection.evaluation import (
     MATCH_IOU,
     MATCH_SCORE,
@@ -57,6 +59,7 @@ class Detection(Task):
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
     records_boxes: ClassVar[bool] = True
+    prediction_top_k: ClassVar[int] = 100
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
         data="shapes",
         limit=0,
@@ -354,3 +357,46 @@ class Detection(Task):
             f"| validation | {_fmt(last.get('val_loss'))} | {_fmt(last.get('val_bbox_regression_loss'))} | "
             f"{_fmt(last.get('val_cls_logits_loss'))} |",
         ]
+
+    # ----------------------------------------------------------------- batch prediction
+
+    def prediction_input(self, saved_model_dir: str) -> PredictionInput:
+        """``serving_tensors`` fed by ``serving_default``'s letterbox; the class names the export keeps.
+
+        The input size is the signature's, so the task's own options are not needed.
+        """
+        return prediction.prediction_input(saved_model_dir, self.serving)
+
+    def prediction_records(
+        self,
+        outputs: Mapping[str, Any],
+        meta: Any,
+        *,
+        class_names: Sequence[str],
+        score_threshold: float,
+        top_k: int,
+    ) -> list[dict[str, Any]]:
+        """``{"detections": [{"box", "class", "class_id", "score"}, ...], "width", "height"}``, boxes
+        ``[xmin, ymin, xmax, ymax]`` in the original image's pixels.
+        """
+        return prediction.prediction_records(outputs, meta, class_names, score_threshold, top_k)
+
+    def prediction_truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
+        """The record's boxes (crowd boxes left out) in pixels with their class names."""
+        return prediction.truth_of_record(features)
+
+    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
+        """Every detection's class."""
+        return prediction.predicted_classes(record)
+
+    def coco_results(
+        self, record: Mapping[str, Any], image_id: int, *, category_ids: Optional[Mapping[str, int]] = None
+    ) -> list[dict[str, Any]]:
+        """The detections as COCO results, ``bbox`` ``[x, y, width, height]`` in pixels."""
+        return prediction.coco_results(record, image_id, category_ids)
+
+    def prediction_metrics(
+        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
+    ) -> dict[str, float]:
+        """COCO AP, AP@0.5, AP@0.75 and AR@100; ``truths``: lists of ``{"box": [xmin, ymin, xmax, ymax], "class"}``."""
+        return prediction.prediction_metrics(records, truths, class_names)
