@@ -116,7 +116,7 @@ def steps(parallelism: int, settings: dict, output_uri, accelerator_type, accele
             pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
         ).set_display_name("Plan the shards")
         planned.set_caching_options(False)  # the stage's version is resolved now, not when first cached
-        with grid.fan_out(planned.outputs["shards"], parallelism, name="shards") as shard:
+        with grid.fan_out(planned.output, parallelism, name="shards") as shard:
             task = predict_shard(
                 output_uri=output_uri,
                 shard=shard,

@@ -1,6 +1,6 @@
 """KFP components of batch prediction: plan the shards, score one shard, join what they wrote."""
 
-from typing import NamedTuple, Optional
+from typing import Optional
 
 from kfp.dsl import HTML, Markdown, Output
 
@@ -26,7 +26,7 @@ def plan_batch_prediction(
     pod_accelerator_type: str = "",
     pod_accelerator_count: int = 0,
     pipeline_root: str = "",
-) -> NamedTuple("Plan", [("shards", list), ("images", int), ("estimate_cost", float)]):
+) -> list:
     """Lists the input, pins the model, cuts the shards and prices them (``manifest.json``).
 
     Every bad input fails here, before a shard asks for an accelerator.
@@ -51,13 +51,11 @@ def plan_batch_prediction(
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
 
     Returns:
-        ``shards`` (their indexes, for the fan-out), ``images``, ``estimate_cost`` (-1: no rate known).
+        The shards, for the fan-out: ``{"index", "images"}`` each.
     """
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from collections import namedtuple
-
     from components.batch_predict.config import PredictConfig
     from components.batch_predict.run import describe_plan, plan
     from components.params import none_if_empty
@@ -86,15 +84,13 @@ def plan_batch_prediction(
     )
     for line in describe_plan(result):
         print(line, flush=True)
-    outputs = namedtuple("Plan", ["shards", "images", "estimate_cost"])
-    cost = -1.0 if result.estimate_cost is None else result.estimate_cost
-    return outputs([s.index for s in result.shards], result.images, cost)
+    return [{"index": s.index, "images": s.images} for s in result.shards]
 
 
 @project_component
 def predict_shard(
     output_uri: str,
-    shard: int,
+    shard: dict,
     pod_accelerator_type: str = "",
     pod_accelerator_count: int = 0,
     price_table: Optional[str] = None,
@@ -106,7 +102,7 @@ def predict_shard(
 
     Args:
         output_uri: where the plan and the predictions are.
-        shard: the shard's index.
+        shard: the shard (``{"index", "images"}``, from the plan).
         pod_accelerator_type: the accelerator this pod requested (its price key); empty for CPU only.
         pod_accelerator_count: how many of it.
         price_table: a YAML price table over the defaults (a path in the container).
@@ -122,14 +118,15 @@ def predict_shard(
     from components.params import none_if_empty
     from components.progress import reporter
 
+    index = int(shard["index"])  # kfp.local hands a dict's numbers over as floats
     result = score_shard(
         output_uri,
-        int(shard),
+        index,
         accelerator_type=pod_accelerator_type,
         accelerator_count=pod_accelerator_count,
         price_table=none_if_empty(price_table),
         read_threads=read_threads,
-        on_progress=reporter(f"shard {int(shard)}", "images", every_s=10.0),
+        on_progress=reporter(f"shard {index}", "images", every_s=10.0),
     )
     print(
         f"shard {result.index}: {result.status}, {result.scored} of {result.images} images scored at "

@@ -8,11 +8,9 @@ _POD = frozenset({"pod_accelerator_type", "pod_accelerator_count"})
 
 
 def plan_headline(out: StepOutputs) -> str:
-    """The images, the shards and the estimate."""
-    p = out.parameters
-    cost = p.get("estimate_cost")
-    estimate = f", estimated ${cost:,.4f}" if isinstance(cost, (int, float)) and cost >= 0 else ""
-    return f"{p.get('images', 0):,} images in {len(p.get('shards') or [])} shards{estimate}"
+    """The images and the shards."""
+    shards = out.parameters.get("Output") or []
+    return f"{int(sum(s.get('images', 0) for s in shards)):,} images in {len(shards)} shards"
 
 
 def shard_headline(out: StepOutputs) -> str:
@@ -35,6 +33,6 @@ def join_headline(out: StepOutputs) -> str:
 
 SURFACES = (
     Surface(plan_batch_prediction, PredictConfig, step_only=_POD | {"pipeline_root"}, headline=plan_headline),
-    Surface(predict_shard, PredictConfig, step_only=_POD | {"shard"}, headline=shard_headline),
+    Surface(predict_shard, headline=shard_headline),
     Surface(join_batch_prediction, headline=join_headline),
 )

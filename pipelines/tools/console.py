@@ -36,6 +36,7 @@ from components.report.run import Failure, StepRecord
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXECUTING = re.compile(r" - INFO - Executing task '([^']+)'")
+_PIPELINE_DONE = re.compile(r" - INFO - Pipeline '[^']+' finished with status SUCCESS")
 _FINISHED = re.compile(r" - (?:INFO|ERROR) - Task '([^']+)' finished with status (SUCCESS|FAILURE)")
 _ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.+)$")
 # kfp.local's time stamp at the start of its own lines (no date: a run may cross midnight).
@@ -241,7 +242,9 @@ class QuietConsole(io.TextIOBase):
         self.previous = dict(previous_seconds or {})
         self.clock = clock
         self.steps: list[_Step] = []
-        self.current: Optional[_Step] = None
+        # The steps running now, oldest first: kfp.local runs two iterations of a loop at once. Lines
+        # go to the newest (kfp.local does not say whose a line is); each ends when its task says so.
+        self.open: list[_Step] = []
         # kfp.local lists a task's outputs after it says the task finished: they go to its log too.
         self._ended: Optional[_Step] = None
         self.failed: Optional[_Step] = None
@@ -283,6 +286,11 @@ class QuietConsole(io.TextIOBase):
             self.out.write(line + "\n")
         self.printed += 1 + line.count("\n")
         self.out.flush()
+
+    @property
+    def current(self) -> Optional[_Step]:
+        """The step started last of those still running, or None."""
+        return self.open[-1] if self.open else None
 
     def _clear_bar(self) -> None:
         step = self.current
@@ -359,8 +367,14 @@ class QuietConsole(io.TextIOBase):
         else:
             self._pipeline_log.write(line + "\n")
             self._pipeline_log.flush()
-        if finished and step is not None and finished.group(1) == step.task:
-            self._end(step, "succeeded" if finished.group(2) == "SUCCESS" else "failed")
+        if _PIPELINE_DONE.search(line):
+            # kfp.local does not always say that the last of a loop's iterations ended; a run
+            # that succeeded had every task succeed.
+            for open_step in list(self.open):
+                self._end(open_step, "succeeded")
+        ending = next((s for s in self.open if finished and s.task == finished.group(1)), None)
+        if ending is not None:
+            self._end(ending, "succeeded" if finished.group(2) == "SUCCESS" else "failed")
             return
         if step is None:
             return
@@ -369,15 +383,13 @@ class QuietConsole(io.TextIOBase):
             self._progress(step, fields)
 
     def _start(self, task: str) -> None:
-        if self.current is not None:  # a task that never said it ended (should not happen)
-            self._end(self.current, "failed")
         # A task that runs again (a loop's iterations: the sweep's cells) gets a log of its own.
         runs = sum(1 for s in self.steps if s.task == task)
         path = self.log_dir / (f"{task}.log" if not runs else f"{task}-{runs + 1}.log")
         path.write_text("", encoding="utf-8")
         step = _Step(task, self.names.get(task, task), self.clock(), path)
         self.steps.append(step)
-        self.current = step
+        self.open.append(step)
         if self.tty and not self.verbose:
             step.bar = f"   {step.name} ..."
             self.out.write(step.bar)
@@ -398,7 +410,7 @@ class QuietConsole(io.TextIOBase):
             self.failed = step
             mark = "FAILED"
         self.say(f"{mark} {step.name:<22} {step.seconds:6.1f}s  {step.headline}".rstrip())
-        self.current = None
+        self.open.remove(step)
         self._ended = step
 
     # ------------------------------------------------------------------ after the run
@@ -411,8 +423,8 @@ class QuietConsole(io.TextIOBase):
         if self._buffer:
             self._line(self._buffer)
             self._buffer = ""
-        if self.current is not None:
-            self._end(self.current, "failed")
+        for step in list(self.open):
+            self._end(step, "failed")
         seen = {s.task for s in self.steps}
         missing = [(task, name) for task, name in self.names.items() if task not in seen]
         for task, name in missing:

@@ -50,6 +50,11 @@ def predict_parameters(args: argparse.Namespace) -> RunParameters:
     return resolved
 
 
+def _figure(headline):
+    """The steps' figures, but a shard's: its iterations share one task name, so whose it is is unknown."""
+    return lambda run_dir, step: "" if step.startswith("predict-shard") else headline(run_dir, step)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="the images: a folder, gs:// prefix, CSV/JSONL list, COCO file or dataset")
@@ -67,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the batch prediction locally behind the quiet console and prints its summary."""
-    from pipelines.tools.run_local import run_in_console
+    from pipelines.tools.run_local import headline, run_in_console
 
     args = _parser().parse_args(argv)
     try:
@@ -78,10 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = args.pipeline_root.resolve()
     started = time.monotonic()
-    lines = [f"lean-tpu-pipelines: the {batch_predict.NAME} pipeline under kfp.local", f"parameters: {resolved.describe()}"]
+    lines = [
+        f"lean-tpu-pipelines: the {batch_predict.NAME} pipeline under kfp.local",
+        f"parameters: {resolved.describe()}",
+    ]
     done = run_in_console(
         batch_predict.pipeline, batch_predict.NAME, resolved.values, root, out=sys.stdout, tty=None,
-        verbose=args.verbose, first_lines=lines,
+        verbose=args.verbose, first_lines=lines, headline=_figure(headline),
     )  # fmt: skip
     console = done.console
     failure = console.failure(done.error)
