@@ -212,3 +212,32 @@ def test_the_report_opens_in_a_browser_with_every_section_and_the_run_s_figures(
         "Images per class and split",
     } <= set(charts)
     assert 16 <= images <= 48  # the sample grid (and the heatmap's colour bar), all decoded
+
+
+def test_make_predict_scores_what_staging_serves_in_shards_under_kfp_local(local_run, tmp_path, capsys):
+    """The batch_predict pipeline, whole, on the classifier this run promoted: the test split in two shards."""
+    import json
+
+    from components.serving import stages
+    from pipelines.tools import run_predict
+
+    run_dir, stages_root, _ = local_run
+    dataset_dir = next(run_dir.glob("convert-to-tfrecords*/dataset"))
+    out = tmp_path / "predictions"
+    count = json.loads((dataset_dir / "dataset.json").read_text())["splits"]["test"]["count"]
+    half = f"images_per_shard={-(-count // 2)}"  # two shards, which kfp.local runs at once
+    status = run_predict.main(
+        ["--data", str(dataset_dir), "--stage", "staging", "--model", "classifier", "--stages", str(stages_root),
+         "--output-uri", str(out), "--pipeline-root", str(tmp_path / "root"), "--set", half]
+    )  # fmt: skip
+    console = capsys.readouterr().out
+    assert status == 0, console
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["scored"] == count and summary["shards"] == 2
+    version = stages.read_current(str(stages_root), "staging", "classifier").version
+    rows = [json.loads(line) for f in sorted(out.glob("shard-*.jsonl")) for line in f.read_text().splitlines()]
+    assert len(rows) == count and {r["model_version"] for r in rows} == {f"staging/classifier v{version}"}
+    right = sum(r["classes"][0]["class"] == r["label"] for r in rows)
+    assert summary["metrics"]["accuracy"] == pytest.approx(right / count)
+    assert console.count("ok Score a shard") == summary["shards"] and "FAILED" not in console
+    assert f"predictions: {out}/shard-*.jsonl ({count:,} images)" in console
