@@ -3,7 +3,9 @@
 The run form gives them as text: ``time_budget`` is ``auto`` (none) or a duration ``90s``, ``10m``,
 ``2h``; ``cost_budget`` is ``auto`` or US dollars (``2.50``), turned into time at the price of the
 step's accelerator (``trainer.pricing.price_of``); the tighter of the two holds. ``patience`` is
-``auto``, a number of evaluations or ``off``.
+``auto``, a number of evaluations or ``off``. ``stop_at`` (``auto`` or a duration) stops one process
+of a training at that point of its time without changing its schedule: a search's rung, continued
+later from the checkpoints by a process with a later stop.
 
 A budget covers the whole train step as its pod or process lives: start-up (TensorFlow's import,
 the data checks, building the model), the calibration (timing real steps once compiled), the
@@ -47,6 +49,10 @@ AUTO_FROM_EVALUATIONS = 2 * MIN_PATIENCE
 # schedule cut short by the guard ends before its learning rate has decayed.
 MARGIN = 0.04
 STEP_MARGIN = 1.15
+# Why the budget's guard ended a training (``training.json``'s ``stopping.reason``): the budget
+# spent, or this process's ``stop_at`` reached (a search's rung; a later process goes on).
+BUDGET_SPENT = "budget"
+RUNG_STOP = "rung stop"
 
 
 class BudgetError(ValueError):
@@ -69,8 +75,13 @@ def is_cap(value: Any) -> bool:
     return _text(value).startswith(CAP)
 
 
-def parse_time_budget(value: Any, name: str = "train.time_budget") -> Optional[float]:
+def parse_time_budget(value: Any, name: str = "train.time_budget", *, cap: bool = True) -> Optional[float]:
     """Seconds of a time budget (``90s``, ``10m``, ``2h``, ``1.5h``; ``<=5m`` a cap), or None for ``auto``/empty.
+
+    Args:
+        value: the text (a number is read as text: it lacks its unit).
+        name: the field, for the message.
+        cap: whether the message offers the cap form (``<=10m``); the caller refuses a cap itself.
 
     Raises:
         BudgetError: no unit, a unit other than s, m, h, a value <= 0, or under ``MIN_BUDGET_S``.
@@ -81,9 +92,10 @@ def parse_time_budget(value: Any, name: str = "train.time_budget") -> Optional[f
     match = _DURATION.fullmatch(text)
     if not match:
         hint = " (a number needs its unit)" if re.fullmatch(r"[-+]?[\d.]+", text) else ""
+        capped = " (<=10m: at most, the task's own schedule where it fits)" if cap else ""
         raise BudgetError(
             f"{name}: {value!r} is not a duration{hint}; give a positive number with s, m or h, such as 90s, 10m "
-            "or 2h (<=10m: at most, the task's own schedule where it fits), or auto for none"
+            f"or 2h{capped}, or auto for none"
         )
     seconds = float(match[1]) * _UNITS[match[2]]
     if seconds < MIN_BUDGET_S:
@@ -92,6 +104,21 @@ def parse_time_budget(value: Any, name: str = "train.time_budget") -> Optional[f
             f"evaluation interval and export; give at least {MIN_BUDGET_S:.0f}s, or auto for none"
         )
     return seconds
+
+
+def parse_stop_at(value: Any, name: str = "train.stop_at") -> Optional[float]:
+    """Seconds of a stop in a training's time (``60s``, ``2m``), or None for ``auto``/empty.
+
+    Raises:
+        BudgetError: a cap (``<=1m``: a stop is a point in time, not a budget), or what
+            :func:`parse_time_budget` refuses.
+    """
+    if is_cap(value):
+        raise BudgetError(
+            f"{name}: {value!r} is a cap, but a stop is a point in the training's time: give a duration such as "
+            f"60s or 2m (without {CAP}), or auto for none"
+        )
+    return parse_time_budget(value, name, cap=False)
 
 
 def parse_cost_budget(value: Any, name: str = "train.cost_budget") -> Optional[float]:
@@ -347,6 +374,7 @@ def plan(
     steps_per_execution: int = 1,
     spent_before_s: float = 0.0,
     own_steps: Optional[int] = None,
+    own_evaluations: Optional[int] = None,
 ) -> BudgetPlan:
     """Lays a budget out over the steps that fit once the calibration measured them.
 
@@ -359,8 +387,12 @@ def plan(
         export_s: the seconds to keep for the export.
         steps_per_execution: intervals are multiples of it.
         spent_before_s: seconds spent by earlier processes of this training.
-        own_steps: the task's own schedule (fitted to the data); a cap (``<=5m``) lays out these
-            steps where they fit, fewer where they do not. None: the budget is filled.
+        own_steps: the run's own schedule (the task's fitted one, or the configured epochs); a cap
+            (``<=5m``) lays out these steps where they fit, fewer where they do not. None: the
+            budget is filled.
+        own_evaluations: the evaluations of that schedule (the configured epochs, each
+            ``own_steps / own_evaluations`` steps): where they fit in the cap too, the cap keeps
+            them as they are. None: the cap lays its own evaluations out over ``own_steps``.
 
     Raises:
         BudgetError: the budget cannot buy one evaluation interval (naming the least budget that can).
@@ -380,7 +412,11 @@ def plan(
             f"{elapsed_s:.0f}s and the export needs ~{export_s:.0f}s. Give at least {math.ceil(least)}s"
         ) from None
     if budget.cap and own_steps is not None and own_steps < layout.steps:
-        layout = within(layout, own_steps, steps_per_execution)
+        own = Layout(own_evaluations, own_steps // own_evaluations) if own_evaluations else None
+        if own is not None and own.seconds(step_s * STEP_MARGIN, eval_s) <= available:
+            layout = own  # the configured epochs, exactly: a prefix of it is a prefix of the run asked for
+        else:
+            layout = within(layout, own_steps, steps_per_execution)
     predicted = spent_before_s + elapsed_s + layout.seconds(step_s * STEP_MARGIN, eval_s) + export_s
     return BudgetPlan(
         limit=budget.describe(),
@@ -440,6 +476,12 @@ class Deadline:
     def left_s(self) -> float:
         """Seconds left (negative once over)."""
         return self.budget_s - self.spent_s()
+
+    def with_limit(self, limit_s: float) -> Deadline:
+        """Another limit on the same clock: the same start, the time spent before counted alike
+        (a rung's ``stop_at`` inside the budget).
+        """
+        return type(self)(limit_s, self.started_at, self.spent_before_s, self.clock)
 
 
 def budget_line(budget: Mapping[str, Any]) -> str:

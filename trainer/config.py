@@ -11,6 +11,8 @@ This module imports neither TensorFlow nor kfp: pipelines and components use it 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
 import types
 import typing
@@ -130,8 +132,16 @@ class TrainConfig(ConfigBase):
             time the train step may take, start-up, calibration, validation and export included:
             ``90s``, ``10m``, ``2h``. The step measures its step time once compiled and lays the
             schedule out over the steps that fit (docs/training.md); leave ``epochs`` and
-            ``steps_per_epoch`` unset (0 in the run form) with a budget. ``<=10m`` is a cap: the
-            task's own fitted schedule where it fits, fewer steps where it does not.
+            ``steps_per_epoch`` unset (0 in the run form) with such a budget. ``<=10m`` is a cap:
+            the run's own schedule (``epochs`` x ``steps_per_epoch`` where they are set, else the
+            task's fitted one) where it fits, fewer steps where it does not.
+        stop_at: ``auto`` (none) or a point in the training's time, such as ``60s`` or ``2m``, at
+            which this process stops training (the last validation and the export kept inside it)
+            without changing the schedule, which stays the one laid out for ``time_budget``: a
+            search's rung. The time counts every process of the training (a resumed one's earlier
+            time too); a later process with a later ``stop_at`` (or ``auto``), into a new model
+            folder with the same ``checkpoint_dir``, goes on from the step it stopped at. Needs a
+            ``time_budget``, and is at most its time; not part of the config's fingerprint.
         cost_budget: ``auto`` (none) or the US dollars the train step may cost, such as ``2.50``,
             at the price of its accelerator (``accelerator_type`` x ``accelerator_count`` in the
             price table); with ``time_budget`` too, the tighter one holds.
@@ -148,7 +158,10 @@ class TrainConfig(ConfigBase):
     """
 
     _section: ClassVar[str] = "train."
-    _budget_fields: ClassVar[tuple[str, ...]] = ("time_budget", "cost_budget", "patience")
+    _budget_fields: ClassVar[tuple[str, ...]] = ("time_budget", "cost_budget", "patience", "stop_at")
+    # Fields that say where one process of a training stops, not what is trained: consecutive rungs
+    # of a search differ only in them and must find the same checkpoints (their fingerprint).
+    _unfingerprinted: ClassVar[tuple[str, ...]] = ("stop_at",)
 
     model: str = "mnist_cnn"
     epochs: Optional[int] = 3
@@ -173,6 +186,7 @@ class TrainConfig(ConfigBase):
     workers: int = 1
     launcher: typing.Literal["auto", "jobset", "job", "local"] = "auto"
     time_budget: str = "auto"
+    stop_at: str = "auto"
     cost_budget: str = "auto"
     patience: str = "auto"
     accelerator_type: str = ""
@@ -217,6 +231,45 @@ class TrainConfig(ConfigBase):
         """Whether a time or cost budget is set (the schedule is then laid out to fill it)."""
         return budget_lib.is_set(self.time_budget) or budget_lib.is_set(self.cost_budget)
 
+    def stop_at_s(self) -> Optional[float]:
+        """The seconds of the training's time at which this process stops (``stop_at``); None: ``auto``.
+
+        Raises:
+            ConfigError: a ``stop_at`` that cannot be read, or a cap.
+        """
+        try:
+            return budget_lib.parse_stop_at(self.stop_at)
+        except budget_lib.BudgetError as err:
+            raise ConfigError(str(err)) from None
+
+    def _validate_stop_at(self) -> None:
+        stop = self.stop_at_s()
+        if stop is None:
+            return
+        budget = budget_lib.parse_time_budget(self.time_budget)
+        if budget is None:
+            self._fail(
+                "stop_at",
+                f"{self.stop_at!r} stops a training at a point of its time budget's schedule, but time_budget is "
+                f"{self.time_budget!r}; give the whole training's time_budget (such as 10m, or <=10m a cap over its "
+                "own schedule), or set stop_at to auto",
+            )
+        if stop > budget:
+            self._fail(
+                "stop_at",
+                f"{self.stop_at!r} ({stop:g}s) is past the time budget ({self.time_budget}: {budget:g}s), where the "
+                f"training ends anyway; give a stop_at of at most {budget:g}s, or auto to train to the end",
+            )
+
+    def fingerprint(self) -> str:
+        """A short stable hash of what is trained: the values less ``stop_at``.
+
+        The checkpoint folder refuses another fingerprint, and the rungs of a search continue one
+        training, each with a later ``stop_at``. A config without it hashes as it did before it.
+        """
+        values = {k: v for k, v in self.to_dict().items() if k not in self._unfingerprinted}
+        return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
     def validate(self) -> None:
         if self.has_budget:
             self.budget()  # a budget that cannot be read, or priced, fails here
@@ -224,15 +277,21 @@ class TrainConfig(ConfigBase):
             budget_lib.parse_patience(self.patience)
         except budget_lib.BudgetError as err:
             self._fail("patience", str(err).split(": ", 1)[1])
-        if self.has_budget and (self.epochs is not None or self.steps_per_epoch is not None):
+        self._validate_stop_at()
+        capped = budget_lib.is_cap(self.time_budget)
+        if self.has_budget and not capped and (self.epochs is not None or self.steps_per_epoch is not None):
             given = " and ".join(
                 f"{n} {getattr(self, n)}" for n in ("epochs", "steps_per_epoch") if getattr(self, n) is not None
             )
+            if budget_lib.is_set(self.time_budget):
+                budget, cap = self.time_budget, f"time_budget {budget_lib.CAP}{self.time_budget.strip()}"
+            else:
+                budget, cap = f"cost_budget {self.cost_budget}", f"a time_budget such as {budget_lib.CAP}10m"
             self._fail(
                 "time_budget",
-                f"a budget ({self.time_budget if self.time_budget != 'auto' else 'cost_budget ' + self.cost_budget}) "
-                f"lays the schedule out itself, but {given} is set too; set epochs and steps_per_epoch to null "
-                "(0 in the run form) with a budget, or drop the budget (auto)",
+                f"a budget ({budget}) lays the schedule out itself, but {given} is set too; set epochs and "
+                "steps_per_epoch to null (0 in the run form) with a budget, make it a cap that keeps your own "
+                f"schedule where it fits ({cap}), or drop the budget (auto)",
             )
         if self.accelerator_count < 0:
             self._fail("accelerator_count", f"must be >= 0 (0 for CPU only), got {self.accelerator_count}")

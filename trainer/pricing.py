@@ -226,6 +226,18 @@ def preset_price_key(preset: str) -> str:
     return preset
 
 
+def price_in(table: Mapping[str, AcceleratorPrice], key: str) -> Optional[float]:
+    """$/hour with the host's share of a price key in a loaded table; None when the table has none.
+
+    A ``cpu-<n>`` key the table lacks is priced as n times its ``cpu-1``.
+    """
+    cores = re.fullmatch(r"cpu-(\d+)", key)
+    if key not in table and cores and "cpu-1" in table:
+        # CPUs the table does not list are priced per core, at its one-core price.
+        return int(cores[1]) * sum(hourly_cost(table, "cpu-1"))
+    return sum(hourly_cost(table, key)) if key in table else None
+
+
 def price_of(
     accelerator_type: str, accelerator_count: int, price_table: Optional[str] = None, cpus: Optional[int] = None
 ) -> tuple[str, float]:
@@ -239,10 +251,9 @@ def price_of(
     """
     key = price_key(accelerator_type, accelerator_count, cpus)
     table = load_price_table(price_table)
-    cores = re.fullmatch(r"cpu-(\d+)", key)
-    if key not in table and cores and "cpu-1" in table:
-        # CPUs the table does not list are priced per core, at its one-core price.
-        return key, int(cores[1]) * sum(hourly_cost(table, "cpu-1"))
+    per_hour = price_in(table, key)
+    if per_hour is not None:
+        return key, per_hour
     if key not in table:
         where = f"{price_table} over {DEFAULT_PRICE_TABLE}" if price_table else str(DEFAULT_PRICE_TABLE)
         raise PriceTableError(

@@ -1,4 +1,5 @@
-"""What ends a training before its last step: the budget's guard and early stopping (Keras callbacks).
+"""What ends a training before its last step: the budget's guard (the budget spent, or a search
+rung's stop reached) and early stopping (Keras callbacks).
 
 Both set ``model.stop_training``; the epoch loops of ``trainer.train`` and ``trainer.multiworker``
 end there. Their state lives across the loop's ``model.fit`` calls (one per evaluation interval),
@@ -14,54 +15,90 @@ from typing import Any, Optional
 
 import keras
 
+from trainer.budget import BUDGET_SPENT, RUNG_STOP
 from trainer.callbacks import optimizer_step
 
 log = logging.getLogger(__name__)
 
 
+_REASONS = (None, BUDGET_SPENT, RUNG_STOP)  # a decision as a number, for the workers' all-reduce
+
+
 class BudgetGuard(keras.callbacks.Callback):
-    """Stops the training once what is left of the budget is what the last validation and the export need.
+    """Stops the training once what is left of the budget, or of the time to its stop (a search's
+    rung, ``TrainConfig.stop_at``), is what the last validation and the export need.
 
     Args:
         left_s: seconds left of the budget (``trainer.budget.Deadline.left_s``).
         reserve_s: the seconds kept for the last validation and the export.
+        stop_left_s: seconds left until the stop (the ``left_s`` of the budget's deadline at
+            ``stop_at``, ``trainer.budget.Deadline.with_limit``); None: no stop before the budget.
+
+    Attributes:
+        stopped_at: the optimizer's step it stopped at; None: it did not stop the training.
+        reason: why: ``BUDGET_SPENT`` or ``RUNG_STOP`` (``trainer.budget``); None: it did not stop the training.
     """
 
-    def __init__(self, left_s: Callable[[], float], reserve_s: float) -> None:
+    def __init__(
+        self, left_s: Callable[[], float], reserve_s: float, stop_left_s: Optional[Callable[[], float]] = None
+    ) -> None:
         super().__init__()
-        self.left_s, self.reserve_s = left_s, reserve_s
+        self.left_s, self.reserve_s, self.stop_left_s = left_s, reserve_s, stop_left_s
         self.stopped_at: Optional[int] = None
+        self.reason: Optional[str] = None
+
+    def due(self) -> Optional[str]:
+        """Why the training should stop now (``BUDGET_SPENT``, ``RUNG_STOP``); None: not yet."""
+        budget_left = self.left_s()
+        stop_left = self.stop_left_s() if self.stop_left_s is not None else math.inf
+        if min(budget_left, stop_left) > self.reserve_s:
+            return None
+        # The tighter limit names it; where both end together (stop_at is the budget) the budget is spent.
+        return RUNG_STOP if stop_left < budget_left else BUDGET_SPENT
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        if self.stopped_at is None and self.left_s() <= self.reserve_s:
-            self.stopped_at = optimizer_step(self.model.optimizer)
-            self.model.stop_training = True
-            log.info("budget spent at step %d: stopping (the last validation and the export remain)", self.stopped_at)
+        if self.stopped_at is None:
+            reason = self.due()
+            if reason is not None:
+                self._stop(reason, "")
+
+    def _stop(self, reason: str, whose: str) -> None:
+        self.stopped_at, self.reason = optimizer_step(self.model.optimizer), reason
+        self.model.stop_training = True
+        what = "the rung's stop (stop_at) reached" if reason == RUNG_STOP else "budget spent"
+        log.info("%s at step %d%s: stopping (the last validation and the export remain)", what, self.stopped_at, whose)
 
 
 class SharedBudgetGuard(BudgetGuard):
     """The budget's guard for a set of workers: every ``every`` steps the chief's clock decides, and
     every worker takes its decision (``decide``: an all-reduce in which the chief alone counts), so
-    all stop at the same step.
+    all stop at the same step, for the same reason.
 
     Args:
         left_s: seconds left of the budget (meaningful on the chief).
         reserve_s: the seconds kept for the last validation and the export.
         decide: ``[value] -> [the chief's value]`` on every worker (``trainer.multiworker.from_chief``).
         every: batches between two decisions.
+        stop_left_s: seconds left until the stop (meaningful on the chief); None: no stop before the budget.
     """
 
-    def __init__(self, left_s: Callable[[], float], reserve_s: float, decide: Callable, every: int = 8) -> None:
-        super().__init__(left_s, reserve_s)
+    def __init__(
+        self,
+        left_s: Callable[[], float],
+        reserve_s: float,
+        decide: Callable,
+        every: int = 8,
+        stop_left_s: Optional[Callable[[], float]] = None,
+    ) -> None:
+        super().__init__(left_s, reserve_s, stop_left_s)
         self.decide, self.every = decide, every
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self.stopped_at is not None or (batch + 1) % self.every:
             return
-        if self.decide([1.0 if self.left_s() <= self.reserve_s else 0.0])[0] > 0.5:
-            self.stopped_at = optimizer_step(self.model.optimizer)
-            self.model.stop_training = True
-            log.info("budget spent at step %d (the chief's clock): stopping", self.stopped_at)
+        decided = _REASONS[int(round(self.decide([float(_REASONS.index(self.due()))])[0]))]
+        if decided is not None:
+            self._stop(decided, " (the chief's clock)")
 
 
 class EarlyStopping(keras.callbacks.Callback):

@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_NAME = "state.json"
+# The progress's last line, by why the training ended early.
+_STOP_NOTES = {
+    "early stopping": "stopped early",
+    budget_lib.BUDGET_SPENT: "budget spent",
+    budget_lib.RUNG_STOP: "stopped at the rung's budget",
+}
 # The learning rate in the config is for this global batch; larger batches scale it linearly.
 BASE_BATCH = 128
 
@@ -200,9 +206,10 @@ class TrainingSummary(records.Record):
             measured step time, the steps, the evaluations, predicted time and cost) and, under
             ``actual_s`` and ``actual_cost``, what the step took; None without a budget.
         stopping: where the training ended and why: ``step``, ``planned_steps``, ``reason``
-            (``completed``, ``early stopping``, ``budget``), the metric watched (``monitor``), its
-            ``best`` value at ``best_step`` (the weights exported) and the ``patience``; None for
-            a training recorded before it.
+            (``completed``, ``early stopping``, ``budget``, or ``rung stop``: this process's
+            ``stop_at`` reached, a later process goes on from the checkpoints), the metric watched
+            (``monitor``), its ``best`` value at ``best_step`` (the weights exported), the
+            ``patience``, and ``stop_at`` where one was set; None for a training recorded before it.
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
@@ -319,6 +326,8 @@ class _Run:
         plan: what the budget bought (laid out after the calibration, or read back on resume);
             None without a budget.
         deadline: the budget's clock; None without a budget.
+        stop: the clock of this process's stop (``TrainConfig.stop_at``, a search's rung): the
+            budget's, with the stop as its limit; None: no stop before the budget.
     """
 
     dataset_dir: str
@@ -330,6 +339,7 @@ class _Run:
     role: Optional[WorkerRole] = None
     plan: Optional[budget_lib.BudgetPlan] = None
     deadline: Optional[budget_lib.Deadline] = None
+    stop: Optional[budget_lib.Deadline] = None
 
     @property
     def chief(self) -> bool:
@@ -533,29 +543,42 @@ def train(
     if step != run.total_steps and stopped is None:
         raise TrainingError(f"training ended at step {step}, expected {run.total_steps}; re-run to resume")
     if stopped is not None and fit.progress is not None:
-        fit.progress.finish(step, "stopped early" if stopped[0] == "early stopping" else "budget spent")
+        fit.progress.finish(step, _STOP_NOTES.get(stopped[0], "stopped early"))
     _restore_best(run, fit, step)
-    return _export(fit.model, run, _summary(run, fit, step, train_seconds))
+    summary = _export(fit.model, run, _summary(run, fit, step, train_seconds))
+    if stopped is not None and stopped[0] == budget_lib.RUNG_STOP and run.chief:
+        # The next rung's process counts this one's time from state.json: its export too.
+        _write_state(run, fit.history, fit)
+    return summary
 
 
 def _budget_of(run: _Run, started_at: float) -> _Run:
-    """The run with its budget's clock, and the plan of a resumed training (its schedule as laid out).
+    """The run with its budget's clock (and its stop's), and the plan of a resumed training (its
+    schedule as laid out).
 
-    A training resumed after a restart keeps its plan (the same steps, so the same schedule) and
-    counts the time its earlier processes spent (``state.json``'s ``spent_s``).
+    A training resumed after a restart, or continued by a search's next rung, keeps its plan (the
+    same steps, so the same schedule) and counts the time its earlier processes spent
+    (``state.json``'s ``spent_s``). A ``stop_at`` changes no plan: it stops this process on the
+    same clock.
     """
     config, prepared = run.config, run.prepared
     if not config.has_budget:
         return run
     budget = config.budget()
     deadline = budget_lib.Deadline(budget.limit_s, started_at, _spent_before(prepared.state, started_at))
+    stop_s = config.stop_at_s()
+    stop = deadline.with_limit(stop_s) if stop_s is not None else None
+    run = dataclasses.replace(run, deadline=deadline, stop=stop)
     spent = deadline.spent_before_s
+    if stop_s is not None:
+        log.info("stopping this process at %.0fs of the training's time (stop_at %s; %.0fs spent before it)",
+                 stop_s, config.stop_at, spent)  # fmt: skip
     saved = prepared.state.get("budget")
     if not saved:
-        return dataclasses.replace(run, deadline=deadline)
+        return run
     plan = budget_lib.BudgetPlan.from_dict(saved)
     log.info("resuming the budget's plan (%.0fs spent before this process): %s", spent, plan.line())
-    return _with_plan(dataclasses.replace(run, deadline=deadline), plan)
+    return _with_plan(run, plan)
 
 
 def _spent_before(state: Mapping[str, Any], started_at: float) -> float:
@@ -675,6 +698,7 @@ def _calibrate(run: _Run, fit: _Fit) -> tuple[_Run, _Fit]:
         if len(run.settings.precision_candidates) > 1 and not measured:
             run, fit, step_s = _measure_precision(run, fit, step_s)
         elapsed = run.deadline.clock() - run.deadline.started_at
+    own = run.config.epochs is not None or run.prepared.fit is not None
     try:
         plan = budget_lib.plan(
             run.config.budget(),
@@ -685,8 +709,10 @@ def _calibrate(run: _Run, fit: _Fit) -> tuple[_Run, _Fit]:
             export_s=timing.export_s,
             steps_per_execution=run.settings.steps_per_execution,
             spent_before_s=run.deadline.spent_before_s,
-            # The task's own schedule, where it fitted one: what a cap (<=5m) keeps where it fits.
-            own_steps=run.total_steps if run.prepared.fit is not None else None,
+            # The run's own schedule, where it has one (the configured epochs, or the task's fitted
+            # schedule): what a cap (<=5m) keeps where it fits.
+            own_steps=run.total_steps if own else None,
+            own_evaluations=run.settings.epochs if run.config.epochs is not None else None,
         )
     except budget_lib.BudgetError as err:
         raise TrainingError(f"train.time_budget: {err}") from None
@@ -738,22 +764,23 @@ def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = No
             wait=int(saved.get("wait") or 0) if same else 0,
         )
         watchers.append(stopper)
+    stop_left = run.stop.left_s if run.stop is not None else None
     if run.plan is not None:
+        # The rung's stop keeps the same reserve inside it as the budget: its model is exported too.
         reserve = run.plan.eval_s + run.plan.export_s
         if run.role is None:
-            watchers.append(stopping.BudgetGuard(run.deadline.left_s, reserve))
+            watchers.append(stopping.BudgetGuard(run.deadline.left_s, reserve, stop_left))
         else:  # the workers' clocks differ and all must stop at the same step: the chief's decides
             decide = functools.partial(multiworker.from_chief, run.role.strategy)
-            watchers.append(stopping.SharedBudgetGuard(run.deadline.left_s, reserve, decide))
+            watchers.append(stopping.SharedBudgetGuard(run.deadline.left_s, reserve, decide, stop_left_s=stop_left))
     progress = None
     if on_progress is not None:
-        deadline = run.deadline
         progress = callbacks.TrainingProgress(
             on_progress,
             run.total_steps,
             run.settings.global_batch,
             start_step=fit.resumed_from,
-            deadline=(lambda: max(deadline.left_s(), 0.0)) if deadline is not None else None,
+            deadline=_time_left(run),
             metric=run.prepared.task.validation_metric(run.settings.kind)[0],
         )
     # Before the checkpointer and the history: the validation figures are in the logs they see.
@@ -761,15 +788,28 @@ def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = No
     return dataclasses.replace(fit, callbacks=ordered, stopper=stopper, progress=progress)
 
 
+def _time_left(run: _Run) -> Optional[Callable[[], float]]:
+    """The seconds this process has left to train (its budget's, or its stop's where sooner); None: no budget."""
+    deadline, stop = run.deadline, run.stop
+    if deadline is None:
+        return None
+    if stop is None:
+        return lambda: max(deadline.left_s(), 0.0)
+    return lambda: max(min(deadline.left_s(), stop.left_s()), 0.0)
+
+
 def _stopped_early(fit: _Fit) -> Optional[tuple[str, int]]:
-    """(why, at which step) the training ended before its last step; None: it did not."""
+    """(why, at which step) the training ended before its last step; None: it did not.
+
+    Why: ``early stopping``, ``budget`` (the budget spent) or ``rung stop`` (``stop_at`` reached).
+    """
     from trainer import stopping
 
     for callback in fit.callbacks:
         if isinstance(callback, stopping.EarlyStopping) and callback.stopped_at is not None:
             return "early stopping", callback.stopped_at
         if isinstance(callback, stopping.BudgetGuard) and callback.stopped_at is not None:
-            return "budget", callback.stopped_at
+            return callback.reason or budget_lib.BUDGET_SPENT, callback.stopped_at
     return None
 
 
@@ -905,6 +945,7 @@ def _prepare(
     finished = storage.read_json(model_folder.summary_path(model_dir))
     if finished is not None:
         if finished.get("config_fingerprint") == fingerprint and finished.get("dataset_fingerprint") == dataset_fp:
+            _check_same_stop(model_dir, finished, config, checkpoint_dir or model_folder.checkpoints_dir(model_dir))
             log.info(
                 "%s already holds a finished training (step %s); not training again", model_dir, finished.get("steps")
             )
@@ -938,6 +979,30 @@ def _prepare(
         history=list((state or {}).get("history", [])),
         state=dict(state or {}),
     )
+
+
+def _check_same_stop(model_dir: str, finished: Mapping[str, Any], config: TrainConfig, ckpt_dir: str) -> None:
+    """Refuses a finished folder that a search's rung stopped at another ``stop_at``.
+
+    ``stop_at`` is not in the fingerprint, so the folder would otherwise pass for this training's
+    end: a retried rung (the same ``stop_at``) gets its result back, a later rung must go on.
+
+    Raises:
+        TrainingError: the folder's training stopped at another ``stop_at``.
+    """
+    stopping = finished.get("stopping") or {}
+    if stopping.get("reason") != budget_lib.RUNG_STOP:
+        return
+    try:
+        same = budget_lib.parse_stop_at(stopping.get("stop_at")) == config.stop_at_s()
+    except budget_lib.BudgetError:
+        same = False  # unreadable: not this stop
+    if not same:
+        raise TrainingError(
+            f"model_dir: {model_dir} holds this training stopped at stop_at {stopping.get('stop_at')} (step "
+            f"{stopping.get('step')}), not at {config.stop_at}; to go on from there, train into a new model folder "
+            f"with checkpoint_dir={ckpt_dir}"
+        )
 
 
 def _validation_split(info: tfrecords.DatasetInfo, split: Optional[str]) -> Optional[str]:
@@ -1222,6 +1287,8 @@ def _stopping_record(run: _Run, fit: _Fit, step: int) -> dict[str, Any]:
         "reason": stopped[0] if stopped else "completed",
         "patience": stopper.patience if stopper is not None else None,
     }
+    if run.stop is not None:
+        record["stop_at"] = run.config.stop_at  # where this process was to stop (a search's rung)
     if stopper is not None and stopper.best_step is not None:
         record.update(monitor=stopper.monitor, best=stopper.best, best_step=stopper.best_step)
     return record
