@@ -3,9 +3,9 @@
 The run form gives them as text: ``time_budget`` is ``auto`` (none) or a duration ``90s``, ``10m``,
 ``2h``; ``cost_budget`` is ``auto`` or US dollars (``2.50``), turned into time at the price of the
 step's accelerator (``trainer.pricing.price_of``); the tighter of the two holds. ``patience`` is
-``auto``, a number of evaluations or ``off``. ``stop_at`` (``auto`` or a duration) stops one process
-of a training at that point of its time without changing its schedule: a search's rung, continued
-later from the checkpoints by a process with a later stop.
+``auto``, a number of evaluations or ``off``. ``stop_at`` (``auto``, a duration or ``<n> steps``)
+stops one process of a training at that point of its time or schedule without changing the
+schedule: a search's rung, continued later from the checkpoints by a process with a later stop.
 
 A budget covers the whole train step as its pod or process lives: start-up (TensorFlow's import,
 the data checks, building the model), the calibration (timing real steps once compiled), the
@@ -33,6 +33,7 @@ OFF = "off"
 CAP = "<="
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h)")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_STEPS = re.compile(r"(\d+)\s*steps?")
 # Below this no training step can even start (TensorFlow's import alone takes about 6 s).
 MIN_BUDGET_S = 30.0
 # Evaluations a budget is laid out in (fewer when the budget is short), and the fewest steps of one.
@@ -118,7 +119,38 @@ def parse_stop_at(value: Any, name: str = "train.stop_at") -> Optional[float]:
             f"{name}: {value!r} is a cap, but a stop is a point in the training's time: give a duration such as "
             f"60s or 2m (without {CAP}), or auto for none"
         )
-    return parse_time_budget(value, name, cap=False)
+    try:
+        return parse_time_budget(value, name, cap=False)
+    except BudgetError as err:
+        raise BudgetError(f"{err}; a stop may also be a step of the schedule, such as 120 steps") from None
+
+
+def parse_stop_step(value: Any, name: str = "train.stop_at") -> Optional[int]:
+    """The optimizer step of a stop written in steps (``120 steps``), or None for any other form.
+
+    Raises:
+        BudgetError: ``0 steps``.
+    """
+    match = _STEPS.fullmatch(_text(value))
+    if not match:
+        return None
+    if int(match[1]) < 1:
+        raise BudgetError(f"{name}: {value!r} stops before the first step; give at least 1 step, or auto for none")
+    return int(match[1])
+
+
+def parse_stop(value: Any, name: str = "train.stop_at") -> Optional[tuple[str, float]]:
+    """A stop as ``("steps", n)`` or ``("seconds", s)``, or None for ``auto``: two stops compare equal
+    when they stop at the same point, whatever their spelling (``60s``, ``1m``).
+
+    Raises:
+        BudgetError: what :func:`parse_stop_step` and :func:`parse_stop_at` refuse.
+    """
+    step = parse_stop_step(value, name)
+    if step is not None:
+        return ("steps", step)
+    seconds = parse_stop_at(value, name)
+    return None if seconds is None else ("seconds", seconds)
 
 
 def parse_cost_budget(value: Any, name: str = "train.cost_budget") -> Optional[float]:

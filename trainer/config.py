@@ -140,8 +140,10 @@ class TrainConfig(ConfigBase):
             without changing the schedule, which stays the one laid out for ``time_budget``: a
             search's rung. The time counts every process of the training (a resumed one's earlier
             time too); a later process with a later ``stop_at`` (or ``auto``), into a new model
-            folder with the same ``checkpoint_dir``, goes on from the step it stopped at. Needs a
-            ``time_budget``, and is at most its time; not part of the config's fingerprint.
+            folder with the same ``checkpoint_dir``, goes on from the step it stopped at. A time
+            needs a ``time_budget`` and is at most its time. Or a step of the schedule, ``120
+            steps`` (with any schedule: epochs, the task's fitted one or a budget's). Not part of
+            the config's fingerprint.
         cost_budget: ``auto`` (none) or the US dollars the train step may cost, such as ``2.50``,
             at the price of its accelerator (``accelerator_type`` x ``accelerator_count`` in the
             price table); with ``time_budget`` too, the tighter one holds.
@@ -232,17 +234,33 @@ class TrainConfig(ConfigBase):
         return budget_lib.is_set(self.time_budget) or budget_lib.is_set(self.cost_budget)
 
     def stop_at_s(self) -> Optional[float]:
-        """The seconds of the training's time at which this process stops (``stop_at``); None: ``auto``.
+        """The seconds of the training's time at which this process stops (``stop_at``); None: ``auto``
+        or a stop in steps.
 
         Raises:
             ConfigError: a ``stop_at`` that cannot be read, or a cap.
         """
         try:
+            if budget_lib.parse_stop_step(self.stop_at) is not None:
+                return None
             return budget_lib.parse_stop_at(self.stop_at)
         except budget_lib.BudgetError as err:
             raise ConfigError(str(err)) from None
 
+    def stop_at_step(self) -> Optional[int]:
+        """The optimizer step at which this process stops (``stop_at`` in steps); None: none, or a time.
+
+        Raises:
+            ConfigError: ``0 steps``.
+        """
+        try:
+            return budget_lib.parse_stop_step(self.stop_at)
+        except budget_lib.BudgetError as err:
+            raise ConfigError(str(err)) from None
+
     def _validate_stop_at(self) -> None:
+        if self.stop_at_step() is not None:
+            return  # a step of whatever schedule the training has
         stop = self.stop_at_s()
         if stop is None:
             return

@@ -101,6 +101,23 @@ class SharedBudgetGuard(BudgetGuard):
             self._stop(decided, " (the chief's clock)")
 
 
+class StepStop(BudgetGuard):
+    """Stops this process at an optimizer step (``TrainConfig.stop_at`` in steps, a search's rung),
+    the last validation and the export after it. Every worker of a set counts the same steps, so
+    each stops at the same one on its own.
+
+    Args:
+        step: the step to stop at (at the first batch end at or past it, with several steps per execution).
+    """
+
+    def __init__(self, step: int) -> None:
+        super().__init__(lambda: math.inf, 0.0)
+        self.step = step
+
+    def due(self) -> Optional[str]:
+        return RUNG_STOP if optimizer_step(self.model.optimizer) >= self.step else None
+
+
 class EarlyStopping(keras.callbacks.Callback):
     """Watches a figure of the epoch logs, keeps the best weights, stops after ``patience`` evaluations in vain.
 

@@ -773,6 +773,9 @@ def _watch(run: _Run, fit: _Fit, on_progress: Optional[Callable[..., None]] = No
         else:  # the workers' clocks differ and all must stop at the same step: the chief's decides
             decide = functools.partial(multiworker.from_chief, run.role.strategy)
             watchers.append(stopping.SharedBudgetGuard(run.deadline.left_s, reserve, decide, stop_left_s=stop_left))
+    stop_step = run.config.stop_at_step()
+    if stop_step is not None and stop_step < run.total_steps:  # at the end or past it the schedule ends anyway
+        watchers.append(stopping.StepStop(stop_step))
     progress = None
     if on_progress is not None:
         progress = callbacks.TrainingProgress(
@@ -994,7 +997,7 @@ def _check_same_stop(model_dir: str, finished: Mapping[str, Any], config: TrainC
     if stopping.get("reason") != budget_lib.RUNG_STOP:
         return
     try:
-        same = budget_lib.parse_stop_at(stopping.get("stop_at")) == config.stop_at_s()
+        same = budget_lib.parse_stop(stopping.get("stop_at")) == budget_lib.parse_stop(config.stop_at)
     except budget_lib.BudgetError:
         same = False  # unreadable: not this stop
     if not same:
@@ -1287,7 +1290,7 @@ def _stopping_record(run: _Run, fit: _Fit, step: int) -> dict[str, Any]:
         "reason": stopped[0] if stopped else "completed",
         "patience": stopper.patience if stopper is not None else None,
     }
-    if run.stop is not None:
+    if budget_lib.is_set(run.config.stop_at):
         record["stop_at"] = run.config.stop_at  # where this process was to stop (a search's rung)
     if stopper is not None and stopper.best_step is not None:
         record.update(monitor=stopper.monitor, best=stopper.best, best_step=stopper.best_step)

@@ -110,6 +110,46 @@ def test_a_rung_stops_the_trial_and_the_next_goes_on_from_its_step_on_the_same_p
         train(dataset, str(tmp_path / "rung0"), TrainConfig(**TRIAL, stop_at="300s"))
 
 
+@pytest.mark.slow
+def test_a_rung_stop_in_steps_needs_no_budget_and_the_next_process_goes_on_from_that_step(tmp_path):
+    from trainer.train import train
+
+    dataset = str(write_test_dataset(tmp_path / "ds", {"train": 96, "validation": 32}))
+    checkpoints = str(tmp_path / "trial" / "checkpoints")
+    own = {**TRIAL, "time_budget": "auto"}
+    first = train(dataset, str(tmp_path / "rung0"), TrainConfig(**own, stop_at="20 steps"), checkpoint_dir=checkpoints)
+    assert (first.steps, first.stopping["reason"], first.stopping["stop_at"]) == (20, "rung stop", "20 steps")
+    assert first.stopping["planned_steps"] == OWN_STEPS and first.budget is None
+    second = train(dataset, str(tmp_path / "rung1"), TrainConfig(**own), checkpoint_dir=checkpoints)
+    assert second.resumed_from_step == 20 and second.config_fingerprint == first.config_fingerprint
+    assert (second.steps, second.stopping["reason"]) == (OWN_STEPS, "completed")
+    assert second.history[-1]["step"] == OWN_STEPS
+    # A retried rung gets its result back; the folder refuses a later stop.
+    assert train(dataset, str(tmp_path / "rung0"), TrainConfig(**own, stop_at="20 step")).stopping == first.stopping
+    with pytest.raises(TrainingError, match="stopped at stop_at 20 steps"):
+        train(dataset, str(tmp_path / "rung0"), TrainConfig(**own, stop_at="40 steps"))
+
+
+def test_stops_compare_by_the_point_they_stop_at():
+    assert budget_lib.parse_stop("60s") == budget_lib.parse_stop("1m") == ("seconds", 60.0)
+    assert budget_lib.parse_stop("120 steps") == budget_lib.parse_stop("120step") == ("steps", 120)
+    assert budget_lib.parse_stop("auto") is None
+    config = TrainConfig(stop_at="120 steps")  # no budget needed for a step
+    assert (config.stop_at_step(), config.stop_at_s()) == (120, None)
+
+
+def test_the_step_stop_stops_at_its_step_as_a_rung_stop():
+    from trainer.stopping import StepStop
+
+    guard = StepStop(20)
+    model = _guarded(guard, 19)
+    guard.on_train_batch_end(0)
+    assert not model.stop_training
+    model = _guarded(guard, 20)
+    guard.on_train_batch_end(0)
+    assert model.stop_training and (guard.stopped_at, guard.reason) == (20, "rung stop")
+
+
 def test_stop_at_is_not_part_of_the_fingerprint():
     base = TrainConfig(**TRIAL)
     assert {TrainConfig(**TRIAL, stop_at=s).fingerprint() for s in ("60s", "2m", "540s")} == {base.fingerprint()}
@@ -129,6 +169,8 @@ def test_stop_at_is_not_part_of_the_fingerprint():
         ({"stop_at": "<=1m", "time_budget": "<=540s"}, "is a cap"),
         ({"stop_at": "60", "time_budget": "<=540s"}, "needs its unit"),
         ({"stop_at": "10s", "time_budget": "<=540s"}, "under 30s"),
+        ({"stop_at": "0 steps"}, "at least 1 step"),
+        ({"stop_at": "ten steps", "time_budget": "<=540s"}, "such as 120 steps"),
     ],
 )
 def test_a_bad_stop_at_is_one_line_naming_the_field_and_the_fix(fields, named):
