@@ -30,6 +30,12 @@ VERBOSE ?=
 # YAML, kfp takes no parameter there; default 4, 0 for no limit)
 IMAGE ?=
 SWEEP_PARALLELISM ?=
+# make search knobs: SEARCH a search file (docs/sweep.md, "Search"; default: 12 trials on the digits),
+# DRY_RUN=1 to plan and price its rungs without running anything.
+SEARCH ?=
+DRY_RUN ?=
+# SEARCH_RUNGS: the search pipeline's rungs of successive halving (a search file must ask for as many).
+SEARCH_RUNGS ?=
 DIST := dist/pipelines
 # make submit knobs: PIPELINE (a name of make compile's: end_to_end, detection, sweep, ...), KFP_HOST,
 # EXPERIMENT (default: the cluster's Default experiment); CONFIG and SET as for make run
@@ -39,7 +45,7 @@ EXPERIMENT ?=
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
 
-.PHONY: help setup data prometheus browser run serve sweep predict submit test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus browser run serve sweep search predict submit test test-fast bench lint format compile upload images clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -86,7 +92,7 @@ serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
 # SET reaches the command through the environment: its text may hold quotes of its own.
-run sweep predict submit: export LTP_SET = $(SET)
+run sweep search predict submit: export LTP_SET = $(SET)
 
 run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1
 	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
@@ -98,6 +104,10 @@ run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=fol
 sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml CONFIG=sweep.yaml SET='steps_per_epoch=8'
 	@$(PY) -m pipelines.tools.run_sweep $(if $(GRID),--grid '$(GRID)') $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
 	  --pipeline-root '$(OUT)' $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
+search: setup ## Run a cost-aware search locally (kfp.local): successive halving, the frontier and the pick; SEARCH=search.yaml DRY_RUN=1 (plan and price only) CONFIG=form.yaml SET='limit_per_split=300'
+	@$(PY) -m pipelines.tools.run_search $(if $(SEARCH),--search '$(SEARCH)') $(if $(filter-out 0 false,$(DRY_RUN)),--dry-run) \
+	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(OUT)' $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 # make predict's OUT is where the predictions go (the pipeline root stays local_outputs), as its users name it.
 PREDICT_ROOT := $(if $(filter command line,$(origin OUT)),local_outputs,$(OUT))
@@ -136,7 +146,7 @@ format: $(STAMP) ## ruff fix + format
 
 compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=... overrides the image)
 	$(PY) -m pipelines.tools.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)') \
-	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM))
+	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM)) $(if $(SEARCH_RUNGS),--search-rungs $(SEARCH_RUNGS))
 
 upload: compile ## Upload the compiled pipelines to KFP_HOST (new pipeline or new version)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make upload KFP_HOST=http://localhost:8080"; exit 2; }

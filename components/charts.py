@@ -281,3 +281,58 @@ def bubble_chart(
     ax.grid(True, alpha=0.3)
     ax.margins(0.15)
     return to_svg(fig, title)
+
+
+def frontier_chart(
+    points: Mapping[str, tuple[float, float]],
+    frontier: Sequence[str],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    chosen: Optional[str] = None,
+) -> str:
+    """Every point, the Pareto frontier among them as a line, and a chosen one ringed (a search's trials).
+
+    Args:
+        points: label -> (x, y): a trial's cost (or time) and its quality.
+        frontier: the labels on the frontier, in x order.
+        title: the chart's title.
+        x_label: the x axis label.
+        y_label: the y axis label.
+        chosen: the label to ring (the objective's pick); None: none.
+
+    Returns:
+        The inline ``<svg>`` element.
+
+    Raises:
+        ChartError: no point, or a frontier label that is not a point.
+    """
+    if not points:
+        raise ChartError(f"frontier_chart {title!r}: no point to draw")
+    missing = [f for f in frontier if f not in points]
+    if missing:
+        raise ChartError(f"frontier_chart {title!r}: frontier labels {missing} are not points")
+    fig = _figure(3.6)
+    ax = fig.add_subplot()
+    xs, ys = zip(*points.values(), strict=True)
+    ax.scatter(xs, ys, s=36, color="#9aa5b1", label="trials", zorder=2)
+    if frontier:
+        fx, fy = zip(*(points[f] for f in frontier), strict=True)
+        ax.plot(fx, fy, drawstyle="steps-post", marker="o", color=PALETTE[0], label="frontier", zorder=3)
+    if chosen is not None and chosen in points:
+        ax.scatter(
+            *points[chosen], s=220, facecolors="none", edgecolors=PALETTE[1], linewidths=2, label="pick", zorder=4
+        )
+    for label, (px, py) in points.items():
+        ax.annotate(label, (px, py), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(title, loc="left", fontweight="bold")
+    ax.grid(True, alpha=0.3)
+    ax.legend(frameon=False, loc="best")
+    ax.margins(0.12)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(5))  # tiny dollar figures have long tick labels
+    return to_svg(fig, title)

@@ -232,3 +232,172 @@ def join_training_grid(
     with open(chart.path, "w", encoding="utf-8") as f:
         f.write(tables.html)
     return tables.best
+
+
+@project_component
+def plan_search(
+    search: dict,
+    model: str,
+    model_options: dict,
+    batch_size_per_replica: int,
+    learning_rate: float,
+    source: str,
+    limit_per_split: int,
+    rows_root: str = "",
+    pipeline_root: str = "",
+    price_table: Optional[str] = None,
+    rungs: int = 3,
+) -> list:
+    """Plans a search (its trials, rungs and worst-case cost) before any accelerator is asked for.
+
+    Args:
+        search: the search file's mapping (docs/sweep.md, "Search").
+        model: the model builder of trials that name none.
+        model_options: its options for trials that give none.
+        batch_size_per_replica: for trials that give none.
+        learning_rate: for trials that give none (for a global batch of 128).
+        source: the dataset's source (part of each trial's key).
+        limit_per_split: the dataset's limit (part of each trial's key).
+        rows_root: where searches keep their trials; empty for ``<pipeline_root>/sweep-rows``.
+        pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+        price_table: a YAML price table over the defaults (a path in the container).
+        rungs: the rungs the pipeline was compiled with (the file must ask for as many).
+
+    Returns:
+        The first rung's trials, the fan-out's items.
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.sweep.cell import resolve_rows_root
+    from components.sweep.search import describe_plan
+    from components.sweep.search_run import fan_out_items, plan_and_record, search_settings
+
+    defaults, context = search_settings(
+        model, model_options, batch_size_per_replica, learning_rate, source, limit_per_split
+    )
+    root = resolve_rows_root(rows_root, pipeline_root)
+    plan, folder = plan_and_record(search, defaults, context, root, price_table or None, rungs)
+    print(describe_plan(plan), flush=True)
+    return fan_out_items(plan, folder, [t.key for t in plan.trials])
+
+
+@project_component
+def train_search_trial(dataset: Input[Dataset], trial: dict, rung: int, model: Output[Model]) -> dict:
+    """Trains one trial to the rung's stop from its own checkpoints and scores it; succeeds when it fails.
+
+    Args:
+        dataset: the converted dataset (one for the whole search: every trial scores the same test split).
+        trial: the trial (``key``, ``folder``: from the plan or the selection).
+        rung: the rung (0 for the first).
+        model: the model this rung exports (the last rung's is the trial's trained model).
+
+    Returns:
+        The trial's row after this rung (``TrialResult.to_dict``) and its ``folder``.
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.sweep.search_run import run_trial
+    from trainer.budget import process_started_at
+
+    result = run_trial(
+        (dataset.path, dataset.uri), (model.path, model.uri), trial["folder"], trial["key"], int(rung),
+        process_started_at(),
+    )  # fmt: skip
+    model.metadata.update({"status": result.status, "trial": result.key, "rung": result.rung})
+    print(
+        f"trial {result.key} rung {result.rung}: {result.status}"
+        + (f", quality {result.quality:.4f}" if result.quality is not None else "")
+        + (f" ({result.reason})" if result.reason else ""),
+        flush=True,
+    )
+    return {**result.to_dict(), "folder": trial["folder"]}
+
+
+@project_component
+def select_search_rung(rows: list, rung: int) -> list:
+    """Ranks a rung's trials by the objective and promotes the best 1/eta to the next rung.
+
+    It reads the rows the trials wrote (a trial without one is not promoted).
+
+    Args:
+        rows: the rung's trial outputs (``dsl.Collected``): they name the search's folder.
+        rung: the rung that ran.
+
+    Returns:
+        The next rung's trials, the fan-out's items (empty when none is promoted).
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.sweep.search_run import select
+
+    folders = sorted({r["folder"] for r in rows})
+    if not folders:
+        print(f"rung {int(rung)}: no trial finished; nothing to promote", flush=True)
+        return []
+    chosen = select(folders[0], int(rung))
+    print(f"rung {int(rung)}: {len(chosen)} trial(s) promoted: {', '.join(t['key'] for t in chosen)}", flush=True)
+    return chosen
+
+
+@project_component
+def join_search(
+    search: dict,
+    model: str,
+    model_options: dict,
+    batch_size_per_replica: int,
+    learning_rate: float,
+    source: str,
+    limit_per_split: int,
+    report: Output[Markdown],
+    chart: Output[HTML],
+    rows_root: str = "",
+    pipeline_root: str = "",
+    price_table: Optional[str] = None,
+) -> dict:
+    """The search's table, frontiers, pick and savings from the rows its trials wrote (the exit task).
+
+    It plans the search again (the same pure function, so the same folder) and reads every trial's
+    latest row, so it runs whichever rungs finished.
+
+    Args:
+        search: the search file's mapping (as plan_search).
+        model: as plan_search.
+        model_options: as plan_search.
+        batch_size_per_replica: as plan_search.
+        learning_rate: as plan_search.
+        source: as plan_search.
+        limit_per_split: as plan_search.
+        report: the Markdown table and frontiers.
+        chart: the HTML page with the frontier charts.
+        rows_root: as plan_search.
+        pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+        price_table: as plan_search.
+
+    Returns:
+        ``search.json``'s content: the pick (its settings in ``best.yaml`` beside it), the frontiers,
+        the savings, every trial.
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.sweep.cell import resolve_rows_root
+    from components.sweep.search_page import render_html, render_markdown
+    from components.sweep.search_run import join, plan_and_record, record, search_settings
+
+    defaults, context = search_settings(
+        model, model_options, batch_size_per_replica, learning_rate, source, limit_per_split
+    )
+    _, folder = plan_and_record(
+        search, defaults, context, resolve_rows_root(rows_root, pipeline_root), price_table or None
+    )
+    outcome = join(folder)
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(render_markdown(outcome))
+    with open(chart.path, "w", encoding="utf-8") as f:
+        f.write(render_html(outcome))
+    for line in outcome.notes:
+        print(f"note: {line}", flush=True)
+    return {"folder": folder, **record(outcome)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 import yaml
 from kfp import compiler
 
-from pipelines import grid
+from pipelines import grid, search
 
 # File name -> module defining ``pipeline`` (a @dsl.pipeline function).
 PIPELINES = {
@@ -33,6 +34,7 @@ PIPELINES = {
     "monitor": "pipelines.monitor",
     "sweep": "pipelines.sweep",
     "batch_predict": "pipelines.batch_predict",
+    "search": "pipelines.search",
 }
 
 
@@ -47,25 +49,30 @@ def set_image(documents: list[dict], image: str) -> int:
     return changed
 
 
-def pipeline_func(name: str, parallelism: int | None = None):
-    """The pipeline function of a file name; a grid pipeline (``build``) gets ``parallelism``.
+def pipeline_func(name: str, parallelism: int | None = None, rungs: int | None = None):
+    """The pipeline function of a file name; a fan-out pipeline (``build``) gets ``parallelism``, a search ``rungs``.
 
     Args:
         name: a key of ``PIPELINES``.
-        parallelism: cells at once for pipelines with a fan-out over a grid (pipelines/grid.py);
-            None for their default.
+        parallelism: items at once for pipelines with a fan-out (pipelines/grid.py); None for their default.
+        rungs: the search's rungs (pipelines/search.py); None for its default.
     """
     if name not in PIPELINES:
         raise KeyError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
     module = importlib.import_module(PIPELINES[name])
-    if parallelism is not None and hasattr(module, "build"):
-        return module.build(parallelism)
-    return module.pipeline
+    if not hasattr(module, "build"):
+        return module.pipeline
+    kwargs: dict[str, int] = {} if parallelism is None else {"parallelism": parallelism}
+    if rungs is not None and "rungs" in inspect.signature(module.build).parameters:
+        kwargs["rungs"] = rungs
+    return module.build(**kwargs) if kwargs else module.pipeline
 
 
-def compile_pipeline(name: str, output_dir: Path, image: str | None = None, parallelism: int | None = None) -> Path:
+def compile_pipeline(
+    name: str, output_dir: Path, image: str | None = None, parallelism: int | None = None, rungs: int | None = None
+) -> Path:
     """Compiles one pipeline by its file name and returns the YAML's path (written atomically)."""
-    func = pipeline_func(name, parallelism)
+    func = pipeline_func(name, parallelism, rungs)
     output_dir.mkdir(parents=True, exist_ok=True)
     target = output_dir / f"{name}.yaml"
     fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=output_dir, prefix=f".{name}.")
@@ -86,10 +93,14 @@ def compile_pipeline(name: str, output_dir: Path, image: str | None = None, para
 
 
 def compile_all(
-    output_dir: Path, image: str | None = None, names: Iterable[str] | None = None, parallelism: int | None = None
+    output_dir: Path,
+    image: str | None = None,
+    names: Iterable[str] | None = None,
+    parallelism: int | None = None,
+    rungs: int | None = None,
 ) -> list[Path]:
     """Compiles the named pipelines (all by default)."""
-    return [compile_pipeline(n, output_dir, image, parallelism) for n in (names or PIPELINES)]
+    return [compile_pipeline(n, output_dir, image, parallelism, rungs) for n in (names or PIPELINES)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,8 +114,17 @@ def main(argv: list[str] | None = None) -> int:
         help=f"grid cells run at once in sweep and gpu_vs_tpu (0: no limit); default ${grid.PARALLELISM_ENV} "
         f"or {grid.DEFAULT_PARALLELISM}. A literal in the YAML: kfp takes no parameter there",
     )
+    parser.add_argument(
+        "--search-rungs",
+        help=f"the search pipeline's rungs of successive halving; default ${search.RUNGS_ENV} or "
+        f"{search.DEFAULT_RUNGS}",
+    )
     args = parser.parse_args(argv)
     try:
+        rungs_text = args.search_rungs if args.search_rungs is not None else os.environ.get(search.RUNGS_ENV, "")
+        rungs = int(rungs_text) if rungs_text.strip() else None
+        if rungs is not None and rungs < 1:
+            raise ValueError(f"{search.RUNGS_ENV}: a search has at least one rung, got {rungs}")
         parallelism = (
             grid.parallelism_from(args.sweep_parallelism)
             if args.sweep_parallelism is not None
@@ -114,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        for path in compile_all(args.output_dir, args.image, args.names, parallelism):
+        for path in compile_all(args.output_dir, args.image, args.names, parallelism, rungs):
             print(path)
     except KeyError as err:
         print(f"error: {err.args[0]}", file=sys.stderr)

@@ -162,7 +162,8 @@ def previous_run_dir(root: Path, name: str) -> Optional[Path]:
 
 
 def display_names(pipeline: Any) -> dict[str, str]:
-    """Task name -> display name of every step of a compiled pipeline, in the order they can run.
+    """Task name (as kfp.local names it) -> display name of every step of a compiled pipeline, in
+    the order they can run.
 
     Steps inside nested DAGs (``dsl.If`` groups) are included, the groups themselves are not;
     a step comes after every step it depends on (directly or through its group).
@@ -188,7 +189,10 @@ def display_names(pipeline: Any) -> dict[str, str]:
             if component is not None and component.WhichOneof("implementation") == "dag":
                 walk(component.dag, level(task))
             else:
-                found.append((level(task), task, task_spec.task_info.name or task))
+                # kfp.local names a task after its component: they differ where a nested pipeline
+                # is used twice (each rung of a search), whose second copy is ``comp-<task>-2``.
+                local_name = task_spec.component_ref.name.removeprefix("comp-")
+                found.append((level(task), local_name, task_spec.task_info.name or task))
 
     walk(spec.root.dag, 0)
     return {task: name for _, task, name in sorted(found)}
