@@ -1,8 +1,10 @@
-r"""Command line: ``python -m components.sweep {grid,notebook,join} ...`` (no Kubeflow needed).
+r"""Command line: ``python -m components.sweep {grid,search,notebook,join} ...`` (no Kubeflow needed).
 
 grid       the experiment grid on this machine, one cell after the other: every cell of a YAML
            grid file trained and scored on the dataset's test split, rows under --rows-root,
            then the tables: report.md, chart.html, best.json.
+search     a search file's successive halving on this machine, one trial after the other (or
+           --dry-run: its plan, priced): report.md, chart.html, search.json, best.yaml.
 notebook   the GPU-vs-TPU notebook's training sweep on this machine: sweep.json, report.md, chart.html.
 join       joins sweep.json files (one per accelerator) into the notebook's two tables:
            report.md, chart.html.
@@ -10,6 +12,7 @@ join       joins sweep.json files (one per accelerator) into the notebook's two 
 Examples::
 
     python -m components.sweep grid --grid grid.yaml --dataset data/shapes --output-dir out/grid
+    python -m components.sweep search --search search.yaml --dataset data/fmnist --output-dir out/search
     python -m components.sweep notebook --dataset data/fmnist --output-dir out/sweep-cpu \
         --name cpu --batch-sizes 256 512 1024 --epochs 3
     python -m components.sweep join out/sweep-*/sweep.json --output-dir out/sweep
@@ -44,6 +47,19 @@ def _grid_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--price-table", help="a YAML price table over the defaults")
 
 
+def _search_parser(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("search", help="a search by successive halving here, one trial after the other")
+    s.add_argument("--search", required=True, help="a search file (docs/sweep.md, 'Search')")
+    s.add_argument("--dataset", required=True, help="the dataset folder every trial trains on and is scored on")
+    s.add_argument("--output-dir", required=True, help="where report.md, chart.html, search.json and models/ go")
+    s.add_argument(
+        "--rows-root", help="where the search keeps its plan, checkpoints and rows (default <output-dir>/rows)"
+    )
+    s.add_argument("--dry-run", action="store_true", help="print the plan, priced, and train nothing")
+    add_config_flags(s, TrainConfig, include=("model", "batch_size_per_replica", "learning_rate"))
+    s.add_argument("--price-table", help="a YAML price table over the defaults")
+
+
 def _notebook_parser(sub: argparse._SubParsersAction) -> None:
     sw = sub.add_parser("notebook", help="the notebook's training sweep: epoch and step time per batch size")
     sw.add_argument("--dataset", required=True, help="the dataset folder (its train split is trained on)")
@@ -62,8 +78,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit status: 0 done, 2 bad input (one 'error: ...' line).",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="{grid,notebook,join}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{grid,search,notebook,join}")
     _grid_parser(sub)
+    _search_parser(sub)
     _notebook_parser(sub)
     join = sub.add_parser("join", help="join sweep.json files into the notebook's tables and charts")
     join.add_argument("files", nargs="+", help="sweep.json files of 'notebook'")
@@ -103,6 +120,39 @@ def _grid(args: argparse.Namespace) -> int:
         args.output_dir, {"report.md": tables.markdown, "chart.html": tables.html, "best.json": tables.best}
     )
     print(f"{tables.best['cells']} cells, {tables.best['failed']} failed; best quality {tables.best['best_quality']}")
+    print("wrote: " + ", ".join(paths))
+    return EXIT_OK
+
+
+def _search(args: argparse.Namespace) -> int:
+    check_folder(args.dataset, "dataset folder", DATASET_HINT)
+    from components.sweep.search import describe_plan
+    from components.sweep.search_page import render_html, render_markdown
+    from components.sweep.search_run import plan_and_record, record, run_here, search_settings
+    from trainer.tfrecords import load_dataset_info
+
+    try:
+        spec = yaml.safe_load(Path(args.search).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{args.search}: no such file; give a search file (docs/sweep.md, 'Search')") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{args.search} is not YAML ({' '.join(str(err).split())})") from None
+    train = _train_settings(args)
+    defaults, context = search_settings(
+        train["model"], {}, train["batch_size_per_replica"], train["learning_rate"], os.path.abspath(args.dataset), 0
+    )
+    rows_root = args.rows_root or os.path.join(args.output_dir, "rows")
+    task = load_dataset_info(args.dataset).task
+    plan, folder = plan_and_record(spec or {}, defaults, context, rows_root, args.price_table, task_name=task)
+    print(describe_plan(plan))
+    if args.dry_run:
+        return EXIT_OK
+    outcome = run_here(folder, args.dataset, os.path.join(args.output_dir, "models"))
+    paths = write_files(
+        args.output_dir,
+        {"report.md": render_markdown(outcome), "chart.html": render_html(outcome), "search.json": record(outcome)},
+    )
+    print(f"the pick's settings: {folder}/best.yaml" if outcome.choice.get("key") else "no pick")
     print("wrote: " + ", ".join(paths))
     return EXIT_OK
 
@@ -163,14 +213,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.sweep.grid import GridError
+    from components.sweep.search import SearchError
     from trainer.benchmark import BenchmarkError
     from trainer.pricing import PriceTableError
     from trainer.tfrecords import DatasetError
 
-    command = {"grid": _grid, "notebook": _notebook, "join": _join}[args.command]
+    command = {"grid": _grid, "search": _search, "notebook": _notebook, "join": _join}[args.command]
     try:
         return command(args)
-    except (ConfigError, GridError, PriceTableError, BenchmarkError, DatasetError) as err:
+    except (ConfigError, GridError, SearchError, PriceTableError, BenchmarkError, DatasetError) as err:
         return fail(err)
 
 

@@ -74,6 +74,7 @@ def plan_and_record(
     rows_root: str,
     price_table: Optional[str] = None,
     compiled_rungs: Optional[int] = None,
+    task_name: Optional[str] = None,
 ) -> tuple[SearchPlan, str]:
     """Plans the search, checks it against the compiled pipeline, writes ``plan.json`` once.
 
@@ -84,6 +85,7 @@ def plan_and_record(
         rows_root: the searches' root folder.
         price_table: a YAML price table over the defaults.
         compiled_rungs: the rungs the pipeline was compiled with; None: any.
+        task_name: the dataset's task where it is known; None: the file's (``task``), else the default.
 
     Returns:
         The plan and the search's folder.
@@ -93,7 +95,7 @@ def plan_and_record(
             rungs than the compiled pipeline has.
     """
     parsed = SearchSpec.from_dict(dict(spec))
-    plan = plan_search(parsed, price_table=price_table, defaults=settings, context=context)
+    plan = plan_search(parsed, task_name, price_table=price_table, defaults=settings, context=context)
     if compiled_rungs is not None and parsed.rungs != compiled_rungs:
         raise SearchError(
             f"search.rungs: the file asks for {parsed.rungs} rungs and this pipeline was compiled with "
@@ -310,6 +312,30 @@ def _train_and_score(
         metrics=metrics, steps=summary.steps, planned_steps=(summary.budget or {}).get("steps"),
         model_uri=model[1],
     )  # fmt: skip
+
+
+def run_here(folder: str, dataset: str, models_root: str, say=print) -> SearchOutcome:
+    """A planned search in this process, one trial after the other (the command line's ``search``):
+    each rung's trials to its stop, the selection between rungs, the join.
+
+    Args:
+        folder: the search's folder (:func:`plan_and_record`).
+        dataset: the converted dataset's folder.
+        models_root: where each trial's rung models go (``<key>/rung-<r>``).
+        say: where each trial's line goes.
+    """
+    plan = read_plan(folder)
+    keys = [t.key for t in plan.trials]
+    for rung in range(len(plan.rungs)):
+        for key in keys:
+            model = storage.join(models_root, key, f"rung-{rung}")
+            result = run_trial((dataset, dataset), (model, model), folder, key, rung, time.time())
+            quality = f", {plan.objective.metric} {result.quality:.4f}" if result.quality is not None else ""
+            reason = f" ({result.reason})" if result.reason else ""
+            say(f"rung {rung}: {plan.trial(key).name}: {result.status}{quality}{reason}")
+        if rung < len(plan.rungs) - 1:
+            keys = [item["key"] for item in select(folder, rung)]
+    return join(folder)
 
 
 def select(folder: str, rung: int) -> list[dict[str, Any]]:

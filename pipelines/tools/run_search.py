@@ -1,8 +1,8 @@
 """``make search``: the search pipeline under kfp.local, then its frontier table and pick printed.
 
 ``python -m pipelines.tools.run_search [--search search.yaml] [--dry-run] [--config form.yaml]
-[--set 'name=value ...'] [--pipeline-root local_outputs]``. The default search is 12 trials on the
-digits (pipelines/search.py ``LOCAL_SEARCH``); ``--search`` takes a search file (docs/sweep.md,
+[--set 'name=value ...'] [--pipeline-root local_outputs]``. The default search is 12 trials on
+Fashion-MNIST (pipelines/search.py ``LOCAL_SEARCH``); ``--search`` takes a search file (docs/sweep.md,
 "Search"); ``--dry-run`` plans and prices the rungs and prints them without running anything.
 The console is ``make run``'s. The pipeline is compiled with the rungs the file asks for.
 """
@@ -66,7 +66,7 @@ def dry_run(values: dict[str, Any]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--search", type=Path, help="a search file (default: the local search on the digits)")
+    parser.add_argument("--search", type=Path, help="a search file (default: the local search on Fashion-MNIST)")
     parser.add_argument("--dry-run", action="store_true", help="plan and price the rungs, run nothing")
     parser.add_argument("--config", help="a YAML file of the search pipeline's run-form parameters")
     parser.add_argument("--set", action="append", metavar="NAME=VALUE ...", help="parameters over --config")
