@@ -22,7 +22,10 @@ def _money(value: Any) -> str:
 def _cells(o: SearchOutcome, r: TrialResult) -> list[str]:
     steps = "" if r.steps is None else f"{r.steps:,}" + (f" of {r.planned_steps:,}" if r.planned_steps else "")
     quality = "" if r.quality is None else f"{r.quality:.4f}"
-    why = r.reason or ("promoted to the end" if r.rung == len(o.plan.rungs) - 1 else "not promoted")
+    if r.status == "ok" and r.rung == len(o.plan.rungs) - 1:
+        why = "promoted to the end" + (f" ({r.reason})" if r.reason else "")
+    else:
+        why = r.reason or "not promoted"
     return [o.plan.trial(r.key).name, str(r.rung), r.status, why, steps, duration(r.seconds),
             duration(r.startup_s), _money(r.cost), quality]  # fmt: skip
 

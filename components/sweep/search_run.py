@@ -307,6 +307,8 @@ def _train_and_score(
     status, reason = "ok", None
     if not last and not rung_stop:
         status, reason = "stopped", stopping.get("reason") or "its schedule ended before the rung's budget"
+    elif last and stopping.get("reason") not in (None, "completed"):
+        reason = f"{stopping['reason']} at step {stopping.get('step')}"  # ended early, as any training may
     return TrialResult(
         key=key, rung=rung, status=status, reason=reason, quality=metrics.get(plan.objective.metric),
         metrics=metrics, steps=summary.steps, planned_steps=(summary.budget or {}).get("steps"),
