@@ -1,0 +1,199 @@
+"""The validate step: checks a converted dataset before training, and publishes what it found.
+
+:func:`validate` reads every record once (its features, never its image bytes; no TensorFlow),
+builds the dataset's statistics (:mod:`components.validate.stats`) and runs the checks
+(:mod:`components.validate.checks`): leakage and label conflicts, empty and rare classes,
+degenerate boxes, size outliers, and, given a baseline ``stats.json``, drift since it. The policy
+gives each finding its severity; any ``error`` fails the validation. It writes nothing:
+:func:`publish` writes ``stats.json`` (the next validation's baseline), ``report.md`` (a Markdown
+table for the Kubeflow UI) and ``validation.json`` (the findings, the policy, the counts and the
+verdict), the last one last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from components import markdown
+from components.validate import policy as kinds
+from components.validate.checks import Finding, Findings, RecordChecks, drift_findings
+from components.validate.config import ValidateConfig
+from components.validate.stats import STATS_NAME, DatasetStats, StatsBuilder, StatsError, read_stats, view_of
+from trainer import records, storage
+from trainer.tfrecord_read import iter_split_features
+from trainer.tfrecords import DatasetInfo, load_dataset_info
+
+VALIDATION_NAME = "validation.json"
+REPORT_NAME = "report.md"
+NO_BASELINE = "no baseline given: drift checks skipped"
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationResult(records.Record):
+    """What a validation found: ``validation.json``.
+
+    Attributes:
+        dataset: the dataset folder.
+        passed: no finding has severity ``error``.
+        policy: every kind's severity, as applied.
+        counts: severity -> findings.
+        findings: the findings, errors first.
+        notes: what was not checked, and why.
+        baseline: the baseline ``stats.json`` compared with, None without one.
+        allowlisted: record keys on the allowlist.
+        stats: the dataset's statistics (``stats.json``; not part of ``validation.json``).
+    """
+
+    dataset: str
+    passed: bool
+    policy: dict[str, str]
+    counts: dict[str, int]
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...]
+    baseline: Optional[str]
+    allowlisted: int
+    stats: Optional[DatasetStats] = records.field(data=False, default=None, compare=False)
+
+    def errors(self) -> list[Finding]:
+        """The findings of severity ``error``."""
+        return [f for f in self.findings if f.severity == kinds.ERROR]
+
+
+def baseline_path(baseline: str) -> str:
+    """The ``stats.json`` a baseline setting names: the file itself, or inside the folder given."""
+    return baseline if baseline.endswith(".json") else storage.join(baseline, STATS_NAME)
+
+
+def scan(info: DatasetInfo, config: ValidateConfig, findings: Findings) -> tuple[DatasetStats, RecordChecks]:
+    """Reads every record of every split once: the statistics, and the record checks' state.
+
+    Raises:
+        DatasetError: a shard is missing, corrupt or malformed.
+    """
+    builder = StatsBuilder(info, config.max_column_values)
+    checks = RecordChecks(config, info.classes, findings)
+    for split in info.splits:
+        for features in iter_split_features(info, split):
+            view = view_of(features, split, info.classes)
+            builder.add(view)
+            checks.add(view)
+    return builder.stats(), checks
+
+
+def validate(dataset_dir: str, config: Optional[ValidateConfig] = None) -> ValidationResult:
+    """Checks a converted dataset; writes nothing (see :func:`publish`).
+
+    Args:
+        dataset_dir: the dataset folder (``dataset.json`` inside), local or gs://.
+        config: the baseline, policy, allowlist and thresholds; None for the defaults.
+
+    Returns:
+        The findings, the verdict and the statistics. An unreadable baseline is a
+        ``baseline_unreadable`` finding, not an error.
+
+    Raises:
+        DatasetError: the folder is not a dataset, or a shard is missing, corrupt or malformed.
+    """
+    config = config or ValidateConfig()
+    info = load_dataset_info(dataset_dir)
+    policy = kinds.resolve_policy(config.validation_policy)
+    findings = Findings(policy, config.allow, config.max_records)
+    stats, checks = scan(info, config, findings)
+    checks.finish(stats)
+    notes: list[str] = []
+    where = baseline_path(config.baseline) if config.baseline else None
+    if where is None:
+        notes.append(NO_BASELINE)
+    else:
+        try:
+            drift_findings(stats, read_stats(where), where, checks, findings)
+        except StatsError as err:
+            findings.add(kinds.BASELINE_UNREADABLE, f"cannot read the baseline {where}: {err}; drift checks skipped")
+            notes.append(f"baseline {where} unreadable: drift checks skipped")
+    order = {level: i for i, level in enumerate(kinds.LEVELS)}
+    found = tuple(sorted(findings.items, key=lambda f: order[f.severity]))
+    return ValidationResult(
+        dataset=info.where,
+        passed=not any(f.severity == kinds.ERROR for f in found),
+        policy=policy,
+        counts={level: sum(f.severity == level for f in found) for level in kinds.LEVELS},
+        findings=found,
+        notes=tuple(notes),
+        baseline=where,
+        allowlisted=len(set(config.allow)),
+        stats=stats,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Publishing
+# --------------------------------------------------------------------------------------------
+
+
+def _records_cell(finding: Finding) -> str:
+    if not finding.count:
+        return ""
+    shown = ", ".join(finding.records[:3])
+    more = finding.count - min(len(finding.records), 3)
+    return shown + (f" (+{more:,})" if more > 0 else "")
+
+
+def _split_rows(stats: DatasetStats) -> list[list[str]]:
+    rows = []
+    for name, split in stats.splits.items():
+        size = "" if split.height.median is None else f"{split.height.median:g}x{split.width.median:g}"
+        boxes = "" if split.boxes is None else f"{split.boxes.boxes:,}"
+        present = sum(1 for n in split.class_counts.values() if n)
+        rows.append([name, f"{split.count:,}", f"{present} of {len(split.class_counts)}", size, boxes])
+    return rows
+
+
+def report_markdown(result: ValidationResult) -> str:
+    """The Markdown report: the verdict, a table of the findings, the splits at a glance."""
+    verdict = "passed" if result.passed else "FAILED"
+    counts = ", ".join(f"{n} {level}" for level, n in result.counts.items())
+    lines = [f"# Dataset validation: {verdict}", "", f"Dataset `{result.dataset}`: {counts}.", ""]
+    if result.baseline:
+        lines += [f"Baseline: `{result.baseline}`.", ""]
+    lines += [f"- {note}" for note in result.notes] + ([""] if result.notes else [])
+    if result.findings:
+        rows = [
+            [f.severity, f.kind, f.split or "", f"{f.count:,}" if f.count else "", _records_cell(f), f.message]
+            for f in result.findings
+        ]
+        lines += markdown.table(["severity", "kind", "split", "records", "examples", "finding"], rows, "lllrll")
+    else:
+        lines.append("No findings.")
+    if result.stats is not None:
+        rows = _split_rows(result.stats)
+        lines += ["", "## Splits", ""]
+        lines += markdown.table(["split", "images", "classes present", "median size", "boxes"], rows, "lrrrr")
+    return "\n".join(lines) + "\n"
+
+
+def publish(result: ValidationResult, output_dir: str) -> list[str]:
+    """Writes ``stats.json``, ``report.md`` and, last, ``validation.json`` under ``output_dir``.
+
+    Each file is written whole (local or gs://); an earlier ``validation.json`` is deleted first and
+    the new one written last, so a folder that has it has the other two of the same validation.
+
+    Args:
+        result: what :func:`validate` returned.
+        output_dir: the folder (created if needed).
+
+    Returns:
+        The paths written, in order.
+
+    Raises:
+        ValueError: ``result`` carries no statistics (it was read back from ``validation.json``).
+    """
+    if result.stats is None:
+        raise ValueError("this result has no statistics; publish what validate() returned")
+    paths = [storage.join(output_dir, name) for name in (STATS_NAME, REPORT_NAME, VALIDATION_NAME)]
+    storage.makedirs(output_dir)
+    storage.delete(paths[2])  # an earlier verdict must not stand beside new statistics
+    storage.write_json(paths[0], result.stats.to_dict())
+    storage.write_text(paths[1], report_markdown(result))
+    storage.write_json(paths[2], result.to_dict())
+    return paths
