@@ -1,4 +1,4 @@
-"""The wiring of the main flow, written once: convert -> train -> evaluate/gate -> benchmark ->
+"""The wiring of the main flow, written once: convert -> validate -> train -> evaluate/gate -> benchmark ->
 demo -> (blessed) staging -> (asked for) prod.
 
 ``end_to_end`` (classification) and ``detection`` are two pipelines with their own defaults for
@@ -24,6 +24,8 @@ from components.launchers.identity import POD_FIELD_PATHS
 from components.promote.component import promote_model
 from components.report.component import build_report
 from components.train.component import train_model
+from components.validate.component import validate_dataset
+from components.validate.config import ValidateConfig
 from pipelines import accelerators
 from trainer.config import BenchmarkConfig, ConfigBase, ConvertConfig, EvaluateConfig, PromoteConfig, TrainConfig
 from trainer.tasks import get_task
@@ -50,6 +52,7 @@ class FormParameter:
 _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form's own (_OWN)
     "source": (ConvertConfig, "source"),
     "limit_per_split": (ConvertConfig, "limit_per_split"),
+    "validation_policy": (ValidateConfig, "validation_policy"),
     "model": (TrainConfig, "model"),
     "model_options": (TrainConfig, "model_options"),
     "epochs": (TrainConfig, "epochs"),
@@ -248,6 +251,7 @@ def build(
     *,
     source,
     limit_per_split,
+    validation_policy,
     model,
     model_options,
     epochs,
@@ -283,6 +287,10 @@ def build(
         "Convert to TFRecords"
     )
     dataset = converted.outputs["dataset"]
+    # The data's checks before any accelerator is asked for: an error finding stops the run here.
+    validated = validate_dataset(dataset=dataset, validation_policy=validation_policy).set_display_name(
+        "Validate the data"
+    )
 
     trained_task = _train(
         dataset,
@@ -301,6 +309,7 @@ def build(
         cost_budget=cost_budget,
         patience=patience,
     )
+    trained_task.after(validated)
     trained = trained_task.outputs["model"]
 
     evaluated = (

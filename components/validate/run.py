@@ -13,7 +13,7 @@ verdict), the last one last.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from components import markdown
 from components.validate import policy as kinds
@@ -197,3 +197,35 @@ def publish(result: ValidationResult, output_dir: str) -> list[str]:
     storage.write_text(paths[1], report_markdown(result))
     storage.write_json(paths[2], result.to_dict())
     return paths
+
+
+class ValidationFailed(ValueError):
+    """A finding of severity ``error``: the step stops before any accelerator is paid for."""
+
+
+def config_from_params(validation_policy: Any, allow: Any, baseline: str) -> ValidateConfig:
+    """The step's config from a component's parameters (``""`` and empty stand in for none).
+
+    Raises:
+        ConfigError: a policy naming an unknown kind or level, and what else the config refuses.
+    """
+    return ValidateConfig.from_dict(
+        {"validation_policy": dict(validation_policy or {}), "allow": list(allow or []), "baseline": baseline or None}
+    )
+
+
+def check_passed(result: ValidationResult) -> None:
+    """Raises when a finding is an ``error``; its message has one line per such finding and the way out.
+
+    Raises:
+        ValidationFailed: the errors.
+    """
+    errors = result.errors()
+    if not errors:
+        return
+    lines = [f"{f.kind}: {f.message}" for f in errors]
+    raise ValidationFailed(
+        f"the dataset failed validation ({len(errors)} error finding(s)):\n  " + "\n  ".join(lines) + "\nFix the "
+        "data (for leakage, convert with splits by content), or set validation_policy (kind: warn) or allow the "
+        "records' keys (docs/validate.md)"
+    )

@@ -27,7 +27,9 @@ def test_a_failing_step_prints_its_error_and_log_tail_and_gets_a_report(tmp_path
     assert f"last lines of its log ({log}):" in text
     assert [line for line in lines if line.startswith("  | ")], "no log tail printed"
     not_run = next(line for line in lines if line.startswith("-- not run: "))
-    assert not_run.startswith("-- not run: Train, ") and "Run report" in not_run  # in the order they run
+    assert (
+        not_run.startswith("-- not run: Validate the data, Train, ") and "Run report" in not_run
+    )  # in the order they run
     assert len(lines) < 40
     page = result.report.read_text()
     assert "The run failed at step “Convert to TFRecords”" in page

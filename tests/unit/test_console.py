@@ -238,7 +238,7 @@ def test_display_names_cover_the_nested_steps_not_the_groups():
     assert names["build-report"] == "Run report"
     assert "condition-1" not in names
     order = list(names)
-    assert order[:2] == ["convert-to-tfrecords", "train-model"]  # each after what it depends on
+    assert order[:3] == ["convert-to-tfrecords", "validate-dataset", "train-model"]  # each after what it depends on
     assert order.index("promote-model") < order.index("promote-model-2") < order.index("promote-model-3")
 
 

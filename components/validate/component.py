@@ -1,0 +1,54 @@
+"""KFP adapter of the validate step: parameters -> ValidateConfig, the dataset artifact -> its folder, one call.
+
+``validate_dataset`` runs between convert and train: it fails (before any accelerator is paid
+for) when a finding's severity is ``error``, and publishes the statistics (the next validation's
+baseline) and the findings as artifacts either way.
+"""
+
+from kfp.dsl import Artifact, Dataset, Input, Markdown, Output
+
+from components.images import project_component
+
+
+@project_component
+def validate_dataset(
+    dataset: Input[Dataset],
+    statistics: Output[Artifact],
+    report: Output[Markdown],
+    validation_policy: dict = {},  # noqa: B006 (a component default, never mutated)
+    allow: list = [],  # noqa: B006
+    baseline: str = "",
+) -> dict:
+    """Checks the converted dataset: leakage, label conflicts, class and box anomalies, drift.
+
+    Args:
+        dataset: the converted dataset.
+        statistics: the folder of ``stats.json`` and ``validation.json``.
+        report: the findings as a Markdown table (the Kubeflow UI).
+        validation_policy: finding kind -> ``error``, ``warn`` or ``ignore``, over the defaults
+            (docs/validate.md).
+        allow: record keys known and accepted (left out of every finding).
+        baseline: an earlier validation's ``stats.json`` (or its folder) to compare with; empty
+            for none (the drift checks are skipped and the report says so).
+
+    Returns:
+        ``validation.json``'s content: passed, the counts per severity, the findings.
+
+    Raises:
+        ValidationFailed: a finding of severity ``error`` (each one a line of the message).
+    """
+    from trainer.runtime import configure_tensorflow_env
+
+    configure_tensorflow_env()
+    from components.validate.run import check_passed, config_from_params, publish, report_markdown, validate
+
+    config = config_from_params(validation_policy=validation_policy, allow=allow, baseline=baseline)
+    result = validate(dataset.path, config)
+    publish(result, statistics.path)
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(report_markdown(result))
+    statistics.metadata.update({"passed": result.passed, **{f"{k}s": n for k, n in result.counts.items()}})
+    for finding in result.findings:
+        print(f"{finding.severity}: {finding.kind}: {finding.message}", flush=True)
+    check_passed(result)
+    return result.to_dict()
