@@ -226,6 +226,6 @@ def check_passed(result: ValidationResult) -> None:
     lines = [f"{f.kind}: {f.message}" for f in errors]
     raise ValidationFailed(
         f"the dataset failed validation ({len(errors)} error finding(s)):\n  " + "\n  ".join(lines) + "\nFix the "
-        "data (for leakage, convert with splits by content), or set validation_policy (kind: warn) or allow the "
-        "records' keys (docs/validate.md)"
+        "data (remove the copies, or keep each image in one split), or set validation_policy (kind: warn) or "
+        "allow the records' keys (docs/validate.md)"
     )
