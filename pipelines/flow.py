@@ -228,6 +228,25 @@ def _promote_through_stages(trained, dataset, evaluated, stages_root, served_mod
     return demo
 
 
+def _validate(dataset, validation_policy, stages_root, served_model_name):
+    """The data's checks before any accelerator is asked for: an error finding stops the run there.
+
+    Its baseline is the dataset of the model prod (else staging) serves now, which changes between
+    runs: never answered from KFP's cache.
+    """
+    return (
+        validate_dataset(
+            dataset=dataset,
+            validation_policy=validation_policy,
+            stages_root=stages_root,
+            pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
+            served_model_name=served_model_name,
+        )
+        .set_display_name("Validate the data")
+        .set_caching_options(False)
+    )
+
+
 def _train(dataset, accelerator_type, accelerator_count, **parameters):
     """The train task with its accelerator, and its pod's identity for the workers it may launch.
 
@@ -287,10 +306,7 @@ def build(
         "Convert to TFRecords"
     )
     dataset = converted.outputs["dataset"]
-    # The data's checks before any accelerator is asked for: an error finding stops the run here.
-    validated = validate_dataset(dataset=dataset, validation_policy=validation_policy).set_display_name(
-        "Validate the data"
-    )
+    validated = _validate(dataset, validation_policy, stages_root, served_model_name)
 
     trained_task = _train(
         dataset,

@@ -18,6 +18,9 @@ def validate_dataset(
     validation_policy: dict = {},  # noqa: B006 (a component default, never mutated)
     allow: list = [],  # noqa: B006
     baseline: str = "",
+    stages_root: str = "",
+    pipeline_root: str = "",
+    served_model_name: str = "",
 ) -> dict:
     """Checks the converted dataset: leakage, label conflicts, class and box anomalies, drift.
 
@@ -28,8 +31,13 @@ def validate_dataset(
         validation_policy: finding kind -> ``error``, ``warn`` or ``ignore``, over the defaults
             (docs/validate.md).
         allow: record keys known and accepted (left out of every finding).
-        baseline: an earlier validation's ``stats.json`` (or its folder) to compare with; empty
-            for none (the drift checks are skipped and the report says so).
+        baseline: an earlier validation's ``stats.json`` (or its folder), or a converted dataset,
+            to compare with; empty: the dataset that prod (else staging) serves a model trained
+            on, where ``served_model_name`` is given and a stage serves it (else the drift checks
+            are skipped and the report says so).
+        stages_root: the stage store; empty for ``<pipeline_root>/stages``.
+        pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+        served_model_name: the model the stages serve (the run form's); empty: no served baseline.
 
     Returns:
         ``validation.json``'s content: passed, the counts per severity, the findings.
@@ -40,10 +48,21 @@ def validate_dataset(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()
-    from components.validate.run import check_passed, config_from_params, publish, report_markdown, validate
+    from components.serving.stages import resolve_stages_root
+    from components.validate.run import (
+        check_passed,
+        config_from_params,
+        publish,
+        report_markdown,
+        served_baseline,
+        validate,
+    )
 
-    config = config_from_params(validation_policy=validation_policy, allow=allow, baseline=baseline)
-    result = validate(dataset.path, config)
+    note = None
+    if not baseline and served_model_name:
+        baseline, note = served_baseline(resolve_stages_root(stages_root, pipeline_root), served_model_name)
+    config = config_from_params(validation_policy=validation_policy, allow=allow, baseline=baseline or "")
+    result = validate(dataset.path, config, baseline_note=note)
     publish(result, statistics.path)
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(report_markdown(result))

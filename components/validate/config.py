@@ -30,9 +30,10 @@ class ValidateConfig(ConfigBase):
     """One validation of a converted dataset (docs/validate.md).
 
     Attributes:
-        baseline: a ``stats.json`` of an earlier validation (or the folder holding it) to compare
-            with: new and missing classes, shifts of class shares, image and box sizes, a changed
-            test split. None skips the drift checks; an unreadable one is a finding.
+        baseline: a ``stats.json`` of an earlier validation (or the folder holding it), or a
+            converted dataset (such as the one a served model was trained on), to compare with:
+            new and missing classes, shifts of class shares, image and box sizes, a changed test
+            split. None skips the drift checks; an unreadable one is a finding.
         validation_policy: kind -> ``error``, ``warn`` or ``ignore``, over the defaults (leakage
             and label_conflict ``error``, every other kind ``warn``).
         allow: record keys (``image/source_key``) known and accepted: they are left out of every

@@ -18,11 +18,11 @@ from typing import Any, Optional
 from components import markdown
 from components.validate import policy as kinds
 from components.validate.checks import Finding, Findings, RecordChecks, drift_findings
-from components.validate.config import ValidateConfig
+from components.validate.config import MAX_COLUMN_VALUES, ValidateConfig
 from components.validate.stats import STATS_NAME, DatasetStats, StatsBuilder, StatsError, read_stats, view_of
 from trainer import records, storage
 from trainer.tfrecord_read import iter_split_features
-from trainer.tfrecords import DatasetInfo, load_dataset_info
+from trainer.tfrecords import MANIFEST_NAME, DatasetError, DatasetInfo, load_dataset_info
 
 VALIDATION_NAME = "validation.json"
 REPORT_NAME = "report.md"
@@ -81,12 +81,74 @@ def scan(info: DatasetInfo, config: ValidateConfig, findings: Findings) -> tuple
     return builder.stats(), checks
 
 
-def validate(dataset_dir: str, config: Optional[ValidateConfig] = None) -> ValidationResult:
+def dataset_stats(dataset_dir: str, column_values: int = MAX_COLUMN_VALUES) -> DatasetStats:
+    """A converted dataset's statistics alone (a baseline: the dataset a served model was trained on).
+
+    Raises:
+        DatasetError: the folder is not a dataset, or a shard is missing, corrupt or malformed.
+    """
+    info = load_dataset_info(dataset_dir)
+    builder = StatsBuilder(info, column_values)
+    for split in info.splits:
+        for features in iter_split_features(info, split):
+            builder.add(view_of(features, split, info.classes))
+    return builder.stats()
+
+
+def is_dataset(where: str) -> bool:
+    """Whether a baseline names a converted dataset (``dataset.json`` inside) rather than a ``stats.json``."""
+    return not where.endswith(".json") and storage.exists(storage.join(where, MANIFEST_NAME))
+
+
+def read_baseline(where: str, column_values: int = MAX_COLUMN_VALUES) -> DatasetStats:
+    """A baseline's statistics: an earlier validation's ``stats.json`` (or its folder), or a
+    converted dataset (``dataset.json`` inside), whose statistics are computed here.
+
+    Raises:
+        StatsError: neither can be read (the message names the path).
+    """
+    if is_dataset(where):
+        try:
+            return dataset_stats(where, column_values)
+        except DatasetError as err:
+            raise StatsError(f"{where}: {err}") from None
+    return read_stats(baseline_path(where))
+
+
+def served_baseline(stages_root: str, model_name: str) -> tuple[Optional[str], str]:
+    """The dataset prod (else staging) serves a model trained on, from its ``training.json``.
+
+    Returns:
+        (the dataset's URI, a note naming the stage and version), or (None, why there is none).
+    """
+    from components.serving.stages import read_current
+
+    for stage in ("prod", "staging"):
+        entry = read_current(stages_root, stage, model_name)
+        if entry is None or entry.version is None:
+            continue
+        who = f"{stage}'s {model_name} version {entry.version}"
+        training = storage.read_json(storage.join(entry.model_uri, "training.json")) if entry.model_uri else None
+        dataset = (training or {}).get("dataset")
+        if not dataset:
+            return (
+                None,
+                f"{who} records no training dataset ({entry.model_uri or 'no model folder'}): drift checks skipped",
+            )
+        return dataset, f"baseline: the dataset {who} was trained on"
+    return None, f"no prod or staging model {model_name!r} to compare with: drift checks skipped"
+
+
+def validate(
+    dataset_dir: str, config: Optional[ValidateConfig] = None, baseline_note: Optional[str] = None
+) -> ValidationResult:
     """Checks a converted dataset; writes nothing (see :func:`publish`).
 
     Args:
         dataset_dir: the dataset folder (``dataset.json`` inside), local or gs://.
         config: the baseline, policy, allowlist and thresholds; None for the defaults.
+        baseline_note: where the baseline came from, or why there is none (:func:`served_baseline`);
+            None: the config's baseline, or none given.
 
     Returns:
         The findings, the verdict and the statistics. An unreadable baseline is a
@@ -101,13 +163,15 @@ def validate(dataset_dir: str, config: Optional[ValidateConfig] = None) -> Valid
     findings = Findings(policy, config.allow, config.max_records)
     stats, checks = scan(info, config, findings)
     checks.finish(stats)
-    notes: list[str] = []
-    where = baseline_path(config.baseline) if config.baseline else None
+    notes: list[str] = [baseline_note] if baseline_note else []
+    where = config.baseline
+    if where is not None and not is_dataset(where):
+        where = baseline_path(where)
     if where is None:
-        notes.append(NO_BASELINE)
+        notes.extend([] if baseline_note else [NO_BASELINE])
     else:
         try:
-            drift_findings(stats, read_stats(where), where, checks, findings)
+            drift_findings(stats, read_baseline(where, config.max_column_values), where, checks, findings)
         except StatsError as err:
             findings.add(kinds.BASELINE_UNREADABLE, f"cannot read the baseline {where}: {err}; drift checks skipped")
             notes.append(f"baseline {where} unreadable: drift checks skipped")

@@ -12,4 +12,11 @@ def headline(out: StepOutputs) -> str:
     return f"{verdict}: {m.get('errors', 0):.0f} errors, {m.get('warns', 0):.0f} warnings"
 
 
-SURFACES = (Surface(validate_dataset, ValidateConfig, headline=headline),)
+SURFACES = (
+    Surface(
+        validate_dataset,
+        ValidateConfig,
+        step_only=frozenset({"stages_root", "pipeline_root", "served_model_name"}),
+        headline=headline,
+    ),
+)

@@ -2,6 +2,7 @@
 and report either way, and fails on an error finding, naming it and the way out; the policy turns
 that error into a warning."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -42,3 +43,32 @@ def test_leakage_fails_the_step_after_publishing_and_a_policy_can_make_it_a_warn
     call, _, _ = _run(tmp_path, _leaky(tmp_path), validation_policy={"leek": "warn"})
     with pytest.raises(ConfigError, match="leek"):
         call()
+
+
+def test_the_baseline_is_the_dataset_prod_serves_a_model_trained_on_else_the_drift_checks_say_skipped(tmp_path):
+    from components.serving.stages import StageEntry, record
+    from trainer import storage
+
+    stages = str(tmp_path / "stages")
+    served = {"stages_root": stages, "served_model_name": "classifier"}
+    old = write_dataset(tmp_path / "old", {"train": balanced("train", 8, 4), "test": balanced("test", 4, 4)})
+    new_test = [Rec(f"test/new-{i}", i % 4) for i in range(4)]  # the test split changed since
+    new = write_dataset(tmp_path / "new", {"train": balanced("train", 8, 4), "test": new_test})
+
+    call, _, _ = _run(tmp_path, new, **served)
+    result = call()  # nothing served yet
+    assert result["passed"] and result["findings"] == []
+    assert result["notes"] == ["no prod or staging model 'classifier' to compare with: drift checks skipped"]
+
+    model = tmp_path / "model"
+    storage.write_json(str(model / "training.json"), {"dataset": str(old)})
+    record(
+        stages,
+        "staging",
+        StageEntry(action="promote", version=3, model_uri=str(model), run="r1", model_name="classifier"),
+    )
+    call, _, report = _run(tmp_path, new, **served)
+    result = call()
+    assert result["notes"] == ["baseline: the dataset staging's classifier version 3 was trained on"]
+    assert [f["kind"] for f in result["findings"]] == ["test_split_changed"] and result["baseline"] == str(old)
+    assert "test_split_changed" in Path(report.path).read_text()
