@@ -9,14 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from components import charts, markdown, pages
+from components.sweep.search import usd
 from components.sweep.search_run import SearchOutcome, TrialResult
 from components.sweep.table import duration
 
 HEADS = ["trial", "rung reached", "status", "why", "steps", "billed", "of which start-up", "cost", "quality"]
-
-
-def _money(value: Any) -> str:
-    return "n/a" if value is None else f"${value:,.4f}"
 
 
 def _cells(o: SearchOutcome, r: TrialResult) -> list[str]:
@@ -27,7 +24,7 @@ def _cells(o: SearchOutcome, r: TrialResult) -> list[str]:
     else:
         why = r.reason or "not promoted"
     return [o.plan.trial(r.key).name, str(r.rung), r.status, why, steps, duration(r.seconds),
-            duration(r.startup_s), _money(r.cost), quality]  # fmt: skip
+            duration(r.startup_s), usd(r.cost), quality]  # fmt: skip
 
 
 def _ordered(o: SearchOutcome) -> list[TrialResult]:

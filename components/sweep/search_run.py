@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 PLAN = "plan.json"
 RESULT = "search.json"
 BEST_CONFIG = "best.yaml"
+LOST = "no result: its task did not finish"  # the reason of a trial whose pod left no row
 
 
 def search_dir(rows_root: str, plan: SearchPlan) -> str:
@@ -354,7 +355,7 @@ def select(folder: str, rung: int) -> list[dict[str, Any]]:
 
 
 def _lost(key: str, rung: int) -> TrialResult:
-    return TrialResult(key=key, rung=rung, status="failed", reason="no result: its task did not finish")
+    return TrialResult(key=key, rung=rung, status="failed", reason=LOST)
 
 
 def rung_keys(folder: str, plan: SearchPlan, rung: int) -> list[str]:
@@ -409,7 +410,7 @@ def join(folder: str) -> SearchOutcome:
     rows = [r.row() for r in results]
     metric, higher = plan.objective.metric, plan.objective.higher_is_better
     notes = []
-    lost = [r.key for r in results if r.reason == "no result: its task did not finish"]
+    lost = [r.key for r in results if r.reason == LOST]
     if lost:
         notes.append(f"the search ended at rung {reached}: {len(lost)} trial(s) left no result ({', '.join(lost)})")
     complete = reached == len(plan.rungs) - 1 and not lost
