@@ -22,6 +22,7 @@ from kfp import dsl, kubernetes
 from components.convert.component import convert_to_tfrecords
 from components.launchers.identity import POD_FIELD_PATHS
 from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
+from components.validate.component import validate_dataset
 from pipelines import accelerators, grid
 
 NAME = "sweep"
@@ -114,6 +115,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
         learning_rate: float = 0.001,
         rows_root: str = "",
         price_table: str = "",
+        validation_policy: dict = {},  # noqa: B006
     ):
         """Trains and scores every cell of the grid and joins them into one table.
 
@@ -134,6 +136,8 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
             learning_rate: for a global batch of 128 (the trainer scales it with the global batch).
             rows_root: where cells write their rows; empty for ``<pipeline root>/sweep-rows``.
             price_table: a YAML price table over the defaults (a path in the container); empty for none.
+            validation_policy: the data checks' finding kind -> error, warn or ignore, over the
+                defaults (docs/validation.md); an error stops the grid before any cell trains.
         """
         settings = {
             "model": model,
@@ -145,13 +149,15 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
             "source": source,
             "limit_per_split": limit_per_split,
         }
-        grid_steps(cell_on, parallelism, grid_cells, settings, rows_root, price_table)
+        grid_steps(cell_on, parallelism, grid_cells, settings, rows_root, price_table, validation_policy)
 
     return pipeline
 
 
-def grid_steps(cell_on, parallelism: int, grid_cells, settings: dict, rows_root, price_table) -> None:
-    """The pipeline's tasks: convert, plan, the cells' fan-out, and the join as the exit task.
+def grid_steps(
+    cell_on, parallelism: int, grid_cells, settings: dict, rows_root, price_table, validation_policy
+) -> None:
+    """The pipeline's tasks: convert, validate, plan, the cells' fan-out, and the join as the exit task.
 
     Called inside the pipeline function (its arguments are the pipeline's parameters, as channels).
 
@@ -162,6 +168,7 @@ def grid_steps(cell_on, parallelism: int, grid_cells, settings: dict, rows_root,
         settings: the grid's defaults and context (model, ..., source, limit_per_split).
         rows_root: where cells write their rows.
         price_table: a YAML price table over the defaults.
+        validation_policy: the data checks' policy (no baseline here: no stage serves a grid's model).
     """
     join = join_training_grid(
         grid=grid_cells,
@@ -175,7 +182,11 @@ def grid_steps(cell_on, parallelism: int, grid_cells, settings: dict, rows_root,
         converted = convert_to_tfrecords(
             source=settings["source"], limit_per_split=settings["limit_per_split"]
         ).set_display_name("Convert to TFRecords")
+        validated = validate_dataset(
+            dataset=converted.outputs["dataset"], validation_policy=validation_policy
+        ).set_display_name("Validate the data")
         planned = plan_training_grid(grid=grid_cells, **settings).set_display_name("Plan the grid")
+        planned.after(validated)
         with grid.fan_out(planned.output, parallelism, name="cells") as cell:
             cell_on(
                 dataset=converted.outputs["dataset"],

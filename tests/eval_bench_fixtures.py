@@ -87,10 +87,14 @@ def _build(base: Path) -> dict[str, str]:
     return {"base": str(base), "dataset": str(dataset), "model": str(model), "wrong_model": str(wrong)}
 
 
-def stages_with_prod(root: Path, metrics: dict[str, float], model_name: str = "classifier") -> str:
-    """A stages root whose prod serves a (pretend) model with these metrics, recorded by the promote store."""
+def stages_with_prod(root: Path, metrics: dict[str, float], model_name: str = "classifier", model_uri: str = "") -> str:
+    """A stages root whose prod serves a (pretend) model with these metrics, recorded by the promote store.
+
+    The model folder is ``model_uri``, by default one that does not exist (no training.json).
+    """
     from components.serving.stages import StageEntry, record
 
-    entry = StageEntry("promote", 1, "gs://example/model", "run-1", model_name=model_name, metrics=metrics)
+    model_uri = model_uri or os.fspath(root / "pretend-model")
+    entry = StageEntry("promote", 1, model_uri, "run-1", model_name=model_name, metrics=metrics)
     record(str(root), "prod", entry)
     return os.fspath(root)

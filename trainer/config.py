@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
 from trainer import budget as budget_lib
-from trainer import pricing
+from trainer import pricing, slices
 from trainer.configbase import ConfigBase, ConfigError  # noqa: F401  (the sections raise it; callers catch it here)
 
 DEFAULT_SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
@@ -355,6 +355,18 @@ class EvaluateConfig(ConfigBase):
             e.g. ``{accuracy: -0.01}`` tolerates a drop of one point (for ``loss``, the minimum
             decrease). Metrics: the task's (``trainer.tasks``); classification has accuracy,
             top_k_accuracy, loss, macro_precision, macro_recall, macro_f1.
+        slice_columns: the ``extra/`` columns to slice by (``[camera]``); None: every one the
+            records have. A column that exists in no record fails the step, naming those that do.
+        slice_min_size: slices with fewer examples (objects, for detection's class and area
+            slices) are listed, not scored.
+        slice_size_edges: the image-size buckets' edges, shorter side in pixels.
+        slice_thresholds: slice -> {metric: bound}, where the slice is a column (every value of
+            it: ``camera``, ``class``, ``size``, ``area``) or one value (``camera:night``); e.g.
+            ``{camera: {accuracy: 0.8}}``. Metrics: the task's slice metrics (classification:
+            accuracy, loss; detection: ap, ap50). Each failing slice is one of the gate's reasons.
+        slice_change_thresholds: metric -> minimum change of every scored slice against the same
+            slice of the model prod serves, e.g. ``{accuracy: -0.05}`` (no slice may lose more
+            than five points). A prod model recorded without slices skips it with a note.
     """
 
     _section: ClassVar[str] = "evaluate."
@@ -364,8 +376,24 @@ class EvaluateConfig(ConfigBase):
     top_k: int = 3
     value_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
     change_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    slice_columns: Optional[tuple[str, ...]] = None
+    slice_min_size: int = slices.MIN_SLICE_SIZE
+    slice_size_edges: tuple[int, ...] = slices.SIZE_EDGES
+    slice_thresholds: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    slice_change_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
+        if self.slice_min_size < 1:
+            self._fail("slice_min_size", f"must be >= 1, got {self.slice_min_size}")
+        edges = list(self.slice_size_edges)
+        if not edges or edges != sorted(set(edges)) or edges[0] < 1:
+            self._fail("slice_size_edges", f"must be increasing pixel sizes >= 1, e.g. [64, 256, 1024]; got {edges}")
+        for key, rule in dict(self.slice_thresholds).items():
+            if not isinstance(rule, Mapping) or not rule:
+                self._fail(
+                    "slice_thresholds",
+                    f"{key!r} must map metrics to bounds, e.g. {{{key}: {{accuracy: 0.8}}}}; got {rule!r}",
+                )
         if self.batch_size < 1:
             self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
         if self.top_k < 1:
@@ -379,6 +407,13 @@ class EvaluateConfig(ConfigBase):
             unknown = sorted(set(getattr(self, name)) - set(known))
             if unknown:
                 self._fail(name, f"unknown metric {unknown[0]!r}; known metrics: {', '.join(known)}")
+        per_slice = sorted({m for task in task_types().values() for m in task.slice_metrics})
+        rules = [("slice_change_thresholds", self.slice_change_thresholds)]
+        rules += [(f"slice_thresholds.{key}", rule) for key, rule in self.slice_thresholds.items()]
+        for name, rule in rules:
+            unknown = sorted(set(rule) - set(per_slice))
+            if unknown:
+                self._fail(name, f"unknown slice metric {unknown[0]!r}; slice metrics: {', '.join(per_slice)}")
 
 
 @dataclasses.dataclass(frozen=True)

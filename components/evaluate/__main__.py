@@ -44,8 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="the dataset folder or gs:// URI (dataset.json inside)")
     p.add_argument("--output-dir", required=True, help="where metrics.json, report.md, ... are written")
     p.add_argument("--config", help="YAML: EvaluateConfig fields, or a whole-run Config with an evaluate: section")
-    rename = {"value_thresholds": "--value-threshold", "change_thresholds": "--change-threshold"}
-    metavars = {"value_thresholds": "METRIC=BOUND", "change_thresholds": "METRIC=DELTA"}
+    rename = {
+        "value_thresholds": "--value-threshold",
+        "change_thresholds": "--change-threshold",
+        "slice_thresholds": "--slice-threshold",
+        "slice_change_thresholds": "--slice-change-threshold",
+    }
+    metavars = {
+        "value_thresholds": "METRIC=BOUND",
+        "change_thresholds": "METRIC=DELTA",
+        "slice_thresholds": "SLICE={METRIC: BOUND}",
+        "slice_change_thresholds": "METRIC=DELTA",
+    }
     # Repeatable; a threshold flag replaces the config file's whole mapping.
     add_config_flags(p, EvaluateConfig, rename=rename, overrides={k: {"metavar": v} for k, v in metavars.items()})
     p.add_argument("--stages-root", help="the promotion records (folder or gs://); prod's metrics are the baseline")

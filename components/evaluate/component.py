@@ -25,6 +25,10 @@ def evaluate_model(
     batch_size: int = 256,
     top_k: int = 3,
     served_model_name: str = "classifier",
+    slice_thresholds: Optional[dict] = None,
+    slice_change_thresholds: Optional[dict] = None,
+    slice_columns: Optional[list] = None,
+    slice_min_size: int = 30,
 ) -> bool:
     """Scores the SavedModel on a split, compares it with prod, and returns whether it is blessed.
 
@@ -53,6 +57,13 @@ def evaluate_model(
         top_k: k of the top-k accuracy.
         served_model_name: the name the model is served under; prod's model of that name is the
             baseline of the change thresholds.
+        slice_thresholds: slice -> {metric: bound}: a column (every value of it: ``camera``,
+            ``class``, ``size``, ``area``) or one slice (``camera:night``); each failing slice
+            is one of the gate's reasons.
+        slice_change_thresholds: metric -> the least change of every scored slice against the
+            same slice of prod's model.
+        slice_columns: the extra columns to slice by; empty: every one the records have.
+        slice_min_size: slices with fewer examples are listed, not scored.
 
     Returns:
         True when every configured threshold passed; False otherwise or when none is configured.
@@ -71,6 +82,10 @@ def evaluate_model(
         top_k=top_k,
         value_thresholds=value_thresholds or {},
         change_thresholds=change_thresholds or {},
+        slice_thresholds=slice_thresholds or {},
+        slice_change_thresholds=slice_change_thresholds or {},
+        slice_columns=tuple(slice_columns) if slice_columns else None,
+        slice_min_size=slice_min_size,
     )
     outcome = run_evaluation(
         model.path,
@@ -80,7 +95,7 @@ def evaluate_model(
         served_model_name=served_model_name,
         on_progress=reporter("evaluate", "images"),
     )
-    for name, value in outcome.metrics.items():
+    for name, value in outcome.result.recorded_metrics().items():
         metrics.log_metric(name, value)
     if outcome.confusion is not None:
         confusion.log_confusion_matrix(*outcome.confusion)

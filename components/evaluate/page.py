@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 from components import pages
 from components.evaluate.gate import Decision
+from components.evaluate.report import slice_cells
 from components.pages import Markup
+from trainer.slices import SliceRow
 
 CSS = (
     "body{font-family:sans-serif;margin:16px;color:#202124}table{border-collapse:collapse;margin:8px 0}"
@@ -21,8 +23,16 @@ CSS = (
 _VERDICT = "<h2>{{ verdict }}</h2><ul>{% for r in reasons %}<li>{{ r }}</li>{% endfor %}</ul>"
 
 
-def evaluation_page(title: str, decision: Decision, body: Sequence[Markup]) -> str:
-    """The whole page: the title, the verdict and every reason, then the task's blocks."""
+def slice_block(rows: Sequence[SliceRow]) -> list[Markup]:
+    """The slice table, worst first (nothing when the task scored no slices)."""
+    if not rows:
+        return []
+    heads, cells = slice_cells(rows)
+    return [pages.fragment("<h2>Slices, worst first</h2>"), pages.table(heads, cells, left=1)]
+
+
+def evaluation_page(title: str, decision: Decision, body: Sequence[Markup], slices: Sequence[SliceRow] = ()) -> str:
+    """The whole page: the title, the verdict and every reason, the slice table, then the task's blocks."""
     verdict = "BLESSED" if decision.blessed else "NOT BLESSED"
     head = pages.fragment(_VERDICT, verdict=verdict, reasons=decision.reasons)
-    return pages.page(title, [head, *body], CSS)
+    return pages.page(title, [head, *slice_block(slices), *body], CSS)

@@ -5,10 +5,43 @@ Each task's own report is its renderers' (``components/evaluate/renderers/<task>
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from components import markdown
 from components.evaluate.gate import Decision
+from trainer.slices import SliceRow
+
+# The slice table shows at most this many slices, worst first (the whole table is in slices.json).
+SLICES_SHOWN = 25
+
+
+def slice_metric_names(rows: Sequence[SliceRow]) -> list[str]:
+    """The metrics the slices were scored by, in the order the task gives them."""
+    names: list[str] = []
+    for row in rows:
+        names += [m for m in row.metrics if m not in names]
+    return names
+
+
+def slice_cells(rows: Sequence[SliceRow]) -> tuple[list[str], list[list[str]]]:
+    """The slice table's heads and cells (the first :data:`SLICES_SHOWN` rows, in their order)."""
+    names = slice_metric_names(rows)
+    cells = [
+        [r.key, f"{r.count:,}", *[fmt(r.metrics.get(m)) for m in names], "" if r.scored else "too few to score"]
+        for r in rows[:SLICES_SHOWN]
+    ]
+    return ["slice", "examples", *names, "note"], cells
+
+
+def slice_lines(rows: Sequence[SliceRow]) -> list[str]:
+    """The report's slice section: the table, worst first; nothing when the task scored no slices."""
+    if not rows:
+        return []
+    heads, cells = slice_cells(rows)
+    more = len(rows) - SLICES_SHOWN
+    tail = ["", f"{more} more slice(s) in slices.json."] if more > 0 else []
+    return ["", "## Slices, worst first", "", *markdown.table(heads, cells, "l" + "r" * (len(heads) - 2) + "l"), *tail]
 
 
 def fmt(value: Optional[float], digits: int = 4) -> str:

@@ -16,7 +16,8 @@ from components.evaluate import samples
 from components.evaluate.gate import Decision, decide, validate_thresholds
 from components.evaluate.renderers import Evaluated, renderers_of
 from components.evaluate.report import blessing_record
-from trainer import model_folder
+from components.evaluate.slice_gate import check_settings, check_values, slice_checks, with_slices
+from trainer import model_folder, slices, storage
 from trainer.config import EvaluateConfig
 from trainer.tasks import EvaluationResultBase, task_of_model
 
@@ -74,6 +75,55 @@ def read_baseline(stages_root: Optional[str], model_name: str) -> Optional[dict[
     return None if current is None else current.to_dict()
 
 
+def _same_place(a: str, b: str) -> bool:
+    """Whether two dataset locations (folders or gs:// URIs) are the same one."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def split_change_note(
+    baseline_entry: Optional[dict[str, Any]], dataset_dir: str, split: str, shas: list[str]
+) -> list[str]:
+    """A line for the gate when the split scored here is not the one prod's model was judged on.
+
+    Prod's model was evaluated on the same split of the dataset it was trained on (its
+    ``training.json`` names it); the images are compared by their ``image/sha256``. A change
+    threshold against prod then compares two models on different images: not like for like.
+
+    Returns:
+        No line when there is no prod model or the split is the same; else one line saying so,
+        or why it cannot be told.
+    """
+    if baseline_entry is None:
+        return []
+    model_uri = baseline_entry.get("model_uri") or ""
+    try:
+        training = storage.read_json(storage.join(model_uri, "training.json")) if model_uri else None
+    except Exception as err:  # noqa: BLE001 (a note, never a failure: any storage error says why)
+        training, why = None, f"its training.json cannot be read ({' '.join(str(err).split())[:200]})"
+    else:
+        why = "it records no training dataset (training.json)"
+    dataset = (training or {}).get("dataset")
+    if not dataset:
+        return [f"note: whether prod's model was judged on this {split} split cannot be told: {why}"]
+    if _same_place(dataset, dataset_dir):
+        return []
+    try:
+        theirs = set(slices.read_split_slices(dataset, split).shas)
+    except Exception as err:  # noqa: BLE001 (as above)
+        why = " ".join(str(err).split())[:200]
+        return [f"note: whether prod's model was judged on this {split} split cannot be told: {dataset}: {why}"]
+    ours = set(shas)
+    if ours == theirs:
+        return []
+    return [
+        f"NOTE: the {split} split is not the one prod's model was judged on ({dataset}): "
+        f"{len(ours):,} images here, {len(theirs):,} there, {len(ours & theirs):,} in both; "
+        "the comparison with prod is not like for like"
+    ]
+
+
 def run_evaluation(
     model_dir: str,
     dataset_dir: str,
@@ -105,6 +155,9 @@ def run_evaluation(
     task = task_of_model(model_dir)
     renderers = renderers_of(task.name)
     validate_thresholds(config.value_thresholds, config.change_thresholds, task.directions())
+    split = slices.read_split_slices(dataset_dir, config.split, limit, config.slice_columns, config.slice_size_edges)
+    columns = {*split.columns, *task.builtin_slice_columns}
+    check_settings(config.slice_thresholds, config.slice_change_thresholds, task.name, task.slice_metrics, columns)
     baseline_entry = read_baseline(stages_root, served_model_name or task.run_defaults.served_model_name)
     baseline = None
     if baseline_entry is not None:
@@ -114,7 +167,14 @@ def run_evaluation(
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
     result = score(task, model_folder.saved_model_dir(model_dir), dataset_dir, config, limit, on_progress)
+    rows = result.slice_rows()
+    check_values(config.slice_thresholds, rows)
     decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline, task.directions())
+    checks, reasons = slice_checks(
+        rows, config.slice_thresholds, config.slice_change_thresholds, baseline, task.directions()
+    )
+    reasons += split_change_note(baseline_entry, dataset_dir, config.split, split.shas)
+    decision = with_slices(decision, checks, reasons)
     report = renderers.report(result, decision, config.split, model_dir, baseline_entry)
     return EvaluationOutcome(
         task=task.name,

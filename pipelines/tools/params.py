@@ -143,7 +143,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-_ITEM = re.compile(r"^[A-Za-z_][\w.-]*=")
+_ITEM = re.compile(r"^[A-Za-z_][\w.:-]*=")  # ":" for slice keys: slice_thresholds.camera:night.accuracy=0.8
 
 
 def parse_set(text: Optional[str], origin: str = "SET") -> Layer:

@@ -42,9 +42,16 @@ def test_the_command_scores_a_detector_against_prod_s_detector(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["blessing.json", "metrics.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["blessing.json", "metrics.json", "report.md", "slices.json"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"ap", "ap50", "ap75", "ar100"} <= set(metrics) and metrics["num_examples"] == 16
+    # the slice table: per class and per COCO object area from the COCOeval run, and the size bucket;
+    # 16 images are below the minimum slice size, so a size slice is listed, not scored
+    slices = {row["key"]: row for row in json.loads((out / "slices.json").read_text())}
+    assert {"area:small", "area:medium", "area:large"} <= set(slices) and any(k.startswith("class:") for k in slices)
+    size = [row for key, row in slices.items() if key.startswith("size:")]
+    assert sum(row["count"] for row in size) == 16 and all(row["metrics"] == {} for row in size)
+    assert all(not k.startswith("slice/size:") for k in metrics)  # only scored slices are recorded
     reasons = json.loads((out / "blessing.json").read_text())["reasons"]
     # the baseline is the detector prod serves (ap50 0.99), not the classifier
     assert any("ap50" in r and "vs prod 0.9900" in r for r in reasons), reasons

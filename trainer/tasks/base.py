@@ -238,12 +238,31 @@ class EvaluationResultBase(Record, abc.ABC):
     class_names: list[str]
 
     def output_files(self) -> dict[str, Any]:
-        """File name -> JSON data the evaluate CLI writes next to the report (``metrics.json`` at least)."""
-        return {"metrics.json": dict(self.metrics)}
+        """File name -> JSON data the evaluate CLI writes next to the report: ``metrics.json`` (what a
+        promotion records, the slices' ``slice/<slice>/<metric>`` keys included) and, when the
+        task scored slices, ``slices.json`` (the whole table, worst first).
+        """
+        rows = self.slice_rows()
+        files: dict[str, Any] = {"metrics.json": self.recorded_metrics()}
+        if rows:
+            files["slices.json"] = [r.to_dict() for r in rows]
+        return files
+
+    def recorded_metrics(self) -> dict[str, float]:
+        """The scalar metrics and the scored slices' (``trainer.slices.recorded_metrics``): what the
+        evaluation hands the promotion, so that the next gate can compare slice by slice.
+        """
+        from trainer import slices
+
+        return {**self.metrics, **slices.recorded_metrics(self.slice_rows())}
 
     def confusion_matrix(self) -> Optional[tuple[list[str], list[list[int]]]]:
         """(class names, matrix) for the Kubeflow UI's confusion matrix; None: the task has none."""
         return None
+
+    def slice_rows(self) -> list[Any]:
+        """The slice table (``trainer.slices.SliceRow``, worst first); empty for a task that scores no slices."""
+        return list(getattr(self, "slices", ()))
 
 
 class Task(abc.ABC):
@@ -275,6 +294,12 @@ class Task(abc.ABC):
     resize, which would move the images away from their boxes, is refused)."""
     prediction_top_k: ClassVar[int] = 5
     """The most predictions a batch prediction keeps per image unless told (classes, boxes)."""
+    slice_metrics: ClassVar[tuple[str, ...]] = ()
+    """The metrics each slice of an evaluation is scored by (``trainer/slices.py``), the first
+    orders the slice table; a task that scores no slices leaves it empty (and the gate refuses
+    ``slice_thresholds`` for it, naming the task)."""
+    builtin_slice_columns: ClassVar[tuple[str, ...]] = ()
+    """The slice columns the task makes besides the records' extra columns (``class``, ``size``, ``area``)."""
 
     def __init__(self, options: Mapping[str, Any] | ConfigBase | None = None) -> None:
         self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})

@@ -20,7 +20,7 @@ from components.evaluate import samples
 from components.evaluate.gate import Decision
 from components.evaluate.page import evaluation_page
 from components.evaluate.renderers import Evaluated, Renderers, parts, register
-from components.evaluate.report import decision_lines, fmt
+from components.evaluate.report import decision_lines, fmt, slice_lines
 from components.pages import Markup
 from trainer import model_folder
 from trainer.tasks.classification.evaluation import ClassificationEvaluation, most_confused_pairs
@@ -72,6 +72,7 @@ def render_report(
         lines += markdown.table(["true class", "predicted as", "count"], pairs, "llr")
     else:
         lines.append("None: every example was classified correctly.")
+    lines += slice_lines(result.slice_rows())
     return "\n".join(lines) + "\n"
 
 
@@ -89,7 +90,7 @@ def page(result: ClassificationEvaluation, decision: Decision, split: str) -> st
         Markup(charts.heatmap("Confusion matrix", result.confusion, result.class_names, "predicted", "true")),
         pages.table(_PER_CLASS_HEAD, _per_class_rows(result)),
     ]
-    return evaluation_page(f"Evaluation on the {split} split", decision, body)
+    return evaluation_page(f"Evaluation on the {split} split", decision, body, result.slice_rows())
 
 
 # ------------------------------------------------------------------------------------ the sample

@@ -23,7 +23,7 @@ from components.evaluate import samples
 from components.evaluate.gate import Decision
 from components.evaluate.page import evaluation_page
 from components.evaluate.renderers import Evaluated, Renderers, parts, register
-from components.evaluate.report import decision_lines, fmt
+from components.evaluate.report import decision_lines, fmt, slice_lines
 from components.pages import Markup
 from trainer.tasks.detection.evaluation import EXAMPLE_SCORE, MATCH_IOU, METRICS, DetectionEvaluation
 from trainer.tfrecords import DatasetInfo
@@ -74,6 +74,7 @@ def render_report(
     weakest = sorted(result.per_class, key=lambda c: c["ap"])[:worst]
     lines += ["", "## Weakest classes", ""]
     lines += [f"- {c['name']}: AP {c['ap']:.4f} over {c['instances']} instances" for c in weakest]
+    lines += slice_lines(result.slice_rows())
     return "\n".join(lines) + "\n"
 
 
@@ -178,7 +179,7 @@ def page(result: DetectionEvaluation, decision: Decision, split: str) -> str:
         figures.append(pages.fragment(_FIGURE, uri=uri, caption=" ".join(_caption(ex))))
     if figures:
         body.append(pages.fragment(_FIGURES, figures=figures, score=EXAMPLE_SCORE))
-    return evaluation_page(f"Detection evaluation on the {split} split", decision, body)
+    return evaluation_page(f"Detection evaluation on the {split} split", decision, body, result.slice_rows())
 
 
 _FIGURE = '<figure><img src="{{ uri }}" alt="test image"><figcaption>{{ caption }}</figcaption></figure>'

@@ -17,7 +17,12 @@ from trainer.tasks import register
 from trainer.tasks.base import Metric, PredictionInput, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.classification import input as task_input
 from trainer.tasks.classification import prediction
-from trainer.tasks.classification.evaluation import METRICS, TRAINING_METRICS, ClassificationEvaluation
+from trainer.tasks.classification.evaluation import (
+    METRICS,
+    SLICE_METRICS,
+    TRAINING_METRICS,
+    ClassificationEvaluation,
+)
 from trainer.tasks.classification.fit import SMALL_SIDE
 from trainer.tasks.classification.options import ClassifierOptions
 from trainer.tfrecords import DatasetInfo
@@ -38,6 +43,8 @@ class Classification(Task):
     metrics: ClassVar[tuple[Metric, ...]] = METRICS
     headline_metric: ClassVar[str] = "accuracy"
     quality_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
+    slice_metrics: ClassVar[tuple[str, ...]] = SLICE_METRICS
+    builtin_slice_columns: ClassVar[tuple[str, ...]] = ("class", "size")
     training_metrics: ClassVar[tuple[Metric, ...]] = TRAINING_METRICS
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=("probabilities", "classes"))
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"accuracy": 0.8}
@@ -213,7 +220,16 @@ class Classification(Task):
         from trainer.tasks.classification.evaluation import evaluate_saved_model
 
         return evaluate_saved_model(
-            saved_model_dir, dataset_dir, config.split, config.batch_size, config.top_k, limit, on_progress
+            saved_model_dir,
+            dataset_dir,
+            config.split,
+            config.batch_size,
+            config.top_k,
+            limit,
+            on_progress,
+            slice_columns=config.slice_columns,
+            slice_min_size=config.slice_min_size,
+            slice_size_edges=config.slice_size_edges,
         )
 
     def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:

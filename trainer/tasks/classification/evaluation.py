@@ -15,7 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from trainer import slices as slicing
 from trainer.evaluate import EvaluationError, read_encoded_split
+from trainer.slices import SliceRow
 from trainer.tasks.base import EvaluationResultBase, Metric
 
 METRICS: tuple[Metric, ...] = (
@@ -33,6 +35,8 @@ TRAINING_METRICS: tuple[Metric, ...] = (
 )
 # The scalar metrics :func:`classification_metrics` produces: metric -> higher is better.
 SCALAR_METRICS: dict[str, bool] = {m.name: m.higher_is_better for m in METRICS}
+# The metrics each slice is scored by (trainer/slices.py); the first orders the slice table.
+SLICE_METRICS: tuple[str, ...] = ("accuracy", "loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +49,7 @@ class ClassificationEvaluation(EvaluationResultBase):
         confusion: confusion matrix, rows = true class, columns = predicted class.
         per_class: one dict per class: ``name``, ``precision``, ``recall``, ``f1``, ``support``.
         top_k: the k of ``top_k_accuracy``.
+        slices: the slice table (``trainer.slices``), worst accuracy first.
     """
 
     metrics: dict[str, float]
@@ -52,6 +57,7 @@ class ClassificationEvaluation(EvaluationResultBase):
     confusion: list[list[int]]
     per_class: list[dict[str, Any]]
     top_k: int
+    slices: list[SliceRow] = dataclasses.field(default_factory=list)
 
     def output_files(self) -> dict[str, Any]:
         """``metrics.json`` and ``confusion.json`` (class names and matrix)."""
@@ -172,6 +178,35 @@ def classification_metrics(
     )
 
 
+def slice_table(
+    labels: np.ndarray,
+    probabilities: np.ndarray,
+    class_names: Sequence[str],
+    keys: Sequence[Sequence[str]],
+    min_size: int = slicing.MIN_SLICE_SIZE,
+) -> list[SliceRow]:
+    """Accuracy and loss per slice: the records' slices (``keys``, record order) and each true class.
+
+    Returns:
+        The rows, worst accuracy first, the unscored (smaller than ``min_size``) last.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    by_class = [[slicing.slice_key("class", class_names[label])] for label in labels]
+    members = slicing.group([*k, *c] for k, c in zip(keys, by_class, strict=True))
+
+    def score(indices: Sequence[int]) -> dict[str, float]:
+        picked = np.asarray(indices)
+        chosen = probabilities[picked]
+        truth = labels[picked]
+        eps = 1e-7
+        return {
+            "accuracy": float((chosen.argmax(axis=1) == truth).mean()),
+            "loss": float(-np.log(np.clip(chosen[np.arange(truth.size), truth], eps, 1.0)).mean()),
+        }
+
+    return slicing.worst_first(slicing.score_slices(members, score, min_size), (("accuracy", True), ("loss", False)))
+
+
 def load_serving_signature(saved_model_dir: str, num_classes: int, signature: str = "serving_default"):
     """Loads a SavedModel and checks that its signature fits a dataset with ``num_classes`` classes.
 
@@ -248,10 +283,13 @@ def evaluate_saved_model(
     top_k: int = 3,
     limit: Optional[int] = None,
     on_progress: Optional[Callable[..., None]] = None,
+    slice_columns: Optional[Sequence[str]] = None,
+    slice_min_size: int = slicing.MIN_SLICE_SIZE,
+    slice_size_edges: Sequence[int] = slicing.SIZE_EDGES,
 ) -> ClassificationEvaluation:
     """Scores the exported SavedModel on a dataset split through its serving signature.
 
-    The split and the signature are checked before any image is read.
+    The split, the slice columns and the signature are checked before any image is scored.
 
     Args:
         saved_model_dir: the SavedModel folder (``<model>/saved_model``).
@@ -261,16 +299,22 @@ def evaluate_saved_model(
         top_k: k for ``top_k_accuracy``.
         limit: score at most this many examples (a quick look); ``None`` for all.
         on_progress: ``(done, total)`` images scored, after each batch; None for no progress.
+        slice_columns: the extra columns to slice by; None: every one the records have.
+        slice_min_size: slices with fewer examples are listed, not scored.
+        slice_size_edges: the image-size buckets' edges (shorter side, pixels).
 
     Returns:
-        The metrics, the confusion matrix and the per-class table.
+        The metrics, the confusion matrix, the per-class table and the slice table.
     """
     from trainer import tfrecords
 
     info = tfrecords.load_dataset_info(dataset_dir)
     info.split_count(split)
     class_names = list(info.classes)
+    split_slices = slicing.read_split_slices(dataset_dir, split, limit, slice_columns, slice_size_edges)
     _loaded, fn = load_serving_signature(saved_model_dir, len(class_names))
     images, labels, _ = read_encoded_split(dataset_dir, split, limit)
     probabilities = predict_bytes(fn, images, batch_size, on_progress)
-    return classification_metrics(labels, probabilities, class_names, top_k)
+    result = classification_metrics(labels, probabilities, class_names, top_k)
+    table = slice_table(labels, probabilities, class_names, split_slices.keys, slice_min_size)
+    return dataclasses.replace(result, slices=table)

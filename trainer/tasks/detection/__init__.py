@@ -22,6 +22,7 @@ from trainer.tasks.detection.evaluation import (
     MATCH_IOU,
     MATCH_SCORE,
     METRICS,
+    SLICE_METRICS,
     TRAINING_METRICS,
     DetectionEvaluation,
     box_iou,
@@ -55,6 +56,8 @@ class Detection(Task):
     metrics: ClassVar[tuple[Metric, ...]] = METRICS
     headline_metric: ClassVar[str] = "ap50"
     quality_metrics: ClassVar[tuple[str, ...]] = ("ap50", "ap")
+    slice_metrics: ClassVar[tuple[str, ...]] = SLICE_METRICS
+    builtin_slice_columns: ClassVar[tuple[str, ...]] = ("class", "size", "area")
     training_metrics: ClassVar[tuple[Metric, ...]] = TRAINING_METRICS
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
@@ -309,19 +312,24 @@ class Detection(Task):
         limit: int | None = None,
         on_progress: Optional[Callable[..., None]] = None,
     ) -> DetectionEvaluation:
-        """COCO metrics of the exported model on ``config.split`` (pycocotools)."""
-        from trainer import tfrecords
-        from trainer.tasks.detection.evaluation import coco_evaluate, scored_examples
+        """COCO metrics of the exported model on ``config.split`` (pycocotools), and its slice table."""
+        from trainer import slices, tfrecords
+        from trainer.tasks.detection.evaluation import coco_evaluate, scored_examples, slice_table
         from trainer.tasks.detection.export import predict_in_process
         from trainer.tasks.detection.input import read_detection_split
 
         info = tfrecords.load_dataset_info(dataset_dir)
         info.split_count(config.split)
+        keys = slices.read_split_slices(
+            dataset_dir, config.split, limit, config.slice_columns, config.slice_size_edges
+        ).keys
         _loaded, fn = self.serving_function(saved_model_dir, info)
         records = read_detection_split(info, config.split, limit)
         predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size, on_progress)
-        result = coco_evaluate(records, predictions, list(info.classes))
-        return dataclasses.replace(result, examples=scored_examples(records, predictions))
+        classes = list(info.classes)
+        result = coco_evaluate(records, predictions, classes, config.slice_min_size)
+        table = slice_table(records, predictions, classes, keys, result, config.slice_min_size)
+        return dataclasses.replace(result, examples=scored_examples(records, predictions), slices=table)
 
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """The split's first ``count`` images with their true (non-crowd) boxes."""

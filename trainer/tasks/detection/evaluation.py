@@ -9,6 +9,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainer import slices as slicing
+from trainer.slices import SliceRow
 from trainer.tasks.base import EvaluationResultBase, Metric, TaskError
 
 METRICS: tuple[Metric, ...] = (
@@ -23,6 +25,14 @@ TRAINING_METRICS: tuple[Metric, ...] = (
     Metric("val_class_loss", False, "focal class loss, validation split, last epoch", label="validation class loss"),
     Metric("train_box_loss", False, "box regression loss, training batches, last epoch", label="training box loss"),
     Metric("train_class_loss", False, "focal class loss, training batches, last epoch", label="training class loss"),
+)
+# The metrics each slice is scored by (trainer/slices.py); the first orders the slice table.
+SLICE_METRICS: tuple[str, ...] = ("ap", "ap50")
+# COCO's object areas in pixels² (pycocotools' areaRng): index 1, 2, 3 of its precision array.
+AREAS: tuple[tuple[str, float, float], ...] = (
+    ("small", 0.0, 32.0**2),
+    ("medium", 32.0**2, 96.0**2),
+    ("large", 96.0**2, 1e10),
 )
 # The detections an example image shows and is scored by (per-image F1): per-class NMS keeps a
 # weak second class on the same object, which clutters a picture (the COCO metrics use them all).
@@ -47,6 +57,9 @@ class DetectionEvaluation(EvaluationResultBase):
             (``[box, label]`` pairs, crowd boxes left out), ``predicted`` (``[box, label, score]``,
             score >= ``EXAMPLE_SCORE``), boxes normalised ``[ymin, xmin, ymax, xmax]``, and the
             image's quality: ``matched``, ``missed``, ``false`` and ``f1`` (:func:`image_quality`).
+        slices: the slice table (``trainer.slices``), worst AP first: per class and per COCO
+            object area from the evaluation's COCOeval run, per extra column value and image-size
+            bucket from a COCOeval run on the slice's images.
     """
 
     metrics: dict[str, float]
@@ -54,6 +67,7 @@ class DetectionEvaluation(EvaluationResultBase):
     per_class: list[dict[str, Any]]
     pr_curves: dict[str, list[float]]
     examples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    slices: list[SliceRow] = dataclasses.field(default_factory=list)
 
 
 def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
@@ -222,12 +236,38 @@ def _per_class(
     return per_class, curves
 
 
+def _mean_defined(values: Any) -> float:
+    """The mean of pycocotools' precision entries that are defined (> -1); 0 when none is."""
+    defined = values[values > -1]
+    return float(defined.mean()) if defined.size else 0.0
+
+
+def _area_slices(precision: Any, gt: Mapping[str, Any], min_size: int) -> list[SliceRow]:
+    """AP and AP@0.5 per COCO object area (small, medium, large) from one COCOeval run's precision."""
+    rows = []
+    boxes = [a["area"] for a in gt["annotations"] if not a["iscrowd"]]
+    for index, (name, low, high) in enumerate(AREAS, start=1):
+        count = sum(1 for area in boxes if low <= area < high)
+        metrics = {"ap": 0.0, "ap50": 0.0}
+        if precision is not None:
+            metrics = {
+                "ap": _mean_defined(precision[:, :, :, index, -1]),
+                "ap50": _mean_defined(precision[0, :, :, index, -1]),
+            }
+        rows.append(slicing.row(slicing.slice_key("area", name), count, metrics, min_size))
+    return rows
+
+
 def coco_evaluate(
-    records: Sequence[Mapping[str, Any]], predictions: Sequence[Mapping[str, Any]], class_names: list[str]
+    records: Sequence[Mapping[str, Any]],
+    predictions: Sequence[Mapping[str, Any]],
+    class_names: list[str],
+    min_slice_size: int = slicing.MIN_SLICE_SIZE,
 ) -> DetectionEvaluation:
     """COCO metrics (pycocotools) of served-format predictions against the records' true boxes.
 
     Boxes are compared in the original images' pixels; crowd boxes are passed as ``iscrowd``.
+    The result's slices are those of the same COCOeval run: per class and per object area.
 
     Raises:
         TaskError: no records, or a prediction count that differs from the record count.
@@ -246,4 +286,36 @@ def coco_evaluate(
         "ar100": float(stats[8]),
         "num_examples": float(len(records)),
     }
-    return DetectionEvaluation(metrics=metrics, class_names=list(class_names), per_class=per_class, pr_curves=curves)
+    by_class = [
+        slicing.row(
+            slicing.slice_key("class", c["name"]), c["instances"], {"ap": c["ap"], "ap50": c["ap50"]}, min_slice_size
+        )
+        for c in per_class
+    ]
+    return DetectionEvaluation(
+        metrics=metrics,
+        class_names=list(class_names),
+        per_class=per_class,
+        pr_curves=curves,
+        slices=by_class + _area_slices(precision, gt, min_slice_size),
+    )
+
+
+def slice_table(
+    records: Sequence[Mapping[str, Any]],
+    predictions: Sequence[Mapping[str, Any]],
+    class_names: list[str],
+    keys: Sequence[Sequence[str]],
+    whole: DetectionEvaluation,
+    min_size: int = slicing.MIN_SLICE_SIZE,
+) -> list[SliceRow]:
+    """The whole slice table: the evaluation's class and area slices, and per records' slice
+    (extra column value, size bucket) the AP of a COCOeval run on that slice's images, worst first.
+    """
+
+    def score(indices: Sequence[int]) -> dict[str, float]:
+        part = coco_evaluate([records[i] for i in indices], [predictions[i] for i in indices], class_names)
+        return {"ap": part.metrics["ap"], "ap50": part.metrics["ap50"]}
+
+    rows = slicing.score_slices(slicing.group(keys), score, min_size) + list(whole.slices)
+    return slicing.worst_first(rows, (("ap", True), ("ap50", True)))
