@@ -10,7 +10,7 @@ kfp.local accepts it (``Optional[str|float|dict] = None`` on a component), a com
 
 from __future__ import annotations
 
-from typing import Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -30,4 +30,17 @@ def none_if_empty(value: Optional[T]) -> Optional[T]:
         return value
     if isinstance(value, (int, float, str, dict, list, tuple)) and not value:
         return None
+    return value
+
+
+def without_none(value: Any) -> Any:
+    """``value`` with every ``None`` left out of its mappings and lists: a parameter another task may take.
+
+    kfp.local hands a task's returned dict on to the next task as a protobuf ``Struct``, which has
+    no ``None``; a key whose value is None reads as absent.
+    """
+    if isinstance(value, dict):
+        return {k: without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [without_none(v) for v in value if v is not None]
     return value

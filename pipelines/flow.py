@@ -52,6 +52,7 @@ class FormParameter:
 _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form's own (_OWN)
     "source": (ConvertConfig, "source"),
     "limit_per_split": (ConvertConfig, "limit_per_split"),
+    "split_by": (ConvertConfig, "split_by"),
     "validation_policy": (ValidateConfig, "validation_policy"),
     "model": (TrainConfig, "model"),
     "model_options": (TrainConfig, "model_options"),
@@ -272,6 +273,7 @@ def build(
     *,
     source,
     limit_per_split,
+    split_by,
     validation_policy,
     model,
     model_options,
@@ -306,9 +308,9 @@ def build(
     The task (classification, detection) is not a parameter: the dataset says it (dataset.json's
     ``task``), and every step asks it.
     """
-    converted = convert_to_tfrecords(source=source, limit_per_split=limit_per_split).set_display_name(
-        "Convert to TFRecords"
-    )
+    converted = convert_to_tfrecords(
+        source=source, limit_per_split=limit_per_split, split_by=split_by
+    ).set_display_name("Convert to TFRecords")
     dataset = converted.outputs["dataset"]
     validated = _validate(dataset, validation_policy, stages_root, served_model_name)
 
@@ -328,8 +330,8 @@ def build(
         time_budget=time_budget,
         cost_budget=cost_budget,
         patience=patience,
+        data_checks=validated.outputs["Output"],
     )
-    trained_task.after(validated)
     trained = trained_task.outputs["model"]
 
     evaluated = (
@@ -362,10 +364,10 @@ def build(
     demo = _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, target)
     demo.after(evaluated, benchmarked)
 
-    _report(dataset, trained, evaluated, benchmarked, stages_root).after(demo)
+    _report(dataset, trained, evaluated, benchmarked, stages_root, validated).after(demo)
 
 
-def _report(dataset, trained, evaluated, benchmarked, stages_root):
+def _report(dataset, trained, evaluated, benchmarked, stages_root, validated):
     """The run report (an HTML artifact the Kubeflow UI shows inline), from the steps' records."""
     return (
         build_report(
@@ -376,6 +378,7 @@ def _report(dataset, trained, evaluated, benchmarked, stages_root):
             blessing=evaluated.outputs["blessing"],
             samples=evaluated.outputs["samples"],
             benchmark=benchmarked.outputs["Output"],
+            validation=validated.outputs["Output"],
             stages_root=stages_root,
             pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
             run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,

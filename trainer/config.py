@@ -39,6 +39,10 @@ class ConvertConfig(ConfigBase):
         splits: split name -> share, used when the source does not give splits; must add up to 1.
         limit_per_split: keep at most this many examples per split (a quick subset), or all.
         stratify: assign splits per class so every split keeps the class balance.
+        split_by: what a split is drawn from: ``path`` (each item's key: its path or its index) or
+            ``content`` (each image's sha256, so that copies of one image under two names always
+            land in one split: the way out of leakage between splits); ``content`` reads every
+            file once while planning, and applies to items whose source gives no split.
         target_shard_mb: shard size to aim for.
         power_of_two_shards: round each split's shard count up to a power of two.
         compression: ``GZIP`` or ``None``.
@@ -57,6 +61,7 @@ class ConvertConfig(ConfigBase):
     splits: Mapping[str, float] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SPLITS))
     limit_per_split: Optional[int] = None
     stratify: bool = False
+    split_by: typing.Literal["path", "content"] = "path"
     target_shard_mb: float = 100.0
     power_of_two_shards: bool = False
     compression: Optional[typing.Literal["GZIP"]] = None

@@ -45,3 +45,10 @@ def checkpoints_dir(model_dir: str) -> str:
 def preset_dir(model_dir: str) -> str:
     """The keras-hub preset folder of a model folder (local or gs://)."""
     return storage.join(model_dir, PRESET)
+
+
+def append_to_card(model_dir: str, lines: list[str]) -> None:
+    """Adds a section (Markdown lines) at the end of a model folder's card; no card: writes one of it."""
+    path = storage.join(model_dir, MODEL_CARD)
+    before = storage.read_bytes(path).decode("utf-8") if storage.exists(path) else ""
+    storage.write_text(path, before.rstrip("\n") + ("\n\n" if before else "") + "\n".join(lines) + "\n")

@@ -19,7 +19,11 @@ from typing import Any
 
 from trainer import records, storage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this code reads: 1 had no ``columns`` (a dataset converted then reads as having none).
+READABLE_VERSIONS = (1, 2)
+# The kinds of an ``extra/`` column in ``dataset.json``'s ``columns``.
+COLUMN_KINDS = ("string", "int", "float", "mixed")
 MANIFEST_NAME = "dataset.json"
 REJECTED_NAME = "rejected.jsonl"
 IMAGE_FORMATS = ("png", "jpeg", "gif", "bmp")
@@ -200,13 +204,16 @@ class DatasetInfo(_ManifestPart):
         plan_key: the conversion plan's key (an unchanged re-run is up to date).
         config: the ConvertConfig the dataset was made with, as a dict.
         boxes: box statistics of detection datasets, else None.
+        columns: the ``extra/<name>`` features a CSV or JSONL manifest kept, name -> kind
+            (``string``, ``int``, ``float``, or ``mixed`` when rows disagree); empty for other
+            sources and for datasets of schema version 1.
         shards_dir: where the shards are when not next to dataset.json (a fan-out's pointer copy).
         location: the folder (local or gs://) the info was read from; set by
             :func:`load_dataset_info`, not a key of ``dataset.json`` and not compared. None for an
             info made in memory (the converter's, before it is written).
     """
 
-    _omit_empty = ("boxes", "shards_dir")
+    _omit_empty = ("boxes", "shards_dir", "columns")
 
     schema_version: int
     task: str
@@ -224,6 +231,7 @@ class DatasetInfo(_ManifestPart):
     config: dict[str, Any]
     boxes: BoxStats | None = None
     shards_dir: str | None = None
+    columns: dict[str, str] = dataclasses.field(default_factory=dict)
     location: str | None = records.field(data=False, default=None, compare=False)
 
     @classmethod
@@ -233,9 +241,10 @@ class DatasetInfo(_ManifestPart):
         Raises:
             DatasetError: another schema version, unknown or missing keys, or a malformed part.
         """
-        if isinstance(data, dict) and "schema_version" in data and data["schema_version"] != SCHEMA_VERSION:
+        if isinstance(data, dict) and "schema_version" in data and data["schema_version"] not in READABLE_VERSIONS:
             raise DatasetError(
-                f"{where} has schema_version {data['schema_version']}, this code reads {SCHEMA_VERSION}; "
+                f"{where} has schema_version {data['schema_version']}, this code reads "
+                f"{', '.join(map(str, READABLE_VERSIONS))}; "
                 "re-run the convert step with this version"
             )
         return cls.from_dict(data, f"{where}: ")

@@ -95,7 +95,11 @@ def _pick(u: float, names: list[str], cumulative: list[float]) -> str:
 
 
 def assign_splits(
-    items: list[Item], shares: dict[str, float], seed: int = 0, stratify: bool = False
+    items: list[Item],
+    shares: dict[str, float],
+    seed: int = 0,
+    stratify: bool = False,
+    hashed: dict[int, str] | None = None,
 ) -> dict[str, list[Item]]:
     """Assigns every item to a split; each split's items come back in a stable shuffled order.
 
@@ -108,6 +112,8 @@ def assign_splits(
         shares: split name -> share (adds up to 1).
         seed: salt of the hash.
         stratify: assign per class, so that every split keeps the class balance exactly.
+        hashed: item position -> the text hashed in place of its key (its image's sha256, to
+            split by content: equal images get equal orders, so one split, stratified or not).
 
     Returns:
         split name -> items, ordered by hash (classes mixed across shards).
@@ -116,8 +122,9 @@ def assign_splits(
     missing = [s for s in shares if s not in given]
     carve = given and missing and "train" in given
     prefix, sha256 = f"{seed}:", hashlib.sha256
-    for it in items:  # _unit(seed, it.key), inlined: it runs once per item of the source
-        it.order = int.from_bytes(sha256((prefix + it.key).encode()).digest()[:8], "big") / 2.0**64
+    for n, it in enumerate(items):  # _unit(seed, it.key), inlined: it runs once per item of the source
+        text = it.key if hashed is None else hashed.get(n, it.key)
+        it.order = int.from_bytes(sha256((prefix + text).encode()).digest()[:8], "big") / 2.0**64
     groups: dict[tuple[str, ...], list[Item]] = collections.defaultdict(list)
     out: dict[str, list[Item]] = collections.defaultdict(list)
     for it in items:
@@ -141,9 +148,13 @@ def assign_splits(
             by_class[it.label].append(it)
         for cls_items in by_class.values():
             cls_items.sort(key=_ORDER)
-            n = len(cls_items)
+            n, previous = len(cls_items), None
             for pos, it in enumerate(cls_items):  # exact proportions per class
-                out[_pick((pos + 0.5) / n, names, cumulative)].append(it)
+                # an equal order is an equal image (split by content): it goes where its copy went
+                same = previous is not None and previous[0] == it.order
+                name = previous[1] if same else _pick((pos + 0.5) / n, names, cumulative)
+                out[name].append(it)
+                previous = (it.order, name)
     for members in out.values():
         members.sort(key=_ORDER)
     return dict(out)
@@ -207,10 +218,35 @@ def _check_task(config: ConvertConfig, source: Source) -> None:
         )
 
 
+def content_hashes(source: Source) -> dict[int, str]:
+    """The sha256 of each image file whose split is not given, by item position (split by content).
+
+    Raises:
+        ConvertError: the source's images are arrays, not files (split them by path).
+    """
+    import concurrent.futures
+
+    from trainer import storage
+
+    todo = [(n, it.ref) for n, it in enumerate(source.items) if it.split is None]
+    if any(not isinstance(ref, str) for _, ref in todo):
+        raise ConvertError(
+            f"convert.split_by=content needs a source of image files (folder, CSV/JSONL manifest, COCO); "
+            f"{source.uri} ({source.kind}) holds arrays: leave split_by at path"
+        )
+
+    def digest(ref: str) -> str:
+        return hashlib.sha256(storage.read_bytes(ref)).hexdigest()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool_:
+        return dict(zip([n for n, _ in todo], pool_.map(digest, [ref for _, ref in todo]), strict=True))
+
+
 def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
     """Lays out splits and shards deterministically from the config and the scanned source."""
     source = source or open_config_source(config)
-    by_split = assign_splits(source.items, dict(config.splits), config.seed, config.stratify)
+    hashed = content_hashes(source) if config.split_by == "content" else None
+    by_split = assign_splits(source.items, dict(config.splits), config.seed, config.stratify, hashed)
     order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
     settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
     key = sources.fingerprint([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
@@ -603,6 +639,33 @@ class _Totals:
         )
 
 
+def _kind(value: Any) -> str:
+    """A value's kind as ``dataset.json``'s ``columns`` names it (a list: its items' kind)."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if values and all(isinstance(v, (bool, int)) for v in values):
+        return "int"
+    if values and all(isinstance(v, (bool, int, float)) for v in values):
+        return "float"
+    return "string" if all(isinstance(v, (str, bytes)) for v in values) else "mixed"
+
+
+def extra_columns(items: list[Item]) -> dict[str, str]:
+    """The ``extra/`` columns the items carry, name -> kind (``string``, ``int``, ``float``, ``mixed``).
+
+    Ints and floats in one column make a ``float`` column; any other mix is ``mixed`` (its records'
+    features then differ in type, which a reader must allow for).
+    """
+    kinds: dict[str, set[str]] = collections.defaultdict(set)
+    for item in items:
+        for name, value in (item.extra or {}).items():
+            kinds[name].add(_kind(value))
+    out = {}
+    for name in sorted(kinds):
+        found = kinds[name]
+        out[name] = found.pop() if len(found) == 1 else ("float" if found <= {"int", "float"} else "mixed")
+    return out
+
+
 def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> DatasetInfo:
     source = plan.source
     with_boxes = task_types()[source.task].records_boxes
@@ -622,6 +685,7 @@ def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> Dataset
         plan_key=plan.key,
         config=config.to_dict(),
         boxes=totals.box_stats(source.rejected) if with_boxes else None,
+        columns=extra_columns(source.items),
     )
 
 

@@ -15,6 +15,7 @@ def build_report(
     samples: Input[Artifact],
     benchmark: dict,
     report: Output[HTML],
+    validation: dict = {},  # noqa: B006 (a component default, never mutated)
     stages_root: str = "",
     pipeline_root: str = "",
     run_id: str = "",
@@ -34,6 +35,7 @@ def build_report(
         samples: the evaluation's part of the report (its image sample and the task's parts of the
             dataset, training and evaluation sections; JSON).
         benchmark: the benchmark step's output row.
+        validation: what the validate step returned (validation.json); empty: none ran.
         report: the page (an HTML artifact; the Kubeflow UI shows it in a sandboxed frame).
         stages_root: the promotion records; empty means ``<pipeline_root>/stages``.
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
@@ -56,6 +58,7 @@ def build_report(
         blessing=read_json(blessing.path),
         samples=read_json(samples.path),
         benchmark=dict(benchmark),
+        validation=dict(validation or {}),
         stages_root=resolve_stages_root(stages_root, pipeline_root),
     )
     report.metadata["bytes"] = write_report(inputs, report.path)

@@ -18,6 +18,7 @@ from components.report.run import Failure, ReportInputs, StepRecord, read_json
 # promote-model, promote-model-2, ...).
 CONVERT_TASKS = ("convert-to-tfrecords", "finalize-tfrecords")
 TRAIN_TASKS = ("train-model",)
+VALIDATE_TASKS = ("validate-dataset",)
 EVALUATE_TASKS = ("evaluate-model",)
 BENCHMARK_TASKS = ("benchmark-inference",)
 # The local runner's record of the run's parameters, in the run folder (make run writes it).
@@ -78,6 +79,7 @@ def inputs_from_run_dir(
 
     convert, train, evaluate, bench = of(CONVERT_TASKS), of(TRAIN_TASKS), of(EVALUATE_TASKS), of(BENCHMARK_TASKS)
     bench_row = ((bench or {}).get("parameterValues") or {}).get("Output")
+    validation = ((of(VALIDATE_TASKS) or {}).get("parameterValues") or {}).get("Output")
     parameters = read_json(str(run_dir / PARAMETERS_FILE))
     return ReportInputs(
         title=title,
@@ -89,6 +91,7 @@ def inputs_from_run_dir(
         blessing=read_json(uri(evaluate, "blessing")),
         samples=read_json(uri(evaluate, "samples")),
         benchmark=bench_row if isinstance(bench_row, dict) else None,
+        validation=validation if isinstance(validation, dict) else None,
         stages_root=stages_root,
         steps=steps,
         failure=failure,

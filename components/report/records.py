@@ -106,6 +106,7 @@ class ReportInputs:
         samples: the evaluation's part of the report (``samples.json``: the task's image sample
             and its parts of the sections).
         benchmark: the benchmark's row (``BenchmarkRow.summary().to_dict()``).
+        validation: what the validate step returned (``validation.json``: passed, counts, findings).
         stages_root: the stage store (``current.json`` and ``history.jsonl`` per stage).
         steps: the local run's steps with status and times; None on a cluster.
         failure: why the run stopped, when it did.
@@ -124,6 +125,7 @@ class ReportInputs:
     blessing: Optional[Mapping[str, Any]] = None
     samples: Optional[Mapping[str, Any]] = None
     benchmark: Optional[Mapping[str, Any]] = None
+    validation: Optional[Mapping[str, Any]] = None
     stages_root: Optional[str] = None
     steps: Optional[Sequence[StepRecord]] = None
     failure: Optional[Failure] = None
@@ -205,6 +207,7 @@ class RunRecords:
         samples: the evaluation's part of the report (``samples.json``).
         task_parts: the task's parts of the sections (HTML its renderers made), by section.
         benchmark: the benchmark's row.
+        validation: the data checks' outcome (``validation.json``); None where none ran.
         stages: the stage store's stages; None when no store was given.
     """
 
@@ -222,6 +225,7 @@ class RunRecords:
     samples: Optional[Mapping[str, Any]] = None
     task_parts: Mapping[str, str] = dataclasses.field(default_factory=dict)
     benchmark: Optional[Mapping[str, Any]] = None
+    validation: Optional[Mapping[str, Any]] = None
     stages: Optional[tuple[StageRecord, ...]] = None
 
 
@@ -423,5 +427,6 @@ def read_records(inputs: ReportInputs) -> RunRecords:
         samples=inputs.samples,
         task_parts=task_parts(inputs.samples),
         benchmark=inputs.benchmark,
+        validation=inputs.validation or None,
         stages=read_stages(inputs.stages_root),
     )

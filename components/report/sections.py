@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-from components import charts, pages
+from components import charts, data_checks, pages
 from components.pages import Markup
 from components.report.records import RunRecords, ServedModel
 from trainer import budget
@@ -144,6 +144,11 @@ _DATASET = """{%- if info is none %}
 {%- for name, split in info.splits.items() %}{{ card(num(split.count, ","), name) }}{% endfor %}
 {{- card(classes | length, "classes") }}{{ card(num(info.rejected, ","), "rejected") }}</div>
 {{ task_part or missing("Classes: " ~ classes | join(", ") ~ ". The task's counts come with the evaluation.") }}
+<h3>Data checks</h3>
+<p>{{ checks_summary }}</p>
+{%- if checks %}
+<ul>{% for line in checks %}<li>{{ line }}</li>{% endfor %}</ul>
+{%- endif %}
 <h3>Rejected images</h3>
 {%- if not info.rejected %}
 <p>None: every image of the source was usable.</p>
@@ -173,6 +178,8 @@ def dataset(run: RunRecords) -> Markup:
         total=sum(s.count for s in info.splits.values()),
         classes=[str(c) for c in info.classes],
         task_part=Markup(run.task_parts.get("dataset", "")),
+        checks_summary=data_checks.summary_line(run.validation),
+        checks=data_checks.finding_lines(run.validation),
         reasons=sorted(info.rejected_reasons.items(), key=lambda kv: -kv[1]),
         rejections=[
             [r.get("path") or r.get("uri") or r.get("id", "?"), r.get("reason", "?")] for r in run.dataset.rejections

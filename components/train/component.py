@@ -28,6 +28,7 @@ def train_model(
     patience: str = "auto",
     pod_accelerator_type: str = "",
     pod_accelerator_count: int = 0,
+    data_checks: dict = {},  # noqa: B006 (a component default, never mutated)
 ):
     """Trains ``model_name`` on the dataset and writes the model folder (SavedModel, .keras, card).
 
@@ -65,6 +66,8 @@ def train_model(
             ``accelerator_type``: KFP's compiler injects a task's resource settings as inputs of
             that name, which would replace this one.)
         pod_accelerator_count: how many of it (0 for CPU only).
+        data_checks: what the validate step returned (``validation.json``): its outcome and
+            findings become the model card's "Data checks" section. Empty: none is written.
     """
     from trainer.runtime import configure_tensorflow_env
 
@@ -104,6 +107,11 @@ def train_model(
         checkpoint_dir=checkpoint_uri(model.uri),
         on_progress=reporter("train", "steps", every_s=0),  # the training throttles its own lines
     )
+    if data_checks:
+        from components.data_checks import card_section
+        from trainer.model_folder import append_to_card
+
+        append_to_card(model_dir, card_section(data_checks))
     model.metadata.update(describe_model(summary, config))
     for name, value in scalar_metrics(summary).items():
         metrics.log_metric(name, value)

@@ -1,1 +1,1 @@
-"""The validate step: statistics and checks of a converted dataset before training (docs/validate.md)."""
+"""The validate step: statistics and checks of a converted dataset before training (docs/validation.md)."""

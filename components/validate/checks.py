@@ -222,7 +222,8 @@ class RecordChecks:
             self.findings.add(
                 kinds.LEAKAGE,
                 f"{_plural(sum(pairs.values()), 'image')} found in more than one split ({where}), e.g. {shown}: "
-                "a model scored on images it trained on looks better than it is; keep each in one split",
+                "a model scored on images it trained on looks better than it is; convert with split_by=content "
+                "(copies then land in one split) or remove the copies",
                 keys=leaked,
             )
         if conflicting.total:

@@ -21,6 +21,7 @@ def validate_dataset(
     stages_root: str = "",
     pipeline_root: str = "",
     served_model_name: str = "",
+    near_duplicates: bool = False,
 ) -> dict:
     """Checks the converted dataset: leakage, label conflicts, class and box anomalies, drift.
 
@@ -29,7 +30,7 @@ def validate_dataset(
         statistics: the folder of ``stats.json`` and ``validation.json``.
         report: the findings as a Markdown table (the Kubeflow UI).
         validation_policy: finding kind -> ``error``, ``warn`` or ``ignore``, over the defaults
-            (docs/validate.md).
+            (docs/validation.md).
         allow: record keys known and accepted (left out of every finding).
         baseline: an earlier validation's ``stats.json`` (or its folder), or a converted dataset,
             to compare with; empty: the dataset that prod (else staging) serves a model trained
@@ -38,6 +39,8 @@ def validate_dataset(
         stages_root: the stage store; empty for ``<pipeline_root>/stages``.
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
         served_model_name: the model the stages serve (the run form's); empty: no served baseline.
+        near_duplicates: also look for near-identical images across splits by a perceptual hash
+            (every image decoded: slower; docs/validation.md).
 
     Returns:
         ``validation.json``'s content: passed, the counts per severity, the findings.
@@ -48,6 +51,8 @@ def validate_dataset(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()
+    from components.params import without_none
+    from components.progress import reporter
     from components.serving.stages import resolve_stages_root
     from components.validate.run import (
         check_passed,
@@ -61,8 +66,10 @@ def validate_dataset(
     note = None
     if not baseline and served_model_name:
         baseline, note = served_baseline(resolve_stages_root(stages_root, pipeline_root), served_model_name)
-    config = config_from_params(validation_policy=validation_policy, allow=allow, baseline=baseline or "")
-    result = validate(dataset.path, config, baseline_note=note)
+    config = config_from_params(
+        validation_policy=validation_policy, allow=allow, baseline=baseline or "", near_duplicates=near_duplicates
+    )
+    result = validate(dataset.path, config, baseline_note=note, on_progress=reporter("validate", "images"))
     publish(result, statistics.path)
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(report_markdown(result))
@@ -70,4 +77,4 @@ def validate_dataset(
     for finding in result.findings:
         print(f"{finding.severity}: {finding.kind}: {finding.message}", flush=True)
     check_passed(result)
-    return result.to_dict()
+    return without_none(result.to_dict())

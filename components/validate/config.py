@@ -23,11 +23,12 @@ MAX_SIZE_SHIFT = 0.25  # relative change of a split's median image height or wid
 MAX_BOX_SHIFT = 0.25  # relative change of a split's median box side, as a share of the image side
 MAX_RECORDS = 20  # record keys a finding lists (its count says how many there are in all)
 MAX_COLUMN_VALUES = 20  # values per extra/ column the statistics list (the most frequent)
+NEAR_DUPLICATE_BITS = 4  # of the 64 bits of two images' perceptual hashes that may differ
 
 
 @dataclasses.dataclass(frozen=True)
 class ValidateConfig(ConfigBase):
-    """One validation of a converted dataset (docs/validate.md).
+    """One validation of a converted dataset (docs/validation.md).
 
     Attributes:
         baseline: a ``stats.json`` of an earlier validation (or the folder holding it), or a
@@ -53,6 +54,11 @@ class ValidateConfig(ConfigBase):
             the image's side).
         max_records: the record keys a finding lists; its count says how many there are in all.
         max_column_values: the values per ``extra/`` column the statistics list, most frequent first.
+        near_duplicates: also look for near-duplicates across splits (the same photo re-encoded,
+            resized or lightly edited) by a perceptual hash (``imagehash.phash``); every image is
+            decoded, which takes far longer than the other checks. Off by default.
+        near_duplicate_bits: two images are near-duplicates when at most this many of their
+            hashes' 64 bits differ (0: equal hashes only).
     """
 
     _section: ClassVar[str] = "validate."
@@ -71,6 +77,8 @@ class ValidateConfig(ConfigBase):
     max_box_shift: float = MAX_BOX_SHIFT
     max_records: int = MAX_RECORDS
     max_column_values: int = MAX_COLUMN_VALUES
+    near_duplicates: bool = False
+    near_duplicate_bits: int = NEAR_DUPLICATE_BITS
 
     def validate(self) -> None:
         try:
@@ -93,6 +101,8 @@ class ValidateConfig(ConfigBase):
         for name in ("max_size_shift", "max_box_shift"):
             if getattr(self, name) <= 0:
                 self._fail(name, f"must be > 0 (a relative change, 0.25 for 25 %), got {getattr(self, name)}")
+        if not 0 <= self.near_duplicate_bits <= 16:
+            self._fail("near_duplicate_bits", f"must be 0..16 of the hash's 64 bits, got {self.near_duplicate_bits}")
         for name in ("max_records", "max_column_values"):
             if getattr(self, name) < 1:
                 self._fail(name, f"must be >= 1, got {getattr(self, name)}")

@@ -29,17 +29,20 @@ IMAGE_SIZE_SHIFT = "image_size_shift"
 BOX_SIZE_SHIFT = "box_size_shift"
 TEST_SPLIT_CHANGED = "test_split_changed"
 BASELINE_UNREADABLE = "baseline_unreadable"
+# Opt-in (every image decoded): the same photo re-encoded, resized or lightly edited in two splits.
+NEAR_DUPLICATE = "near_duplicate"
 
 FAULTS = (LEAKAGE, LABEL_CONFLICT)
 ANOMALIES = (EMPTY_CLASS, RARE_CLASS, DEGENERATE_BOX, SIZE_OUTLIER)
 DRIFT = (NEW_CLASS, MISSING_CLASS, CLASS_SHARE_SHIFT, IMAGE_SIZE_SHIFT, BOX_SIZE_SHIFT, TEST_SPLIT_CHANGED)
-KINDS = (*FAULTS, *ANOMALIES, *DRIFT, BASELINE_UNREADABLE)
+KINDS = (*FAULTS, *ANOMALIES, *DRIFT, BASELINE_UNREADABLE, NEAR_DUPLICATE)
 
 DEFAULT_POLICY: Mapping[str, str] = {
     **{kind: ERROR for kind in FAULTS},
     **{kind: WARN for kind in ANOMALIES},
     **{kind: WARN for kind in DRIFT},
     BASELINE_UNREADABLE: WARN,
+    NEAR_DUPLICATE: WARN,
 }
 
 

@@ -13,12 +13,14 @@ verdict), the last one last.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Optional
 
 from components import markdown
 from components.validate import policy as kinds
 from components.validate.checks import Finding, Findings, RecordChecks, drift_findings
 from components.validate.config import MAX_COLUMN_VALUES, ValidateConfig
+from components.validate.near import find_near_duplicates
 from components.validate.stats import STATS_NAME, DatasetStats, StatsBuilder, StatsError, read_stats, view_of
 from trainer import records, storage
 from trainer.tfrecord_read import iter_split_features
@@ -140,7 +142,10 @@ def served_baseline(stages_root: str, model_name: str) -> tuple[Optional[str], s
 
 
 def validate(
-    dataset_dir: str, config: Optional[ValidateConfig] = None, baseline_note: Optional[str] = None
+    dataset_dir: str,
+    config: Optional[ValidateConfig] = None,
+    baseline_note: Optional[str] = None,
+    on_progress: Optional[Callable[[int, int], None]] = None,
 ) -> ValidationResult:
     """Checks a converted dataset; writes nothing (see :func:`publish`).
 
@@ -149,6 +154,7 @@ def validate(
         config: the baseline, policy, allowlist and thresholds; None for the defaults.
         baseline_note: where the baseline came from, or why there is none (:func:`served_baseline`);
             None: the config's baseline, or none given.
+        on_progress: ``(images hashed, images)`` while the opt-in near-duplicate check decodes.
 
     Returns:
         The findings, the verdict and the statistics. An unreadable baseline is a
@@ -163,6 +169,8 @@ def validate(
     findings = Findings(policy, config.allow, config.max_records)
     stats, checks = scan(info, config, findings)
     checks.finish(stats)
+    if config.near_duplicates:
+        find_near_duplicates(info, config.near_duplicate_bits, findings, on_progress)
     notes: list[str] = [baseline_note] if baseline_note else []
     where = config.baseline
     if where is not None and not is_dataset(where):
@@ -267,14 +275,21 @@ class ValidationFailed(ValueError):
     """A finding of severity ``error``: the step stops before any accelerator is paid for."""
 
 
-def config_from_params(validation_policy: Any, allow: Any, baseline: str) -> ValidateConfig:
+def config_from_params(
+    validation_policy: Any, allow: Any, baseline: str, near_duplicates: bool = False
+) -> ValidateConfig:
     """The step's config from a component's parameters (``""`` and empty stand in for none).
 
     Raises:
         ConfigError: a policy naming an unknown kind or level, and what else the config refuses.
     """
     return ValidateConfig.from_dict(
-        {"validation_policy": dict(validation_policy or {}), "allow": list(allow or []), "baseline": baseline or None}
+        {
+            "validation_policy": dict(validation_policy or {}),
+            "allow": list(allow or []),
+            "baseline": baseline or None,
+            "near_duplicates": bool(near_duplicates),
+        }
     )
 
 
@@ -290,6 +305,6 @@ def check_passed(result: ValidationResult) -> None:
     lines = [f"{f.kind}: {f.message}" for f in errors]
     raise ValidationFailed(
         f"the dataset failed validation ({len(errors)} error finding(s)):\n  " + "\n  ".join(lines) + "\nFix the "
-        "data (remove the copies, or keep each image in one split), or set validation_policy (kind: warn) or "
-        "allow the records' keys (docs/validate.md)"
+        "data (convert with split_by=content, which keeps copies of an image in one split, or remove the copies), "
+        "or set validation_policy (kind: warn) or allow the records' keys (docs/validation.md)"
     )

@@ -91,6 +91,24 @@ def test_training_and_evaluation_metrics_are_in_range(local_run):
     # 10 classes: chance is 0.1; 80 steps of the notebook's CNN get well above it.
     assert 0.3 <= accuracy <= 1.0
     assert evaluation["parameters"]["Output"] is True
+    # about 40 test images per class: the classes with 30 or more are scored and recorded (accuracy
+    # and loss) for the next gate's comparison slice by slice
+    per_class = {k: v for k, v in evaluation["metrics"].items() if k.startswith("slice/class:")}
+    assert len(per_class) >= 2 * 6 and len(per_class) % 2 == 0
+    assert all(0.0 <= v <= 1.0 for k, v in per_class.items() if k.endswith("/accuracy"))
+
+
+def test_the_data_checks_ran_before_training_and_are_in_the_model_card(local_run):
+    run_dir, stages_root, outputs = local_run
+    checked = _task(outputs, "validate-dataset")["parameters"]["Output"]
+    assert checked["passed"] is True and not [f for f in checked["findings"] if f["severity"] == "error"]
+    card = (run_dir / "train-model" / "model" / "model_card.md").read_text()
+    assert "## Data checks" in card and "- passed:" in card
+    # what prod records keeps the slices: the next run's gate compares slice by slice
+    from components.serving.stages import read_current
+
+    prod = read_current(str(stages_root), "prod", "classifier")
+    assert any(k.startswith("slice/class:") for k in prod.metrics), prod.metrics
 
 
 def test_benchmark_timed_real_inference(local_run):
@@ -197,6 +215,8 @@ def test_the_report_opens_in_a_browser_with_every_section_and_the_run_s_figures(
     assert list(sections) == ["steps", "parameters", "dataset", "training", "evaluation", "gate", "benchmark", "stages"]
     assert "Convert to TFRecords" in sections["steps"] and "succeeded" in sections["steps"]
     assert "400" in sections["dataset"] and "Ankle boot" in sections["dataset"]
+    assert "Data checks" in sections["dataset"] and "passed: " in sections["dataset"]
+    assert "Slices, worst first" in (result.run_dir / "evaluate-model" / "page").read_text()
     evaluation = _task(outputs, "evaluate-model")["metrics"]
     assert f"{evaluation['accuracy']:.4f}" in sections["evaluation"]
     assert "true: " in sections["evaluation"] and "pred: " in sections["evaluation"]
