@@ -12,7 +12,7 @@ def headline(out: StepOutputs) -> str:
 SURFACES = (
     Surface(
         build_report,
-        step_only=frozenset({"benchmark", "stages_root", "pipeline_root", "run_id", "title"}),
+        step_only=frozenset({"benchmark", "validation", "stages_root", "pipeline_root", "run_id", "title"}),
         headline=headline,
     ),
 )

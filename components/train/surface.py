@@ -29,7 +29,7 @@ SURFACES = (
             "pod_accelerator_type": "accelerator_type",
             "pod_accelerator_count": "accelerator_count",
         },
-        step_only=frozenset({"config_yaml"}),
+        step_only=frozenset({"config_yaml", "data_checks"}),
         headline=headline,
     ),
 )

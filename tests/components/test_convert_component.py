@@ -22,7 +22,7 @@ def test_component_converts_digits_and_sets_metadata(local_kfp):
     task = convert_to_tfrecords(source="digits", limit_per_split=40, workers=1)
     ds = task.outputs["dataset"]
     assert ds.metadata["counts"] == {"train": 40, "validation": 40, "test": 40}
-    assert ds.metadata["schema_version"] == 1
+    assert ds.metadata["schema_version"] == 2
     assert ds.metadata["image"] == {"height": 8, "width": 8, "channels": 1}
     manifest = json.load(open(os.path.join(ds.path, "dataset.json")))
     assert manifest["classes"] == [str(i) for i in range(10)]
