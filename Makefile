@@ -144,7 +144,9 @@ format: $(STAMP) ## ruff fix + format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=... overrides the image)
+compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=..., PULL_SECRETS=regcred, SECRET_NAME=..., RUN_TTL_S=...)
+	$(if $(PULL_SECRETS),LTP_PULL_SECRETS='$(PULL_SECRETS)') $(if $(SECRET_NAME),LTP_SECRET_NAME='$(SECRET_NAME)') \
+	$(if $(RUN_TTL_S),LTP_RUN_TTL_S='$(RUN_TTL_S)') \
 	$(PY) -m pipelines.tools.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)') \
 	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM)) $(if $(SEARCH_RUNGS),--search-rungs $(SEARCH_RUNGS))
 

@@ -13,7 +13,7 @@ setting, as for the sweep's cells (``make compile SWEEP_PARALLELISM=4``). No Ten
 from kfp import dsl
 
 from components.batch_predict.component import join_batch_prediction, plan_batch_prediction, predict_shard
-from pipelines import accelerators, grid
+from pipelines import accelerators, grid, platform
 
 NAME = "batch-predict"
 DESCRIPTION = (
@@ -33,7 +33,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
         The ``@dsl.pipeline`` function.
     """
 
-    @dsl.pipeline(name=NAME, description=DESCRIPTION)
+    @platform.pipeline(name=NAME, description=DESCRIPTION)
     def pipeline(
         data: str,
         output_uri: str,

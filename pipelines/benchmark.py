@@ -13,7 +13,7 @@ Compiled by ``make compile`` to ``dist/pipelines/benchmark.yaml``. No TensorFlow
 from kfp import dsl
 
 from components.benchmark.component import benchmark_inference, join_benchmarks
-from pipelines import accelerators
+from pipelines import accelerators, platform
 
 NAME = "benchmark"
 
@@ -32,7 +32,7 @@ LOCAL_ACCELERATORS = [
 ]
 
 
-@dsl.pipeline(name="benchmark-on-accelerator")
+@platform.pipeline(name="benchmark-on-accelerator", nested=True, part_of=NAME)
 def benchmark_on(
     model: dsl.Input[dsl.Model],
     dataset: dsl.Input[dsl.Dataset],
@@ -63,7 +63,7 @@ def benchmark_on(
     return task.outputs["Output"]
 
 
-@dsl.pipeline(
+@platform.pipeline(
     name=NAME,
     description=(
         "Inference benchmark of one exported model across accelerators (the case study's 3,200 images "

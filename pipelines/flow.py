@@ -26,7 +26,7 @@ from components.report.component import build_report
 from components.train.component import train_model
 from components.validate.component import validate_dataset
 from components.validate.config import ValidateConfig
-from pipelines import accelerators
+from pipelines import accelerators, platform
 from trainer.config import BenchmarkConfig, ConfigBase, ConvertConfig, EvaluateConfig, PromoteConfig, TrainConfig
 from trainer.tasks import get_task
 
@@ -199,7 +199,7 @@ def pipeline(task: str, name: str, description: str, summary: str) -> Any:
     args = "\n".join(f"    {p.name}: {p.description}" for p in form.values())
     run.__doc__ = f"{summary}\n\nArgs:\n{args}\n"
     run.__name__ = run.__qualname__ = name.replace("-", "_")
-    return dsl.pipeline(name=name, description=description)(run)
+    return platform.pipeline(name=name, description=description)(run)
 
 
 def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model_name, serving):

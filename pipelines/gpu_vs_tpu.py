@@ -21,7 +21,7 @@ from kfp import dsl
 from components.convert.component import convert_to_tfrecords
 from components.sweep.component import join_sweeps, plan_notebook_sweep, time_training_cell
 from components.sweep.grid import AcceleratorEntry
-from pipelines import accelerators, grid
+from pipelines import accelerators, grid, platform
 
 NAME = "gpu_vs_tpu"
 
@@ -36,7 +36,7 @@ DEFAULT_ACCELERATORS = [
 LOCAL_ACCELERATORS = [AcceleratorEntry("cpu", "", "0", "cpu").to_dict()]
 
 
-@dsl.pipeline(name="gpu-vs-tpu-cell")
+@platform.pipeline(name="gpu-vs-tpu-cell", nested=True, part_of=NAME)
 def cell_on(dataset: dsl.Input[dsl.Dataset], cell: dict, accelerator_type: str, accelerator_count: str) -> dict:
     """One fan-out branch: one accelerator x batch size cell, with its resource request.
 
@@ -54,7 +54,7 @@ def cell_on(dataset: dsl.Input[dsl.Dataset], cell: dict, accelerator_type: str, 
 def build(parallelism: int = grid.DEFAULT_PARALLELISM):
     """The pipeline with a concurrency limit on its fan-out (a literal: pipelines/grid.py)."""
 
-    @dsl.pipeline(
+    @platform.pipeline(
         name=NAME,
         description=(
             "The GPU-vs-TPU notebook as a pipeline: the CNN trained at batch sizes 256/512/1024 on each "

@@ -11,11 +11,12 @@ recurring run in the Kubeflow UI (docs/observability.md).
 from kfp import dsl
 
 from components.monitor.component import fail_if_broken, monitor_stages
+from pipelines import platform
 
 NAME = "monitor"
 
 
-@dsl.pipeline(name=NAME, description="Watch every serving stage: Prometheus objectives and prediction checks.")
+@platform.pipeline(name=NAME, description="Watch every serving stage: Prometheus objectives and prediction checks.")
 def pipeline(
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090",
     stages: list = ["demo", "staging", "prod"],  # noqa: B006 (a KFP default, never mutated)

@@ -13,10 +13,8 @@ compile time, for what parameters cannot express (GKE TPU VM node selectors and 
 
 from typing import Any
 
-from kfp import dsl
-
 from components.notebook.component import run_notebook
-from pipelines import accelerators
+from pipelines import accelerators, platform
 
 NAME = "notebook"
 # The demo notebook inside the project image (Dockerfile: the package is installed from here).
@@ -42,7 +40,7 @@ def _run(notebook: Any, parameters: Any, cell_timeout_s: Any, timeout_s: Any, fi
     return task.set_caching_options(False)
 
 
-@dsl.pipeline(name=NAME, description=DESCRIPTION)
+@platform.pipeline(name=NAME, description=DESCRIPTION)
 def pipeline(
     notebook: str = DEMO_NOTEBOOK,
     parameters: dict = {},  # noqa: B006 (a pipeline default, never mutated)
@@ -83,7 +81,11 @@ def pipeline_for(preset: str) -> Any:
     """
     accelerators.get_preset(preset)  # fail now, naming the known presets, not inside the compiler
 
-    @dsl.pipeline(name=NAME, description=DESCRIPTION.replace("a Cloud TPU v2-8 (GPU or CPU by parameter)", preset))
+    @platform.pipeline(
+        name=NAME,
+        description=DESCRIPTION.replace("a Cloud TPU v2-8 (GPU or CPU by parameter)", preset),
+        labels={platform.PRESET_LABEL: preset},
+    )
     def preset_pipeline(
         notebook: str = DEMO_NOTEBOOK,
         parameters: dict = {},  # noqa: B006 (a pipeline default, never mutated)

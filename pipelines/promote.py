@@ -9,11 +9,12 @@ Compiled to ``dist/pipelines/promote.yaml``; no TensorFlow here.
 from kfp import dsl
 
 from components.promote.component import promote_version_op
+from pipelines import platform
 
 NAME = "promote"
 
 
-@dsl.pipeline(
+@platform.pipeline(
     name=NAME, description="Move the model version a stage serves to the next stage (demo -> staging -> prod)."
 )
 def pipeline(

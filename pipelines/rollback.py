@@ -8,11 +8,14 @@ promotion; the stage's history records the rollback. Compiled to ``dist/pipeline
 from kfp import dsl
 
 from components.promote.component import rollback_stage_op
+from pipelines import platform
 
 NAME = "rollback"
 
 
-@dsl.pipeline(name=NAME, description="Return a serving stage to its previous model version, verified by smoke tests.")
+@platform.pipeline(
+    name=NAME, description="Return a serving stage to its previous model version, verified by smoke tests."
+)
 def pipeline(
     stage: str = "prod",
     stages_root: str = "",

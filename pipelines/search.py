@@ -24,7 +24,7 @@ from kfp import dsl, kubernetes
 from components.convert.component import convert_to_tfrecords
 from components.launchers.identity import POD_FIELD_PATHS
 from components.sweep.component import join_search, plan_search, select_search_rung, train_search_trial
-from pipelines import accelerators, grid
+from pipelines import accelerators, grid, platform
 
 NAME = "search"
 DEFAULT_RUNGS = 3
@@ -60,7 +60,7 @@ def trial_pipeline(preset: Optional[str] = None, index: int = 0):
         index: the rung it trains (its display name).
     """
 
-    @dsl.pipeline(name="search-trial")
+    @platform.pipeline(name="search-trial", nested=True, part_of=NAME, labels=platform.preset_labels(preset))
     def trial_on(
         dataset: dsl.Input[dsl.Dataset], trial: dict, rung: int, accelerator_type: str, accelerator_count: str
     ) -> dict:
@@ -103,7 +103,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, rungs: int = DEFAULT_RUNG
         raise ValueError(f"{RUNGS_ENV}: a search has at least one rung, got {rungs}")
     trial_on = [trial_pipeline(preset, rung) for rung in range(rungs)]  # outside the pipeline: kfp nests none there
 
-    @dsl.pipeline(name=NAME, description=DESCRIPTION)
+    @platform.pipeline(name=NAME, description=DESCRIPTION, labels=platform.preset_labels(preset))
     def pipeline(
         search: dict = LOCAL_SEARCH,  # noqa: B006 (a pipeline default, never mutated)
         source: str = "fashion-mnist",

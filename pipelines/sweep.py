@@ -23,7 +23,7 @@ from components.convert.component import convert_to_tfrecords
 from components.launchers.identity import POD_FIELD_PATHS
 from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
 from components.validate.component import validate_dataset
-from pipelines import accelerators, grid
+from pipelines import accelerators, grid, platform
 
 NAME = "sweep"
 
@@ -61,7 +61,7 @@ def cell_pipeline(preset: Optional[str] = None):
             tolerations instead (the cells' accelerator_type/count are then ignored).
     """
 
-    @dsl.pipeline(name="sweep-cell")
+    @platform.pipeline(name="sweep-cell", nested=True, part_of=NAME, labels=platform.preset_labels(preset))
     def cell_on(
         dataset: dsl.Input[dsl.Dataset], cell: dict, accelerator_type: str, accelerator_count: str, rows_root: str
     ) -> dict:
@@ -102,7 +102,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
     """
     cell_on = cell_pipeline(preset)
 
-    @dsl.pipeline(name=NAME, description=DESCRIPTION)
+    @platform.pipeline(name=NAME, description=DESCRIPTION, labels=platform.preset_labels(preset))
     def pipeline(
         grid_cells: list = DEFAULT_GRID,  # noqa: B006 (a pipeline default, never mutated)
         source: str = "shapes",

@@ -9,9 +9,10 @@ from kfp import dsl
 from kfp.dsl import Dataset
 
 from components.convert.component import finalize_tfrecords, plan_tfrecords, write_tfrecord_shards
+from pipelines import platform
 
 
-@dsl.pipeline(
+@platform.pipeline(
     name="tfrecords",
     description="Converts images (folder, CSV/JSONL manifest, .npz, IDX, COCO or a built-in dataset) "
     "into sharded, verified TFRecords, fanned out over pods.",

@@ -36,6 +36,9 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _STEPS = re.compile(r"(\d+)\s*steps?")
 # Below this no training step can even start (TensorFlow's import alone takes about 6 s).
 MIN_BUDGET_S = 30.0
+# The longest a run-time budget (and a notebook step's timeout) may ask for: a week. The compiled
+# pipelines' deadline on those steps is longer (pipelines/platform.py), so a budget never meets it.
+MAX_BUDGET_S = 7 * 24 * 3600.0
 # Evaluations a budget is laid out in (fewer when the budget is short), and the fewest steps of one.
 TARGET_EVALUATIONS = 10
 MIN_STEPS_PER_EVALUATION = 10
@@ -85,7 +88,8 @@ def parse_time_budget(value: Any, name: str = "train.time_budget", *, cap: bool 
         cap: whether the message offers the cap form (``<=10m``); the caller refuses a cap itself.
 
     Raises:
-        BudgetError: no unit, a unit other than s, m, h, a value <= 0, or under ``MIN_BUDGET_S``.
+        BudgetError: no unit, a unit other than s, m, h, a value <= 0, under ``MIN_BUDGET_S`` or
+            over ``MAX_BUDGET_S``.
     """
     text = _text(value).removeprefix(CAP).strip()
     if text in (AUTO, ""):
@@ -103,6 +107,11 @@ def parse_time_budget(value: Any, name: str = "train.time_budget", *, cap: bool 
         raise BudgetError(
             f"{name}: {value!r} is under {MIN_BUDGET_S:.0f}s, the least a train step needs to start, train one "
             f"evaluation interval and export; give at least {MIN_BUDGET_S:.0f}s, or auto for none"
+        )
+    if seconds > MAX_BUDGET_S:
+        raise BudgetError(
+            f"{name}: {value!r} is over {MAX_BUDGET_S / 3600:.0f}h, the longest a step may run before the "
+            f"pipeline's deadline on it; give at most {MAX_BUDGET_S / 3600:.0f}h, or auto for none"
         )
     return seconds
 

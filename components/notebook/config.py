@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from trainer.budget import MAX_BUDGET_S
 from trainer.config import ConfigBase
 
 # A Python identifier: papermill writes each parameter as ``name = value`` in the notebook.
@@ -55,8 +56,12 @@ class NotebookConfig(ConfigBase):
             self._fail("parameters", f"names must be Python identifiers, got {bad}")
         if self.cell_timeout_s < 1:
             self._fail("cell_timeout_s", f"must be >= 1, got {self.cell_timeout_s}")
-        if self.timeout_s < 1:
-            self._fail("timeout_s", f"must be >= 1, got {self.timeout_s}")
+        if not 1 <= self.timeout_s <= MAX_BUDGET_S:
+            self._fail(
+                "timeout_s",
+                f"must be 1..{MAX_BUDGET_S:.0f} s (a week: the pipeline's deadline on the step is longer), "
+                f"got {self.timeout_s}",
+            )
         rel = self.files_dir.strip()
         if not rel or rel.startswith("/") or ".." in rel.split("/"):
             self._fail("files_dir", f"expected a relative folder inside the working directory, got {self.files_dir!r}")

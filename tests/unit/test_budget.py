@@ -595,3 +595,15 @@ def test_a_cap_keeps_the_task_s_own_schedule_where_it_fits_and_fills_where_it_do
     filled = plan(Budget(seconds=300.0), step_s=0.06, own_steps=1184, **numbers)
     assert filled.steps > 1184  # a budget, not a cap, fills the time
     assert parse_time_budget("<=5m") == 300.0 and Budget(300.0, cap=True).describe() == "time_budget <=5m"
+
+
+def test_a_budget_or_a_notebook_timeout_cannot_outlast_the_pipeline_s_deadline():
+    from components.notebook.config import NotebookConfig
+    from pipelines.platform import LONG_DEADLINE_S
+    from trainer.budget import MAX_BUDGET_S, BudgetError, parse_time_budget
+
+    assert parse_time_budget("168h") == MAX_BUDGET_S < LONG_DEADLINE_S
+    with pytest.raises(BudgetError, match="over 168h"):
+        parse_time_budget("169h")
+    with pytest.raises(ValueError, match="timeout_s: must be 1..604800"):
+        NotebookConfig(notebook="a.ipynb", timeout_s=MAX_BUDGET_S + 1)
