@@ -144,11 +144,12 @@ format: $(STAMP) ## ruff fix + format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=..., PULL_SECRETS=regcred, SECRET_NAME=..., RUN_TTL_S=...)
+compile: $(STAMP) ## Compile every pipeline to dist/pipelines/<name>.yaml (IMAGE=..., ACCELERATOR=gke-tpu-v5e-2x4, PULL_SECRETS=regcred, SECRET_NAME=..., RUN_TTL_S=...)
 	$(if $(PULL_SECRETS),LTP_PULL_SECRETS='$(PULL_SECRETS)') $(if $(SECRET_NAME),LTP_SECRET_NAME='$(SECRET_NAME)') \
 	$(if $(RUN_TTL_S),LTP_RUN_TTL_S='$(RUN_TTL_S)') \
 	$(PY) -m pipelines.tools.compile --output-dir $(DIST) $(if $(IMAGE),--image '$(IMAGE)') \
-	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM)) $(if $(SEARCH_RUNGS),--search-rungs $(SEARCH_RUNGS))
+	  $(if $(SWEEP_PARALLELISM),--sweep-parallelism $(SWEEP_PARALLELISM)) $(if $(SEARCH_RUNGS),--search-rungs $(SEARCH_RUNGS)) \
+	  $(if $(ACCELERATOR),--accelerator '$(ACCELERATOR)')
 
 upload: compile ## Upload the compiled pipelines to KFP_HOST (new pipeline or new version)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make upload KFP_HOST=http://localhost:8080"; exit 2; }

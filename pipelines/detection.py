@@ -9,19 +9,31 @@ the TPU, set ``model_options`` to ``{"preset": "tpu-512"}`` (see docs/detection.
 ``make compile`` to ``dist/pipelines/detection.yaml``; run locally by ``make run TASK=detection``.
 """
 
+from typing import Optional
+
 from pipelines import flow
 
 TASK = "detection"
 NAME = "detection"
 FORM = flow.run_form(TASK)  # the run form's defaults (the configs', the task's)
 
-pipeline = flow.pipeline(
-    TASK,
-    name=NAME,
-    description=(
-        "COCO boxes or the built-in shapes -> sharded TFRecords -> RetinaNet (keras-hub) on a Cloud TPU v2-8 "
-        "(GPU/CPU by parameter) -> COCO mAP with a fail-closed gate -> inference benchmark -> promotion demo -> "
-        "staging (if blessed) -> prod (if asked)."
-    ),
-    summary="Trains and ships a detector once.",
-)
+
+def build(preset: Optional[str] = None):
+    """The pipeline; ``preset`` fixes the train step's accelerator at compile time
+    (``make compile ACCELERATOR=gke-tpu-v5e-2x4``), in place of the run form's ``accelerator_type``
+    and ``accelerator_count``.
+    """
+    return flow.pipeline(
+        TASK,
+        name=NAME,
+        description=(
+            "COCO boxes or the built-in shapes -> sharded TFRecords -> RetinaNet (keras-hub) on a Cloud TPU v2-8 "
+            "(GPU/CPU by parameter) -> COCO mAP with a fail-closed gate -> inference benchmark -> promotion demo -> "
+            "staging (if blessed) -> prod (if asked)."
+        ),
+        summary="Trains and ships a detector once.",
+        preset=preset,
+    )
+
+
+pipeline = build()

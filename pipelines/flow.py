@@ -135,7 +135,11 @@ def _from_field(section: type[ConfigBase], name: str) -> tuple[type, Any, str]:
     return kfp_type, kfp_type(default) if kfp_type in (dict, list) else default, description
 
 
-def form_parameters(task: str) -> dict[str, FormParameter]:
+# What a compile-time preset fixes: the run form has no say in it then.
+_PRESET_FIXED = ("accelerator_type", "accelerator_count")
+
+
+def form_parameters(task: str, preset: Optional[str] = None) -> dict[str, FormParameter]:
     """A task's run form: every parameter of :func:`build`, in order, with its type, default and description.
 
     Defaults are the task's where it has one (``trainer.tasks``: ``run_defaults`` and its
@@ -144,6 +148,8 @@ def form_parameters(task: str) -> dict[str, FormParameter]:
 
     Args:
         task: the task's registered name (``classification``, ``detection``).
+        preset: a compile-time accelerator preset (``pipelines/accelerators.py``): the form then
+            has no ``accelerator_type`` or ``accelerator_count``.
     """
     the_task = get_task(task)
     quick = the_task.run_defaults
@@ -157,6 +163,8 @@ def form_parameters(task: str) -> dict[str, FormParameter]:
     }
     form = {}
     for name, field in _FIELDS.items():
+        if preset and name in _PRESET_FIXED:
+            continue
         kfp_type, default, description = _OWN[name] if field is None else _from_field(*field)
         default = copy.deepcopy(task_defaults.get(name, default))
         note = quick.notes.get(name)
@@ -169,7 +177,7 @@ def run_form(task: str) -> dict[str, Any]:
     return {name: p.default for name, p in form_parameters(task).items()}
 
 
-def pipeline(task: str, name: str, description: str, summary: str) -> Any:
+def pipeline(task: str, name: str, description: str, summary: str, preset: Optional[str] = None) -> Any:
     """A ``@dsl.pipeline`` running :func:`build` with a task's run form: generated, not copied.
 
     KFP reads a pipeline function's ``inspect.signature`` (names, types, defaults), takes the
@@ -182,11 +190,19 @@ def pipeline(task: str, name: str, description: str, summary: str) -> Any:
         name: the pipeline's name (the compiled YAML's, the UI's).
         description: the pipeline's description.
         summary: the docstring's first line.
+        preset: a compile-time accelerator preset for the train step (``gke-tpu-v5e-2x4``, ``gpu-1``,
+            ...; ``pipelines/accelerators.py``): its resources, node selectors and tolerations
+            replace the run form's ``accelerator_type`` and ``accelerator_count``.
+
+    Raises:
+        ValueError: an unknown preset (the message lists the known ones).
     """
-    form = form_parameters(task)
+    if preset:
+        accelerators.get_preset(preset)  # fail now, naming the known presets
+    form = form_parameters(task, preset)
 
     def run(*args: Any) -> None:
-        build(**dict(zip(form, args, strict=True)))
+        build(**dict(zip(form, args, strict=True)), preset=preset)
 
     run.__signature__ = inspect.Signature(
         [
@@ -199,7 +215,7 @@ def pipeline(task: str, name: str, description: str, summary: str) -> Any:
     args = "\n".join(f"    {p.name}: {p.description}" for p in form.values())
     run.__doc__ = f"{summary}\n\nArgs:\n{args}\n"
     run.__name__ = run.__qualname__ = name.replace("-", "_")
-    return platform.pipeline(name=name, description=description)(run)
+    return platform.pipeline(name=name, description=description, labels=platform.preset_labels(preset))(run)
 
 
 def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model_name, serving):
@@ -250,12 +266,16 @@ def _validate(dataset, validation_policy, stages_root, served_model_name):
     )
 
 
-def _train(dataset, accelerator_type, accelerator_count, **parameters):
+def _train(dataset, accelerator_type, accelerator_count, preset=None, **parameters):
     """The train task with its accelerator, and its pod's identity for the workers it may launch.
 
     With ``workers`` > 1 the step launches worker pods owned by its own pod (an ownerReference
-    needs the pod's uid), in its namespace; each worker gets the step's accelerator request.
+    needs the pod's uid), in its namespace; each worker gets the step's accelerator request. A
+    compile-time preset gives the pod its request, node selectors and tolerations, and names the
+    step's price key (``trainer.pricing.price_key`` reads a preset's name).
     """
+    if preset:
+        accelerator_type, accelerator_count = preset, accelerators.get_preset(preset).accelerator_count
     task = train_model(
         dataset=dataset,
         accelerator="auto",
@@ -263,7 +283,10 @@ def _train(dataset, accelerator_type, accelerator_count, **parameters):
         pod_accelerator_count=accelerator_count,
         **parameters,
     ).set_display_name("Train")
-    accelerators.set_accelerator(task, accelerator_type, accelerator_count)
+    if preset:
+        accelerators.apply_preset(task, preset)
+    else:
+        accelerators.set_accelerator(task, accelerator_type, accelerator_count)
     for name, field_path in POD_FIELD_PATHS.items():
         kubernetes.use_field_path_as_env(task, name, field_path)
     return task
@@ -285,8 +308,6 @@ def build(
     time_budget,
     cost_budget,
     patience,
-    accelerator_type,
-    accelerator_count,
     workers,
     launcher,
     value_thresholds,
@@ -302,6 +323,9 @@ def build(
     promote_to_prod,
     serving_options,
     canary_steps,
+    accelerator_type=None,
+    accelerator_count=None,
+    preset=None,
 ) -> None:
     """Adds the flow's tasks to the pipeline being defined; the arguments are its parameters.
 
@@ -318,6 +342,7 @@ def build(
         dataset,
         accelerator_type,
         accelerator_count,
+        preset,
         model_name=model,
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,

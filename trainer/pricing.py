@@ -175,6 +175,8 @@ def price_key(accelerator_type: str, accelerator_count: int, cpus: Optional[int]
     - the legacy TPU Node resource ``cloud-tpus.google.com/<v>`` x N: ``tpu-<v>-<N>``
       (``preemptible-v2`` x 8: ``preemptible-tpu-v2-8``);
     - ``nvidia.com/gpu`` x N: ``gpu-<N>``;
+    - a compile-time preset's name (no ``/``: ``gke-tpu-v5e-2x4``, ``tpu-v3-8``, ``gpu-1``), which
+      a pipeline compiled for one passes as the type: :func:`preset_price_key`;
     - anything else, ``google.com/tpu`` included (its generation is in node selectors, not in the
       request: use :func:`preset_price_key`): the type's last path part and the count.
 
@@ -192,6 +194,8 @@ def price_key(accelerator_type: str, accelerator_count: int, cpus: Optional[int]
         return f"tpu-{version}-{accelerator_count}"
     if accelerator_type == GPU_RESOURCE:
         return f"gpu-{accelerator_count}"
+    if "/" not in accelerator_type:
+        return preset_price_key(accelerator_type)
     return f"{accelerator_type.rsplit('/', 1)[-1]}-{accelerator_count}"
 
 

@@ -49,30 +49,39 @@ def set_image(documents: list[dict], image: str) -> int:
     return changed
 
 
-def pipeline_func(name: str, parallelism: int | None = None, rungs: int | None = None):
-    """The pipeline function of a file name; a fan-out pipeline (``build``) gets ``parallelism``, a search ``rungs``.
+def pipeline_func(name: str, parallelism: int | None = None, rungs: int | None = None, preset: str | None = None):
+    """The pipeline function of a file name, built with the compile-time settings it takes (``build``).
 
     Args:
         name: a key of ``PIPELINES``.
         parallelism: items at once for pipelines with a fan-out (pipelines/grid.py); None for their default.
         rungs: the search's rungs (pipelines/search.py); None for its default.
+        preset: an accelerator preset (pipelines/accelerators.py) for the pipelines that train or run
+            a notebook: end_to_end, detection, sweep, search, notebook; None for their run-time request.
     """
     if name not in PIPELINES:
         raise KeyError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
     module = importlib.import_module(PIPELINES[name])
+    if preset and hasattr(module, "pipeline_for"):
+        return module.pipeline_for(preset)
     if not hasattr(module, "build"):
         return module.pipeline
-    kwargs: dict[str, int] = {} if parallelism is None else {"parallelism": parallelism}
-    if rungs is not None and "rungs" in inspect.signature(module.build).parameters:
-        kwargs["rungs"] = rungs
+    takes = inspect.signature(module.build).parameters
+    given = {"parallelism": parallelism, "rungs": rungs, "preset": preset or None}
+    kwargs = {k: v for k, v in given.items() if v is not None and k in takes}
     return module.build(**kwargs) if kwargs else module.pipeline
 
 
 def compile_pipeline(
-    name: str, output_dir: Path, image: str | None = None, parallelism: int | None = None, rungs: int | None = None
+    name: str,
+    output_dir: Path,
+    image: str | None = None,
+    parallelism: int | None = None,
+    rungs: int | None = None,
+    preset: str | None = None,
 ) -> Path:
     """Compiles one pipeline by its file name and returns the YAML's path (written atomically)."""
-    func = pipeline_func(name, parallelism, rungs)
+    func = pipeline_func(name, parallelism, rungs, preset)
     output_dir.mkdir(parents=True, exist_ok=True)
     target = output_dir / f"{name}.yaml"
     fd, tmp = tempfile.mkstemp(suffix=".yaml", dir=output_dir, prefix=f".{name}.")
@@ -98,9 +107,10 @@ def compile_all(
     names: Iterable[str] | None = None,
     parallelism: int | None = None,
     rungs: int | None = None,
+    preset: str | None = None,
 ) -> list[Path]:
     """Compiles the named pipelines (all by default)."""
-    return [compile_pipeline(n, output_dir, image, parallelism, rungs) for n in (names or PIPELINES)]
+    return [compile_pipeline(n, output_dir, image, parallelism, rungs, preset) for n in (names or PIPELINES)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +129,22 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the search pipeline's rungs of successive halving; default ${search.RUNGS_ENV} or "
         f"{search.DEFAULT_RUNGS}",
     )
+    parser.add_argument(
+        "--accelerator",
+        help="an accelerator preset (gke-tpu-v5e-2x4, tpu-v3-8, gpu-1, cpu; pipelines/accelerators.py) for the "
+        "train step of end_to_end and detection, the sweep's cells, the search's trials and the notebook step, "
+        "in place of their run-time accelerator request; none by default",
+    )
     args = parser.parse_args(argv)
+    preset = (args.accelerator or "").strip()
+    if preset:
+        from pipelines import accelerators
+
+        try:
+            accelerators.get_preset(preset)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     try:
         rungs_text = args.search_rungs if args.search_rungs is not None else os.environ.get(search.RUNGS_ENV, "")
         rungs = int(rungs_text) if rungs_text.strip() else None
@@ -134,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        for path in compile_all(args.output_dir, args.image, args.names, parallelism, rungs):
+        for path in compile_all(args.output_dir, args.image, args.names, parallelism, rungs, preset or None):
             print(path)
     except KeyError as err:
         print(f"error: {err.args[0]}", file=sys.stderr)

@@ -127,3 +127,35 @@ def test_settings_from_the_environment():
     settings = platform.Settings.from_environ({platform.PULL_ENV: "a, b", platform.TTL_ENV: "3600"})
     assert settings == platform.Settings(platform.DEFAULT_SECRET, ("a", "b"), 3600)
     assert platform.label_value("gke-tpu-v5e/2x4 preset") == "gke-tpu-v5e-2x4-preset"
+
+
+@pytest.mark.parametrize("name", ["end_to_end", "detection"])
+def test_the_main_pipelines_take_a_tpu_vm_preset_at_compile_time(tmp_path, name):
+    from pipelines.tools.compile import compile_pipeline
+    from trainer.pricing import price_of
+
+    path = compile_pipeline(name, tmp_path, preset="gke-tpu-v5e-2x4")
+    pipeline_spec, platform_spec = list(yaml.safe_load_all(path.read_text()))
+    train = platform_spec["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-train-model"]
+    assert train["nodeSelector"]["labels"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "2x4",
+    }
+    assert train["podMetadata"]["labels"]["lean-tpu-pipelines/preset"] == "gke-tpu-v5e-2x4"
+    resources = pipeline_spec["deploymentSpec"]["executors"]["exec-train-model"]["container"]["resources"]
+    assert (
+        resources["accelerator"]["resourceType"] == "google.com/tpu"
+        and resources["accelerator"]["resourceCount"] == "8"
+    )
+    # the run form has no accelerator any more; the step is priced by the preset's name
+    assert not {"accelerator_type", "accelerator_count"} & set(pipeline_spec["root"]["inputDefinitions"]["parameters"])
+    inputs = pipeline_spec["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
+    key = inputs["pod_accelerator_type"]["runtimeValue"]["constant"]
+    assert price_of(key, 8)[0] == "gke-tpu-v5e-2x4"
+
+
+def test_an_unknown_preset_is_refused_before_anything_is_compiled(tmp_path, capsys):
+    from pipelines.tools.compile import main
+
+    assert main(["--output-dir", str(tmp_path), "--accelerator", "tpu-v9-8", "end_to_end"]) == 2
+    assert "unknown 'tpu-v9-8'" in capsys.readouterr().err and not list(tmp_path.iterdir())

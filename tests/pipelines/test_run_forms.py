@@ -27,7 +27,9 @@ def test_every_config_field_is_documented(section):
 def test_a_generated_form_has_every_parameter_typed_with_its_default_and_description(module):
     form = flow.form_parameters(module.TASK)
     inputs = module.pipeline.component_spec.inputs
-    assert list(inputs) == list(form) and set(form) == set(inspect.signature(flow.build).parameters)
+    # the platform's secret_name comes last (pipelines/platform.py); build's preset is compile-time
+    assert list(inputs) == [*form, "secret_name"]
+    assert {*form, "preset"} == set(inspect.signature(flow.build).parameters)
     for name, parameter in form.items():
         spec = inputs[name]
         assert spec.default == parameter.default, name
