@@ -4,10 +4,11 @@
 each task that runs a container gets, through ``kfp.kubernetes``:
 
 - **pod labels** (literals only: kfp-kubernetes refuses a run-time value): ``app.kubernetes.io/
-  part-of: lean-tpu-pipelines``, ``lean-tpu-pipelines/pipeline: <pipeline>``, ``lean-tpu-pipelines/
-  step: <component>``, ``lean-tpu-pipelines/stage: <stage>`` on a promotion, and ``lean-tpu-pipelines/
-  preset: <preset>`` when compiled for one. GKE cost allocation and OpenCost attribute spend by pod
-  labels; the accelerator and the model a run chose are in the run's own records (``training.json``).
+  part-of: lean-tpu-pipelines``, ``lean-tpu-pipelines.dev/pipeline: <pipeline>``,
+  ``lean-tpu-pipelines.dev/step: <component>``, ``lean-tpu-pipelines.dev/stage: <stage>`` on a
+  promotion, and ``lean-tpu-pipelines.dev/preset: <preset>`` when compiled for one. GKE cost
+  allocation and OpenCost attribute spend by pod labels; the accelerator and the model a run chose
+  are in the run's own records (``training.json``). The workers a train step launches inherit them.
 - **a deadline** (``activeDeadlineSeconds``, compile-time): :data:`LONG_DEADLINE_S` on the steps a
   run-time budget or a notebook timeout can make long (longer than ``trainer.budget.MAX_BUDGET_S``,
   the most either may ask for), :data:`DEADLINE_S` on every other step.
@@ -39,7 +40,7 @@ from kfp.dsl import pipeline_context
 from trainer.budget import MAX_BUDGET_S
 
 PART_OF = ("app.kubernetes.io/part-of", "lean-tpu-pipelines")
-LABEL_PREFIX = "lean-tpu-pipelines/"
+LABEL_PREFIX = "lean-tpu-pipelines.dev/"
 PRESET_LABEL = f"{LABEL_PREFIX}preset"
 DEFAULT_SECRET = "lean-tpu-pipelines"
 SECRET_PARAMETER = "secret_name"

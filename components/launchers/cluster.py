@@ -34,6 +34,8 @@ from trainer import storage
 log = logging.getLogger(__name__)
 
 SET_LABEL = "lean-tpu-pipelines.dev/worker-set"
+# The labels a compiled pipeline gives its steps (pipelines/platform.py): the workers inherit them.
+LABEL_PREFIX = "lean-tpu-pipelines.dev/"
 PART_OF = {"app.kubernetes.io/part-of": "lean-tpu-pipelines", "app.kubernetes.io/component": "train-worker"}
 WORKER_CONTAINER = "worker"
 # Limits that are accelerators (extended resources): copied from the launcher pod unless overridden.
@@ -173,6 +175,11 @@ class WorkerPod:
         annotations: the pod's annotations (e.g. GKE's TPU ``tf-version`` one).
         service_account: the pod's service account, None for the namespace's default.
         env: plain environment variables copied from the launcher container (name, value).
+        secret_env: the launcher container's variables read from Secrets (``valueFrom.secretKeyRef``,
+            as the compiled pipelines' ``secret_name`` gives them), copied whole.
+        pull_secrets: the launcher pod's ``imagePullSecrets`` (a private registry).
+        labels: the launcher pod's own labels (``lean-tpu-pipelines/*``: pipeline, step, stage,
+            preset), so that cost tools attribute the workers to the same step.
     """
 
     image: str
@@ -182,6 +189,9 @@ class WorkerPod:
     annotations: dict[str, str]
     service_account: Optional[str]
     env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[dict[str, Any], ...] = ()
+    pull_secrets: tuple[dict[str, Any], ...] = ()
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _launcher_container(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,6 +210,21 @@ def _copied_env(container: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         for e in container.get("env") or []
         if "value" in e and not e["name"].startswith(skip)
     )
+
+
+def _secret_env(container: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The launcher's variables read from Secrets, whole (their ``optional`` kept)."""
+    return tuple(
+        json.loads(json.dumps(e))
+        for e in container.get("env") or []
+        if "secretKeyRef" in (e.get("valueFrom") or {}) and not e["name"].startswith(("KFP_", "LTP_POD_"))
+    )
+
+
+def _own_labels(launcher_pod: Mapping[str, Any]) -> dict[str, str]:
+    """The launcher pod's labels this project set (``lean-tpu-pipelines/*``), not KFP's or Argo's."""
+    labels = (launcher_pod.get("metadata") or {}).get("labels") or {}
+    return {k: str(v) for k, v in labels.items() if k.startswith(LABEL_PREFIX)}
 
 
 def worker_pod(settings: ClusterSettings, launcher_pod: Mapping[str, Any]) -> WorkerPod:
@@ -234,6 +259,9 @@ def worker_pod(settings: ClusterSettings, launcher_pod: Mapping[str, Any]) -> Wo
         },
         service_account=settings.service_account or spec.get("serviceAccountName"),
         env=_copied_env(container),
+        secret_env=_secret_env(container),
+        pull_secrets=tuple(json.loads(json.dumps(s)) for s in spec.get("imagePullSecrets") or []),
+        labels=_own_labels(launcher_pod),
     )
 
 
@@ -295,6 +323,7 @@ def pod_template(
     """
     env = [
         *({"name": k, "value": v} for k, v in pod.env),
+        *pod.secret_env,
         {"name": "LTP_WORKERS", "value": str(workers.workers)},
         {"name": "LTP_WORKER_HOST_PATTERN", "value": host_pattern},
         {"name": "LTP_WORKER_PORT", "value": str(settings.worker_port)},
@@ -315,9 +344,10 @@ def pod_template(
         "serviceAccountName": pod.service_account,
         "nodeSelector": pod.node_selector,
         "tolerations": pod.tolerations,
+        "imagePullSecrets": list(pod.pull_secrets),
     }
     spec.update({k: v for k, v in optional.items() if v})
-    meta: dict[str, Any] = {"labels": {**PART_OF, SET_LABEL: settings.set_name}}
+    meta: dict[str, Any] = {"labels": {**pod.labels, **PART_OF, SET_LABEL: settings.set_name}}
     if pod.annotations:
         meta["annotations"] = dict(pod.annotations)
     return {"metadata": meta, "spec": spec}

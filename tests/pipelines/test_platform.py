@@ -41,11 +41,11 @@ def test_every_step_has_its_labels_and_a_deadline(compiled, name):
         spec = executors[executor]
         labels = spec["podMetadata"]["labels"]
         assert labels["app.kubernetes.io/part-of"] == "lean-tpu-pipelines"
-        assert labels["lean-tpu-pipelines/pipeline"] == platform.label_value(pipeline_name)
-        assert executor.removeprefix("exec-").startswith(labels["lean-tpu-pipelines/step"])
+        assert labels["lean-tpu-pipelines.dev/pipeline"] == platform.label_value(pipeline_name)
+        assert executor.removeprefix("exec-").startswith(labels["lean-tpu-pipelines.dev/step"])
         assert all(LABEL_VALUE.match(v) for v in labels.values()), labels
         deadline = int(spec["activeDeadlineSeconds"])
-        if labels["lean-tpu-pipelines/step"] in platform.LONG_STEPS:
+        if labels["lean-tpu-pipelines.dev/step"] in platform.LONG_STEPS:
             assert deadline > MAX_BUDGET_S  # longer than any time budget or notebook timeout may ask
         else:
             assert deadline == platform.DEADLINE_S
@@ -59,7 +59,7 @@ def test_steps_that_download_weights_read_the_hub_secret_by_its_run_time_name_an
         assert top_level["secret_name"]["defaultValue"] == platform.DEFAULT_SECRET, name
         assert "Kubernetes Secret" in top_level["secret_name"]["description"]
         for executor, spec in kube["deploymentSpec"]["executors"].items():
-            step = spec["podMetadata"]["labels"]["lean-tpu-pipelines/step"]
+            step = spec["podMetadata"]["labels"]["lean-tpu-pipelines.dev/step"]
             secrets = spec.get("secretAsEnv", [])
             assert bool(secrets) == (step in platform.SECRET_STEPS), (name, executor)
             for secret in secrets:
@@ -78,7 +78,7 @@ def test_steps_that_download_weights_read_the_hub_secret_by_its_run_time_name_an
 def test_promotions_carry_their_stage_and_the_validate_step_is_in_the_pipelines_that_train(compiled):
     _, kube = compiled["end_to_end"]
     stages = {
-        spec["podMetadata"]["labels"].get("lean-tpu-pipelines/stage")
+        spec["podMetadata"]["labels"].get("lean-tpu-pipelines.dev/stage")
         for spec in kube["deploymentSpec"]["executors"].values()
     }
     assert {"demo", "staging", "prod"} <= stages
@@ -106,7 +106,7 @@ def test_pull_secrets_and_a_preset_label_are_compile_time_settings(tmp_path):
     kube = platform_spec["platforms"]["kubernetes"]
     (spec,) = kube["deploymentSpec"]["executors"].values()
     assert [s["secretName"] for s in spec["imagePullSecret"]] == ["regcred", "mirror"]
-    assert spec["podMetadata"]["labels"]["lean-tpu-pipelines/preset"] == "gke-tpu-v5e-2x4"
+    assert spec["podMetadata"]["labels"]["lean-tpu-pipelines.dev/preset"] == "gke-tpu-v5e-2x4"
     assert "pipelineConfig" not in kube  # no TTL asked for
 
 
@@ -141,7 +141,7 @@ def test_the_main_pipelines_take_a_tpu_vm_preset_at_compile_time(tmp_path, name)
         "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
         "cloud.google.com/gke-tpu-topology": "2x4",
     }
-    assert train["podMetadata"]["labels"]["lean-tpu-pipelines/preset"] == "gke-tpu-v5e-2x4"
+    assert train["podMetadata"]["labels"]["lean-tpu-pipelines.dev/preset"] == "gke-tpu-v5e-2x4"
     resources = pipeline_spec["deploymentSpec"]["executors"]["exec-train-model"]["container"]["resources"]
     assert (
         resources["accelerator"]["resourceType"] == "google.com/tpu"

@@ -165,3 +165,37 @@ def test_worker_pods_train_on_the_artifacts_uris_and_everything_else_on_local_pa
     assert training_locations(dataset, model, 1, "jobset") == ("/gcs/b/ds", "/gcs/b/model")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     assert training_locations(dataset, model, 5, "auto") == ("/gcs/b/ds", "/gcs/b/model")  # kfp.local: local
+
+
+def test_workers_inherit_the_launcher_s_secret_variables_pull_secrets_and_labels():
+    secret_ref = {"secretKeyRef": {"name": "lean-tpu-pipelines", "key": "HF_TOKEN", "optional": True}}
+    launcher = {
+        **LAUNCHER_POD,
+        "metadata": {
+            **LAUNCHER_POD["metadata"],
+            "labels": {
+                "lean-tpu-pipelines.dev/pipeline": "end-to-end",
+                "lean-tpu-pipelines.dev/step": "train-model",
+                "pipelines.kubeflow.org/v2_component": "true",
+                "workflows.argoproj.io/workflow": "end-to-end-abc",
+            },
+        },
+        "spec": {**LAUNCHER_POD["spec"], "imagePullSecrets": [{"name": "regcred"}]},
+    }
+    main = {**LAUNCHER_POD["spec"]["containers"][0]}
+    main["env"] = [*main["env"], {"name": "HF_TOKEN", "valueFrom": secret_ref}]
+    launcher["spec"]["containers"] = [main]
+    pod = worker_pod(SETTINGS, launcher)
+    obj = jobset.render_jobset(WORKERS, pod, SETTINGS)
+    assert roundtrip(models.JobsetV1alpha2JobSet, obj) == obj
+    template = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert template["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    labels = template["metadata"]["labels"]
+    assert labels["lean-tpu-pipelines.dev/step"] == "train-model" and labels[SET_LABEL] == "ltp-train-0f1e2d3c"
+    assert not any(k.startswith(("pipelines.kubeflow.org/", "workflows.argoproj.io/")) for k in labels)
+    [container] = template["spec"]["containers"]
+    assert {"name": "HF_TOKEN", "valueFrom": secret_ref} in container["env"]
+    # the Indexed Job fallback's pods get the same
+    job = job_launcher.render_job(WORKERS, pod, SETTINGS)
+    assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    assert job["spec"]["template"]["metadata"]["labels"]["lean-tpu-pipelines.dev/pipeline"] == "end-to-end"
