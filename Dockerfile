@@ -1,12 +1,20 @@
 # The project image: TensorFlow + kfp + this package. Every pipeline step runs in it.
-#   docker build --build-arg VARIANT=cpu|gpu|tpu -t REGISTRY/lean-tpu-pipelines:TAG[-gpu|-tpu] .
-# cpu: tensorflow-cpu; gpu: tensorflow[and-cuda] (CUDA libraries from pip, any recent driver);
+#   docker build --build-arg VARIANT=cpu|gpu|tpu|tpu-vm -t REGISTRY/lean-tpu-pipelines:TAG[-gpu|-tpu|-tpu-vm] .
+#   (make images builds the four, with Docker or Podman)
+# cpu: tensorflow (the wheel keras-hub's tensorflow-text needs); gpu: tensorflow[and-cuda] (CUDA libraries from pip, any recent driver);
 # tpu: stock tensorflow, which talks to a TPU Node over gRPC (GKE's cloud-tpus.google.com path).
 # For TPU VM node pools (google.com/tpu) build with VARIANT=tpu-vm: tensorflow-tpu + libtpu, and
 # keras-hub without its tensorflow-text (which would bring a second TensorFlow; detection does not use it).
-FROM python:3.11-slim-bookworm
+# BASE_IMAGE: python:3.11-slim-bookworm, or a base made locally whose PATH puts a Python virtualenv first
+# (where no registry can be reached: a debootstrap Debian, PEP 668 leaves its system Python to apt).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ARG VARIANT=cpu
+# Extra pip arguments: where no index can be reached from inside a build, a wheelhouse made on the
+# host with `pip download` and mounted into the build (podman build -v WHEELHOUSE:/wheelhouse:ro
+# --build-arg PIP_ARGS="--no-index --find-links /wheelhouse"; .ci/images does this).
+ARG PIP_ARGS=""
 # TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import: oneDNN kernels on (about 2x faster CPU
 # training; TensorFlow leaves them off on AVX2-only CPUs). The entry points set the same values
 # (trainer/runtime.py) for runs outside the image; a value given to the container wins over both.
@@ -28,9 +36,9 @@ COPY components components
 COPY pipelines pipelines
 COPY manifests manifests
 RUN case "$VARIANT" in \
-      cpu|gpu|tpu) pip install -e ".[$VARIANT]" ;; \
-      tpu-vm) pip install -e ".[tpu-vm]" -f https://storage.googleapis.com/libtpu-releases/index.html \
-              && pip install --no-deps keras-hub==0.32.0 ;; \
+      cpu|gpu|tpu) pip install $PIP_ARGS -e ".[$VARIANT]" ;; \
+      tpu-vm) pip install $PIP_ARGS -e ".[tpu-vm]" -f https://storage.googleapis.com/libtpu-releases/index.html \
+              && pip install $PIP_ARGS --no-deps keras-hub==0.32.0 ;; \
       *) echo "unknown VARIANT=$VARIANT (cpu, gpu, tpu, tpu-vm)" >&2; exit 1 ;; \
     esac \
  && python -c "import trainer, kfp, tensorflow as tf; print('TensorFlow', tf.__version__)" \

@@ -41,11 +41,15 @@ DIST := dist/pipelines
 # EXPERIMENT (default: the cluster's Default experiment); CONFIG and SET as for make run
 PIPELINE ?= end_to_end
 EXPERIMENT ?=
-# make images knobs
+# make images knobs: the engine (docker or podman; default: the first that answers), the base
+# image (default the Dockerfile's python:3.11-slim-bookworm) and the variants built
 REGISTRY ?= ghcr.io/lean-tpu-pipelines
 TAG ?= 0.1.0
+CONTAINER_TOOL ?=
+BASE_IMAGE ?=
+VARIANTS ?= cpu gpu tpu tpu-vm
 
-.PHONY: help setup data prometheus browser run serve sweep search predict submit test test-fast bench lint format compile upload images clean
+.PHONY: help setup data prometheus browser run serve sweep search predict submit test test-fast bench lint format compile upload images resolve clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -94,11 +98,11 @@ serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages
 # SET reaches the command through the environment: its text may hold quotes of its own.
 run sweep search predict submit: export LTP_SET = $(SET)
 
-run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1
+run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1 RUNNER=container
 	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
 	  $(if $(DATA),--data '$(DATA)') $(if $(LIMIT),--limit $(LIMIT)) $(if $(EPOCHS),--epochs $(EPOCHS)) \
 	  $(if $(STEPS),--steps-per-epoch $(STEPS)) $(if $(BUDGET),--budget '$(BUDGET)') $(if $(PROD),--prod '$(PROD)') \
-	  --pipeline-root '$(OUT)' \
+	  --pipeline-root '$(OUT)' $(if $(RUNNER),--runner '$(RUNNER)') \
 	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 sweep: setup ## Run the sweep pipeline locally over a CPU grid (kfp.local) and print its table; GRID=cells.yaml CONFIG=sweep.yaml SET='steps_per_epoch=8'
@@ -155,10 +159,22 @@ upload: compile ## Upload the compiled pipelines to KFP_HOST (new pipeline or ne
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make upload KFP_HOST=http://localhost:8080"; exit 2; }
 	$(PY) -m pipelines.tools.upload --host '$(KFP_HOST)' --dir $(DIST)
 
-images: ## Build the project images (cpu, gpu, tpu); needs Docker
-	for v in cpu gpu tpu; do \
-	  docker build --build-arg VARIANT=$$v -t $(REGISTRY)/lean-tpu-pipelines:$(TAG)$$( [ $$v = cpu ] || echo -$$v ) . || exit 1; \
+images: ## Build the four image variants (cpu, -gpu, -tpu, -tpu-vm) with Docker or Podman (CONTAINER_TOOL, BASE_IMAGE, VARIANTS)
+	@tool='$(CONTAINER_TOOL)'; \
+	if [ -z "$$tool" ]; then \
+	  if command -v docker >/dev/null && docker info >/dev/null 2>&1; then tool=docker; \
+	  elif command -v podman >/dev/null && podman info >/dev/null 2>&1; then tool=podman; \
+	  else echo "error: no container engine answers (docker info, podman info); start one or set CONTAINER_TOOL" >&2; exit 2; fi; \
+	fi; \
+	for v in $(VARIANTS); do \
+	  tag=$(REGISTRY)/lean-tpu-pipelines:$(TAG)$$( [ $$v = cpu ] || echo -$$v ); \
+	  echo "$$tool build $$tag"; \
+	  $$tool build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE='$(BASE_IMAGE)') --build-arg VARIANT=$$v -t $$tag . || exit 1; \
+	  $$tool image inspect --format '{{.Size}}' $$tag | awk -v t=$$tag '{printf "%s: %.2f GB\n", t, $$1 / 1e9}'; \
 	done
+
+resolve: $(STAMP) ## Resolve every image variant's dependencies against the package index (installs nothing)
+	$(PY) -m pipelines.tools.resolve
 
 clean: ## Remove build outputs and local runs (keeps .venv)
 	rm -rf dist build $(OUT) .pytest_cache .ruff_cache

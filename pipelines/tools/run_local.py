@@ -16,17 +16,19 @@ and the report's Parameters section).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from pipelines.tools import params
+from pipelines.tools.container import ContainerError
 from pipelines.tools.params import Layer, ParameterError, RunParameters
 from trainer import budget
 
@@ -211,8 +213,13 @@ def _move_logs(console: Any, staging: Path, folder: Path) -> Path:
     return logs
 
 
-def _run_quietly(pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any, verbose: bool) -> Optional[str]:
-    """Runs the pipeline under kfp.local with its output going to the console; returns kfp.local's error."""
+def _run_quietly(
+    pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any, verbose: bool, runner: Any = None
+) -> Optional[str]:
+    """Runs the pipeline under kfp.local with its output going to the console; returns kfp.local's error.
+
+    ``runner``: kfp.local's runner; None for this Python (``SubprocessRunner(use_venv=False)``).
+    """
     from kfp import local
 
     from pipelines.tools.console import strip_ansi
@@ -221,7 +228,8 @@ def _run_quietly(pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any
     env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
     if not verbose and env_before is None:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    runner = runner if runner is not None else local.SubprocessRunner(use_venv=False)
+    local.init(runner=runner, pipeline_root=str(root), raise_on_error=True)
     error: Optional[str] = None
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = console
@@ -304,6 +312,7 @@ def run_in_console(
     verbose: bool,
     first_lines: Sequence[str] = (),
     headline: Optional[Callable[[Optional[Path], str], str]] = None,
+    runner: Any = None,
 ) -> ConsoleRun:
     """Runs ``pipeline(**kwargs)`` once under kfp.local behind the quiet console (``make run``,
     ``make sweep``); each step's log ends in ``<run folder>/logs/``.
@@ -318,6 +327,7 @@ def run_in_console(
         verbose: pass kfp.local's whole output through as well.
         first_lines: printed before the run starts.
         headline: (run folder or None, task) -> a finished step's figure.
+        runner: kfp.local's runner (:func:`kfp_runner`); None for this Python.
     """
     from pipelines.tools.console import QuietConsole, display_names, previous_durations, previous_run_dir
 
@@ -346,10 +356,42 @@ def run_in_console(
     )  # fmt: skip
     for line in first_lines:
         console.say(line)
-    error = _run_quietly(pipeline, kwargs, root, console, verbose)
+    error = _run_quietly(pipeline, kwargs, root, console, verbose, runner)
     folder = run_dir() or root / f"{name}-{stamp}-failed"
     _move_logs(console, staging_logs, folder)
     return ConsoleRun(console, error, folder)
+
+
+RUNNERS = ("subprocess", "container")
+
+
+@contextlib.contextmanager
+def kfp_runner(kind: str, root: Path, data: Sequence[str] = ()) -> Iterator[Any]:
+    """kfp.local's runner of a kind: None (run_in_console's default) or the container runner, its engine up.
+
+    Raises:
+        ValueError: an unknown kind.
+        pipelines.tools.container.ContainerError: no engine, or no image.
+    """
+    if kind not in RUNNERS:
+        raise ValueError(f"runner: unknown {kind!r}; expected one of {', '.join(RUNNERS)}")
+    if kind == "subprocess":
+        yield None
+        return
+    from pipelines.tools import container
+
+    root.mkdir(parents=True, exist_ok=True)
+    with container.engine() as host:
+        before = os.environ.get("DOCKER_HOST")
+        if host:
+            os.environ["DOCKER_HOST"] = host
+        try:
+            yield container.runner(str(root), data)
+        finally:
+            if before is None:
+                os.environ.pop("DOCKER_HOST", None)
+            else:
+                os.environ["DOCKER_HOST"] = before
 
 
 def run_pipeline(
@@ -362,6 +404,7 @@ def run_pipeline(
     tty: Optional[bool] = None,
     task: str = "classification",
     parameters: Optional[RunParameters] = None,
+    runner: str = "subprocess",
 ) -> LocalRun:
     """Runs the task's pipeline once under kfp.local behind the quiet console, then the report.
 
@@ -377,6 +420,8 @@ def run_pipeline(
             end_to_end pipeline, ``detection`` the detection pipeline).
         parameters: the run's parameters with their defaults and origins: printed (those that
             differ from the run form's defaults) and recorded in the report; None for neither.
+        runner: ``subprocess`` (the steps in this Python) or ``container`` (each step in the
+            project image, as a cluster runs it: ``pipelines/tools/container.py``).
 
     Returns:
         Whether it succeeded, the run folder, the report's path and the console's line count.
@@ -388,11 +433,12 @@ def run_pipeline(
     lines = [f"lean-tpu-pipelines: the {end_to_end.NAME} pipeline under kfp.local ({pretty})"]
     if parameters is not None:
         lines.append(f"parameters:         {parameters.describe()}")
-    done = run_in_console(
-        end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
-        out=out or sys.stdout, tty=tty, verbose=verbose, first_lines=lines,
-        headline=lambda run_dir, step: headline(run_dir, step, task),
-    )  # fmt: skip
+    with kfp_runner(runner, root, [str(pipeline_kwargs.get("source") or "")]) as chosen:
+        done = run_in_console(
+            end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
+            out=out or sys.stdout, tty=tty, verbose=verbose, first_lines=lines,
+            headline=lambda run_dir, step: headline(run_dir, step, task), runner=chosen,
+        )  # fmt: skip
     folder = done.folder
     failure, report = _report(
         done.console, folder, stages_root, done.error, end_to_end.NAME, root,
@@ -494,8 +540,9 @@ def run(args: argparse.Namespace) -> LocalRun:
     stages_root = Path(values.pop("stages_root") or root / "stages")
     model_name = values["served_model_name"]
     return run_pipeline(
-        values, root, stages_root, model_name, verbose=args.verbose, task=args.task, parameters=resolved
-    )
+        values, root, stages_root, model_name, verbose=args.verbose, task=args.task, parameters=resolved,
+        runner=args.runner,
+    )  # fmt: skip
 
 
 def _yes_no(text: str) -> bool:
@@ -535,6 +582,11 @@ def _parser() -> argparse.ArgumentParser:
         "--prod", dest="to_prod", type=_yes_no, metavar="true|false", help="promote_to_prod, as make run PROD=..."
     )
     parser.add_argument("--verbose", action="store_true", help="also print kfp.local's whole output as it comes")
+    parser.add_argument(
+        "--runner", choices=RUNNERS, default="subprocess",
+        help="subprocess: the steps in this Python; container: each step in the project image (make images), "
+        "through Docker or Podman, as a cluster runs it",
+    )  # fmt: skip
     return parser
 
 
@@ -550,6 +602,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except ContainerError as err:  # the container runner: no engine, or no image (it says what to do)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0 if result.ok else 1
 
 
