@@ -123,10 +123,11 @@ predict: setup ## Score images with what a stage serves (kfp.local): DATA=folder
 	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(PREDICT_ROOT)' \
 	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
-submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml SET='epochs=20' KFP_HOST=... (uploads or reuses the pipeline version)
+submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml SET='epochs=20' KFP_HOST=... (uploads or reuses the pipeline version; PREFLIGHT=off skips the TPU check)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make submit KFP_HOST=http://localhost:8080"; exit 2; }
 	@$(PY) -m pipelines.tools.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
-	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST)
+	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST) \
+	  $(if $(filter off 0 false,$(PREFLIGHT)),--no-preflight)
 
 # make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py)
 TEST_WORKERS ?= 2

@@ -20,6 +20,7 @@ import dataclasses
 import importlib
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -78,6 +79,7 @@ def submit(
     image: Optional[str] = None,
     experiment: Optional[str] = None,
     run_name: Optional[str] = None,
+    list_nodes: Optional[Callable[[], list[dict[str, Any]]]] = None,
 ) -> SubmittedRun:
     """Compiles the pipeline, uploads or reuses its version, and starts a run with ``client``.
 
@@ -90,11 +92,23 @@ def submit(
         image: the image every step runs; None for the project's.
         experiment: the KFP experiment (made when missing); None for ``Default``.
         run_name: the run's name; None: ``<name> <time>``.
+        list_nodes: the cluster's nodes, for the TPU preflight (``pipelines/tools/preflight.py``);
+            None skips it.
+
+    Raises:
+        preflight.PreflightError: a step asks for a TPU the cluster cannot give (nothing uploaded).
     """
+    import yaml
+
     from pipelines.tools import compile as compiling
-    from pipelines.tools import upload
+    from pipelines.tools import preflight, upload
 
     path = compiling.compile_pipeline(name, package_dir, image)
+    if list_nodes is not None:
+        pipeline_spec, *rest = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        kube = (rest[0].get("platforms") or {}).get("kubernetes") or {} if rest else {}
+        for note in preflight.check(pipeline_spec, kube, parameters.values, list_nodes):
+            print(note)
     version = upload.ensure_version(client, path)
     experiment_id = client.create_experiment(name=experiment or "Default").experiment_id
     arguments = parameters.changed()
@@ -121,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dir", type=Path, default=Path("dist/pipelines"), help="where the compiled file goes")
     parser.add_argument("--namespace", default="kubeflow", help="the Kubeflow namespace of the KFP API")
     parser.add_argument("--ui-host", help="the KFP UI's address for the run URL (default: --host)")
+    parser.add_argument(
+        "--no-preflight", action="store_true",
+        help="start the run without asking the cluster (kubeconfig) whether it has the TPU the run asks for",
+    )  # fmt: skip
     return parser
 
 
@@ -143,12 +161,19 @@ def main(argv: list[str] | None = None) -> int:
     import kfp_server_api
     import urllib3
 
+    from pipelines.tools.preflight import PreflightError, kube_nodes
+
     try:
         client = kfp.Client(host=args.host, namespace=args.namespace)
         done = submit(
             client, args.pipeline, parameters, ui_host=args.ui_host or args.host, package_dir=args.dir,
             image=args.image, experiment=args.experiment, run_name=args.run_name,
+            list_nodes=None if args.no_preflight else kube_nodes(),
         )  # fmt: skip
+    except PreflightError as err:
+        for line in str(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (urllib3.exceptions.HTTPError, kfp_server_api.ApiException) as err:
         # Not bad input: the cluster said no or did not answer.
         print(f"error: the Kubeflow Pipelines API at {args.host} did not take the run: {err}", file=sys.stderr)

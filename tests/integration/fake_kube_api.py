@@ -34,6 +34,11 @@ for InferenceServices (revisions, canary traffic, tag URLs, load failures).
 ``add_pods(namespace, pods)`` stores pods (a JobSet's workers, Pending with the scheduler's
 reason) that pod lists return next to the Deployments' synthesized ones.
 
+Cluster-scoped kinds (``CLUSTER_KINDS``: nodes) are served read-only under ``/api/v1/<plural>``
+(``[/<name>]``, list with ``labelSelector``) from what ``add_cluster_objects(plural, objects)``
+stored, and listed in discovery as not namespaced; ``deny_reads`` makes reads of the named plurals
+answer 403 (a client without a ClusterRole).
+
 Not implemented: watch, strategic merge patch, admission, validation against schemas
 (``fieldValidation=Strict`` refuses unknown top-level fields only), authentication. ``deny``
 makes writes to the named plurals answer 403 to test RBAC errors.
@@ -67,6 +72,8 @@ KINDS = {
     "jobs": ("batch/v1", "Job"),
     "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
 }
+CLUSTER_KINDS = {"nodes": ("v1", "Node")}
+_CLUSTER_PATH = re.compile(r"^/api/v1/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
 )
@@ -176,6 +183,8 @@ class FakeKubeAPI:
         self._lock = threading.RLock()
         self.url = ""
         self.kinds: dict[str, tuple[str, str]] = dict(KINDS)
+        self.cluster_objects: dict[str, list[dict[str, Any]]] = {plural: [] for plural in CLUSTER_KINDS}
+        self.deny_reads: set[str] = set()
         self.controllers: dict[str, Callable[[dict[str, Any]], Optional[dict[str, Any]]]] = {}
 
     # ---- inspection helpers for tests
@@ -192,6 +201,11 @@ class FakeKubeAPI:
             before = copy.deepcopy(stored.obj)
             stored.obj["status"] = copy.deepcopy(status)
             self._commit(stored, before)
+
+    def add_cluster_objects(self, plural: str, objects: list[dict[str, Any]]) -> None:
+        """Stores cluster-scoped objects (whole Node objects, say) that reads return from now on."""
+        with self._lock:
+            self.cluster_objects[plural].extend(copy.deepcopy(objects))
 
     def add_pods(self, namespace: str, pods: list[dict[str, Any]]) -> None:
         """Stores pods (whole Pod objects) that pod lists return from now on."""
@@ -321,6 +335,9 @@ class FakeKubeAPI:
             self.requests.append((method, path, query, content_type))
             if method == "GET" and path in self._discovery():
                 return 200, self._discovery()[path]
+            cluster = _CLUSTER_PATH.match(path)
+            if cluster and cluster["plural"] in CLUSTER_KINDS:
+                return self._cluster_read(method, cluster["plural"], cluster["name"], query)
             match = _PATH.match(path)
             if not match or match["plural"] not in self.kinds or match["plural"] in self.hidden:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
@@ -356,6 +373,30 @@ class FakeKubeAPI:
                 return 200, self._delete_object(plural, namespace, name)
             raise ApiError(405, "MethodNotAllowed", f"{method} {path} is not supported by the fake")
 
+    def _cluster_read(
+        self, method: str, plural: str, name: Optional[str], query: dict[str, list[str]]
+    ) -> tuple[int, dict[str, Any]]:
+        """GET of a cluster-scoped kind: one object, or the list (``labelSelector`` equality terms)."""
+        if method != "GET":
+            raise ApiError(405, "MethodNotAllowed", f"{method} on {plural}: the fake serves them read-only")
+        if plural in self.deny_reads:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{plural} is forbidden: User "fake" cannot list resource "{plural}" at the cluster scope',
+            )
+        api_version, kind = CLUSTER_KINDS[plural]
+        items = copy.deepcopy(self.cluster_objects[plural])
+        if name is not None:
+            found = [o for o in items if o["metadata"]["name"] == name]
+            if not found:
+                raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+            return 200, {"apiVersion": api_version, "kind": kind, **found[0]}
+        selector = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
+        items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())]
+        meta = {"resourceVersion": str(self._resource_version)}
+        return 200, {"apiVersion": api_version, "kind": f"{kind}List", "metadata": meta, "items": items}
+
     def _discovery(self) -> dict[str, dict[str, Any]]:
         """The discovery documents by path, for the kinds served (``kinds`` less ``hidden``)."""
         by_group_version: dict[str, list[dict[str, Any]]] = {}
@@ -369,6 +410,16 @@ class FakeKubeAPI:
                     "namespaced": True,
                     "kind": kind,
                     "verbs": ["create", "delete", "get", "list", "patch"],
+                }
+            )
+        for plural, (api_version, kind) in CLUSTER_KINDS.items():
+            by_group_version.setdefault(api_version, []).append(
+                {
+                    "name": plural,
+                    "singularName": kind.lower(),
+                    "namespaced": False,
+                    "kind": kind,
+                    "verbs": ["get", "list"],
                 }
             )
         documents: dict[str, dict[str, Any]] = {

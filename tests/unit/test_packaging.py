@@ -137,7 +137,7 @@ def test_the_tpu_vm_image_gets_keras_hub_without_tensorflow_text():
     project = _project()
     extras = project["optional-dependencies"]
     pin = next(r for r in extras["cpu"] if _requirement_name(r) == "keras-hub")
-    assert f"pip install --no-deps {pin}" in (ROOT / "Dockerfile").read_text()
+    assert f"pip install $PIP_ARGS --no-deps {pin}" in (ROOT / "Dockerfile").read_text()
     declared = {_requirement_name(r) for r in [*project["dependencies"], *extras["tpu-vm"]]}
     assert "tensorflow-text" not in declared and not declared & {"tensorflow", "tensorflow-cpu"}
     wanted = {_requirement_name(r) for r in importlib.metadata.requires("keras-hub") or [] if "extra ==" not in r}
@@ -147,7 +147,7 @@ def test_the_tpu_vm_image_gets_keras_hub_without_tensorflow_text():
 def test_the_dockerfile_installs_the_declared_extras_and_sets_onednn():
     text = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^ENV .*\bTF_ENABLE_ONEDNN_OPTS=1\b", text, re.M)
-    assert 'pip install -e ".[$VARIANT]"' in text and 'pip install -e ".[tpu-vm]"' in text
+    assert 'pip install $PIP_ARGS -e ".[$VARIANT]"' in text and 'pip install $PIP_ARGS -e ".[tpu-vm]"' in text
     assert not re.search(r"pip install[^\n]*(scikit-learn|sklearn)", text)
 
 
