@@ -16,7 +16,7 @@ def test_compiles_without_tensorflow_and_never_caches(tmp_path, name):
         "assert 'tensorflow' not in sys.modules, 'compiling imported TensorFlow'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    spec = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    spec = next(yaml.safe_load_all((tmp_path / "p.yaml").read_text()))  # the platform spec follows
     assert spec["pipelineInfo"]["name"] == name
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert params["served_model_name"]["defaultValue"] == "classifier"

@@ -16,7 +16,7 @@ def test_pipeline_compiles_fast_without_tensorflow(tmp_path):
         "assert 'tensorflow' not in sys.modules, 'pipelines must not import TensorFlow'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    spec = yaml.safe_load((tmp_path / "p.yaml").read_text())
+    spec = next(yaml.safe_load_all((tmp_path / "p.yaml").read_text()))  # the platform spec follows
     assert spec["pipelineInfo"]["name"] == "tfrecords"
     dag = spec["root"]["dag"]["tasks"]
     loop = next(t for t in dag.values() if "parameterIterator" in t)

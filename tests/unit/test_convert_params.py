@@ -11,7 +11,8 @@ from pipelines.tfrecords import pipeline as tfrecords_pipeline
 from trainer.config import ConfigError, ConvertConfig
 
 # Parameters of the convert components that are not ConvertConfig fields.
-STEP_ONLY = {"verify", "parallelism"}
+# Not conversion settings: the steps' own, and the Secret every pipeline takes (pipelines/platform.py).
+STEP_ONLY = {"verify", "parallelism", "secret_name"}
 
 
 @pytest.mark.parametrize("value", [None, "", 0, 0.0, {}, []])
