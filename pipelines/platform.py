@@ -17,6 +17,9 @@ each task that runs a container gets, through ``kfp.kubernetes``:
   :data:`DEFAULT_SECRET`), as the environment variables of :data:`SECRET_KEYS`, ``optional``: a
   missing Secret or key leaves the variable unset and never blocks the pod. A nested pipeline (a
   grid's cell, a search's trial) takes the compile-time name (``LTP_SECRET_NAME``).
+- **the same Secret as files** at ``trainer.runtime.CREDENTIALS_DIR`` on every step, ``optional``:
+  a service account key under ``gcp-key.json``, for clusters without Workload Identity (the step
+  points ``GOOGLE_APPLICATION_CREDENTIALS`` at it when it is there).
 - **image pull secrets** for a private registry: compile-time (``make compile PULL_SECRETS=regcred``,
   ``LTP_PULL_SECRETS``, comma-separated); none by default.
 
@@ -38,6 +41,7 @@ from kfp import dsl, kubernetes
 from kfp.dsl import pipeline_context
 
 from trainer.budget import MAX_BUDGET_S
+from trainer.runtime import CREDENTIALS_DIR
 
 PART_OF = ("app.kubernetes.io/part-of", "lean-tpu-pipelines")
 LABEL_PREFIX = "lean-tpu-pipelines.dev/"
@@ -121,6 +125,9 @@ def _settle_task(task: Any, pipeline_name: str, secret: Any, settings: Settings,
     kubernetes.set_timeout(task, LONG_DEADLINE_S if step in LONG_STEPS else DEADLINE_S)
     if step in SECRET_STEPS:
         kubernetes.use_secret_as_env(task, secret_name=secret, secret_key_to_env=dict(SECRET_KEYS), optional=True)
+    # The same Secret as files: a service account key (gcp-key.json) where Workload Identity is not
+    # used; trainer.runtime points GOOGLE_APPLICATION_CREDENTIALS at it when it is there.
+    kubernetes.use_secret_as_volume(task, secret_name=secret, mount_path=CREDENTIALS_DIR, optional=True)
     if settings.pull_secrets:
         kubernetes.set_image_pull_secrets(task, list(settings.pull_secrets))
 

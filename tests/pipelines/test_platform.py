@@ -49,6 +49,8 @@ def test_every_step_has_its_labels_and_a_deadline(compiled, name):
             assert deadline > MAX_BUDGET_S  # longer than any time budget or notebook timeout may ask
         else:
             assert deadline == platform.DEADLINE_S
+        (volume,) = spec["secretAsVolume"]  # a service account key, where Workload Identity is not used
+        assert volume["optional"] is True and volume["mountPath"] == "/var/secrets/lean-tpu-pipelines"
     assert kube["pipelineConfig"]["resourceTtlOnCompletion"] == platform.TTL_S
 
 

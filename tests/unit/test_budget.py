@@ -607,3 +607,15 @@ def test_a_budget_or_a_notebook_timeout_cannot_outlast_the_pipeline_s_deadline()
         parse_time_budget("169h")
     with pytest.raises(ValueError, match="timeout_s: must be 1..604800"):
         NotebookConfig(notebook="a.ipynb", timeout_s=MAX_BUDGET_S + 1)
+
+
+def test_a_mounted_service_account_key_is_used_where_no_credentials_are_set(tmp_path):
+    from trainer.runtime import use_mounted_credentials
+
+    environ = {}
+    assert use_mounted_credentials(environ, str(tmp_path)) is None and environ == {}  # Workload Identity
+    (tmp_path / "gcp-key.json").write_text("{}")
+    assert use_mounted_credentials(environ, str(tmp_path)) == str(tmp_path / "gcp-key.json")
+    assert environ["GOOGLE_APPLICATION_CREDENTIALS"] == str(tmp_path / "gcp-key.json")
+    mine = {"GOOGLE_APPLICATION_CREDENTIALS": "/etc/mine.json"}
+    assert use_mounted_credentials(mine, str(tmp_path)) == "/etc/mine.json"  # the user's wins
