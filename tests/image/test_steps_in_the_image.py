@@ -8,11 +8,14 @@ runs each step's compiled command in it as user 1000, through Podman's Docker AP
 import json
 import subprocess
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from components.images import PROJECT_IMAGE
 from pipelines import flow
 from pipelines.tools import run_local
+from tests.eval_bench_fixtures import CLASSES, make_image
 
 pytestmark = pytest.mark.image
 
@@ -53,6 +56,21 @@ def test_the_main_pipeline_runs_its_steps_in_the_image_and_a_failing_step_fails(
     assert "## Data checks" in (model / "model_card.md").read_text()  # written by user 1000 in the image
     checked = json.loads((ok.run_dir / "validate-dataset" / "statistics" / "validation.json").read_text())
     assert checked["passed"] is True
+    # A local image folder outside the pipeline root (make run DATA=...) is mounted read-only at
+    # its own path; split_by=content hashes its files inside the container.
+    photos = tmp_path / "photos"
+    rng = np.random.default_rng(0)
+    for i in range(400):
+        label = i % 10
+        (photos / CLASSES[label]).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(make_image(label, rng)).save(photos / CLASSES[label] / f"{i}.png")
+    folder = run_local.run_pipeline(
+        {**settings, "source": str(photos), "limit_per_split": 0, "epochs": 3, "split_by": "content"},
+        tmp_path / "folder", tmp_path / "folder" / "stages", runner="container", tty=False,
+    )  # fmt: skip
+    assert folder.ok, f"the run failed; see {folder.run_dir}/logs"
+    converted = json.loads((folder.run_dir / "convert-to-tfrecords" / "dataset" / "dataset.json").read_text())
+    assert converted["source"]["uri"] == str(photos) and sum(s["count"] for s in converted["splits"].values()) == 400
     # A step that fails inside its container fails the run (kfp 2.17.3 alone would call a container
     # removed before its exit code was read a success): digits are arrays, not files to hash.
     bad = run_local.run_pipeline(
