@@ -79,6 +79,13 @@ def check_values(thresholds: Mapping[str, Any], rows: Sequence[SliceRow]) -> Non
             )
 
 
+def _slice_check(
+    kind: str, key: str, metric: str, threshold: float, value: Any, baseline: Any, passed: bool
+) -> dict[str, Any]:
+    """One check of the blessing record: the gate's fields and the slice it judged."""
+    return dict(kind=kind, slice=key, metric=metric, threshold=threshold, value=value, baseline=baseline, passed=passed)
+
+
 def _bound_ok(value: float, bound: float, higher: bool) -> bool:
     return value >= bound if higher else value <= bound
 
@@ -99,17 +106,7 @@ def _threshold_checks(
                     continue
                 value = row.metrics.get(metric)
                 passed = value is not None and _bound_ok(value, bound, higher)
-                checks.append(
-                    dict(
-                        kind="slice",
-                        slice=row.key,
-                        metric=metric,
-                        threshold=bound,
-                        value=value,
-                        baseline=None,
-                        passed=passed,
-                    )
-                )
+                checks.append(_slice_check("slice", row.key, metric, bound, value, None, passed))
                 if value is None:
                     reasons.append(
                         f"FAIL: slice {row.key} has {row.count} examples, too few to be scored, "
@@ -157,17 +154,7 @@ def _change_checks(
             compared += 1
             improvement = value - base if directions.get(metric, True) else base - value
             passed = improvement >= minimum
-            checks.append(
-                dict(
-                    kind="slice_change",
-                    slice=row.key,
-                    metric=metric,
-                    threshold=minimum,
-                    value=value,
-                    baseline=base,
-                    passed=passed,
-                )
-            )
+            checks.append(_slice_check("slice_change", row.key, metric, minimum, value, base, passed))
             if not passed:
                 reasons.append(
                     f"FAIL: slice {row.key} {metric} = {value:.4f} vs prod {base:.4f}, "
