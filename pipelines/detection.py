@@ -9,7 +9,7 @@ the TPU, set ``model_options`` to ``{"preset": "tpu-512"}`` (see docs/detection.
 ``make compile`` to ``dist/pipelines/detection.yaml``; run locally by ``make run TASK=detection``.
 """
 
-from typing import Optional
+import functools
 
 from pipelines import flow
 
@@ -18,22 +18,19 @@ NAME = "detection"
 FORM = flow.run_form(TASK)  # the run form's defaults (the configs', the task's)
 
 
-def build(preset: Optional[str] = None):
-    """The pipeline; ``preset`` fixes the train step's accelerator at compile time
-    (``make compile ACCELERATOR=gke-tpu-v5e-2x4``), in place of the run form's ``accelerator_type``
-    and ``accelerator_count``.
-    """
-    return flow.pipeline(
-        TASK,
-        name=NAME,
-        description=(
-            "COCO boxes or the built-in shapes -> sharded TFRecords -> RetinaNet (keras-hub) on a Cloud TPU v2-8 "
-            "(GPU/CPU by parameter) -> COCO mAP with a fail-closed gate -> inference benchmark -> promotion demo -> "
-            "staging (if blessed) -> prod (if asked)."
-        ),
-        summary="Trains and ships a detector once.",
-        preset=preset,
-    )
+# The pipeline, or with a compile-time accelerator preset: build(preset="gke-tpu-v5e-2x4")
+# (make compile ACCELERATOR=...), which replaces the run form's accelerator_type and accelerator_count.
+build = functools.partial(
+    flow.pipeline,
+    TASK,
+    name=NAME,
+    description=(
+        "COCO boxes or the built-in shapes -> sharded TFRecords -> RetinaNet (keras-hub) on a Cloud TPU v2-8 "
+        "(GPU/CPU by parameter) -> COCO mAP with a fail-closed gate -> inference benchmark -> promotion demo -> "
+        "staging (if blessed) -> prod (if asked)."
+    ),
+    summary="Trains and ships a detector once.",
+)
 
 
 pipeline = build()

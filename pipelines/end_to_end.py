@@ -6,7 +6,7 @@ Compiled by ``make compile`` to ``dist/pipelines/end_to_end.yaml`` and run local
 No TensorFlow here: compiling stays fast.
 """
 
-from typing import Optional
+import functools
 
 from pipelines import flow
 
@@ -15,22 +15,19 @@ NAME = "end-to-end"
 FORM = flow.run_form(TASK)  # the run form's defaults (the configs', the task's)
 
 
-def build(preset: Optional[str] = None):
-    """The pipeline; ``preset`` fixes the train step's accelerator at compile time
-    (``make compile ACCELERATOR=gke-tpu-v5e-2x4``), in place of the run form's ``accelerator_type``
-    and ``accelerator_count``.
-    """
-    return flow.pipeline(
-        TASK,
-        name=NAME,
-        description=(
-            "Image folder or Fashion-MNIST -> sharded TFRecords -> Keras training on a Cloud TPU v2-8 "
-            "(GPU/CPU by parameter) -> evaluation with a fail-closed gate -> inference benchmark -> "
-            "promotion demo -> staging (if blessed) -> prod (if asked)."
-        ),
-        summary="Runs the whole flow once.",
-        preset=preset,
-    )
+# The pipeline, or with a compile-time accelerator preset: build(preset="gke-tpu-v5e-2x4")
+# (make compile ACCELERATOR=...), which replaces the run form's accelerator_type and accelerator_count.
+build = functools.partial(
+    flow.pipeline,
+    TASK,
+    name=NAME,
+    description=(
+        "Image folder or Fashion-MNIST -> sharded TFRecords -> Keras training on a Cloud TPU v2-8 "
+        "(GPU/CPU by parameter) -> evaluation with a fail-closed gate -> inference benchmark -> "
+        "promotion demo -> staging (if blessed) -> prod (if asked)."
+    ),
+    summary="Runs the whole flow once.",
+)
 
 
 pipeline = build()

@@ -173,12 +173,10 @@ def pipeline(
     chosen = settings or Settings.from_environ(os.environ)
 
     def decorate(func: Callable[..., Any]) -> Any:
-        signature = inspect.signature(func)
-        if nested or SECRET_PARAMETER in signature.parameters:
-            takes = SECRET_PARAMETER in signature.parameters
-            wrapped = _with_settings(func, part_of or name, chosen, labels, takes_secret=takes)
+        if nested:
+            wrapped = _with_settings(func, part_of or name, chosen, labels)
         else:
-            wrapped = _with_secret_parameter(func, signature, part_of or name, chosen, labels)
+            wrapped = _with_secret_parameter(func, inspect.signature(func), name, chosen, labels)
         config = dsl.PipelineConfig(ttl_seconds_after_finished=chosen.ttl_s) if chosen.ttl_s and not nested else None
         return dsl.pipeline(name=name, description=description, pipeline_config=config)(wrapped)
 
@@ -186,14 +184,13 @@ def pipeline(
 
 
 def _with_settings(
-    func: Callable[..., Any], name: str, settings: Settings, labels: Optional[Mapping[str, str]], takes_secret: bool
+    func: Callable[..., Any], name: str, settings: Settings, labels: Optional[Mapping[str, str]]
 ) -> Callable[..., Any]:
+    """A nested pipeline: its steps read the compile-time Secret name."""
+
     def run(*args: Any, **kwargs: Any) -> Any:
         result = func(*args, **kwargs)
-        secret = kwargs.get(SECRET_PARAMETER) if takes_secret else None
-        if takes_secret and secret is None:
-            secret = args[list(inspect.signature(func).parameters).index(SECRET_PARAMETER)]
-        settle(name, secret if secret is not None else settings.secret_name, settings, labels)
+        settle(name, settings.secret_name, settings, labels)
         return result
 
     _copy_identity(func, run, inspect.signature(func), func.__doc__)

@@ -236,8 +236,3 @@ def parse_recorded(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             if key:
                 out[key][metric] = float(value)
     return dict(out)
-
-
-def headline_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The metrics without the recorded slice keys (what tables of a model's metrics show)."""
-    return {k: v for k, v in metrics.items() if not k.startswith(RECORDED_PREFIX)}
