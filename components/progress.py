@@ -17,7 +17,9 @@ Every line has ``step``, ``done`` and ``total`` (integers) and ``unit``. The opt
 - ``loss``: the current training loss;
 - ``metric`` and ``value``: the name of the validation figure last measured (``val_accuracy``)
   and its value;
-- ``note``: a short word on the step's state (``calibrating``, ``stopped early``).
+- ``note``: a short word on the step's state (``calibrating``, ``stopped early``);
+- ``plan``: what the step will do, in one line, said once before it does it (a budget's plan:
+  the steps, the time and the price it bought); a console prints it as a line of its own.
 
 A reader ignores the fields it does not know, so a newer step's lines read in an older console.
 
@@ -50,6 +52,7 @@ FIELDS: dict[str, type] = {
     "metric": str,
     "value": float,
     "note": str,
+    "plan": str,
 }
 
 

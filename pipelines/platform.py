@@ -10,7 +10,7 @@ each task that runs a container gets, through ``kfp.kubernetes``:
   allocation and OpenCost attribute spend by pod labels; the accelerator and the model a run chose
   are in the run's own records (``training.json``). The workers a train step launches inherit them.
 - **a deadline** (``activeDeadlineSeconds``, compile-time): :data:`LONG_DEADLINE_S` on the steps a
-  run-time budget or a notebook timeout can make long (longer than ``trainer.budget.MAX_BUDGET_S``,
+  run-time budget or a notebook timeout can make long (longer than ``trainer.budget.limits.MAX_BUDGET_S``,
   the most either may ask for), :data:`DEADLINE_S` on every other step.
 - **the hub credentials** (steps that may download weights or run a user's code:
   :data:`SECRET_STEPS`) from the Secret the run parameter ``secret_name`` names (default
@@ -40,7 +40,7 @@ from typing import Any, Optional
 from kfp import dsl, kubernetes
 from kfp.dsl import pipeline_context
 
-from trainer.budget import MAX_BUDGET_S
+from trainer.budget.limits import MAX_BUDGET_S
 from trainer.runtime import CREDENTIALS_DIR
 
 PART_OF = ("app.kubernetes.io/part-of", "lean-tpu-pipelines")

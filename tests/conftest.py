@@ -13,7 +13,7 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-# Precisions measured on this machine (trainer/calibrate.py) would change what a test's training
+# Precisions measured on this machine (trainer/budget/calibrate.py) would change what a test's training
 # chooses: the suite keeps its own, per run.
 os.environ.setdefault("LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefix="ltp-precision-"), "precision.json"))
 

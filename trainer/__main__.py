@@ -107,7 +107,7 @@ def main(
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from trainer.budget import process_started_at
+    from trainer.budget.layout import process_started_at
     from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
     from trainer.train import TrainingError, train

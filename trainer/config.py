@@ -19,8 +19,9 @@ import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
 
-from trainer import budget as budget_lib
-from trainer import pricing, slices
+from trainer import slices
+from trainer.budget import pricing
+from trainer.budget.limits import CAP, BudgetError, Limits
 from trainer.configbase import ConfigBase, ConfigError  # noqa: F401  (the sections raise it; callers catch it here)
 
 DEFAULT_SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
@@ -158,9 +159,9 @@ class TrainConfig(ConfigBase):
             the ones exported.
         accelerator_type: the step's accelerator resource (``cloud-tpus.google.com/v2``,
             ``nvidia.com/gpu``, ...; empty for CPU only), which prices the step
-            (``trainer.pricing.price_key``).
+            (``trainer.budget.pricing.price_key``).
         accelerator_count: how many of it (0 for CPU only).
-        price_table: a YAML price table over the defaults (``trainer/prices.yaml``) for
+        price_table: a YAML price table over the defaults (``trainer/budget/prices.yaml``) for
             ``cost_budget`` and the recorded cost; None uses the defaults.
     """
 
@@ -208,81 +209,16 @@ class TrainConfig(ConfigBase):
                 object.__setattr__(self, name, f"{value:g}")
         super().__post_init__()
 
-    def budget(self) -> budget_lib.Budget:
-        """The run's budget: its time, its money and the price of the step's accelerator.
-
-        Raises:
-            ConfigError: a budget that cannot be read, or a cost budget on an accelerator the price
-                table has no entry for.
-        """
-        try:
-            seconds = budget_lib.parse_time_budget(self.time_budget)
-            dollars = budget_lib.parse_cost_budget(self.cost_budget)
-        except budget_lib.BudgetError as err:
-            raise ConfigError(str(err)) from None
-        key = per_hour = None
-        try:
-            key, per_hour = pricing.price_of(self.accelerator_type, self.accelerator_count, self.price_table)
-        except pricing.PriceTableError as err:
-            if dollars is not None:
-                raise ConfigError(f"train.cost_budget: {err}") from None
-        if dollars is not None and seconds is None and not per_hour:
-            raise ConfigError(
-                f"train.cost_budget: {key} costs nothing in the price table, so ${dollars:g} sets no limit; "
-                "give a time_budget, or price it in a table of your own (train.price_table)"
-            )
-        return budget_lib.Budget(seconds, dollars, key, per_hour, cap=budget_lib.is_cap(self.time_budget))
-
     @property
-    def has_budget(self) -> bool:
-        """Whether a time or cost budget is set (the schedule is then laid out to fill it)."""
-        return budget_lib.is_set(self.time_budget) or budget_lib.is_set(self.cost_budget)
-
-    def stop_at_s(self) -> Optional[float]:
-        """The seconds of the training's time at which this process stops (``stop_at``); None: ``auto``
-        or a stop in steps.
-
-        Raises:
-            ConfigError: a ``stop_at`` that cannot be read, or a cap.
+    def limits(self) -> Limits:
+        """``time_budget``, ``cost_budget``, ``patience`` and ``stop_at``, read once when the config
+        was made (priced at ``accelerator_type`` x ``accelerator_count``): what the training reads.
         """
-        try:
-            if budget_lib.parse_stop_step(self.stop_at) is not None:
-                return None
-            return budget_lib.parse_stop_at(self.stop_at)
-        except budget_lib.BudgetError as err:
-            raise ConfigError(str(err)) from None
+        return self._limits
 
-    def stop_at_step(self) -> Optional[int]:
-        """The optimizer step at which this process stops (``stop_at`` in steps); None: none, or a time.
-
-        Raises:
-            ConfigError: ``0 steps``.
-        """
-        try:
-            return budget_lib.parse_stop_step(self.stop_at)
-        except budget_lib.BudgetError as err:
-            raise ConfigError(str(err)) from None
-
-    def _validate_stop_at(self) -> None:
-        if self.stop_at_step() is not None:
-            return  # a step of whatever schedule the training has
-        stop = self.stop_at_s()
-        if stop is None:
-            return
-        budget = budget_lib.parse_time_budget(self.time_budget)
-        if budget is None:
-            self._fail(
-                "stop_at",
-                f"{self.stop_at!r} stops a training at a point of its time budget's schedule, but time_budget is "
-                f"{self.time_budget!r}; give the whole training's time_budget (such as 10m, or <=10m a cap over its "
-                "own schedule), or set stop_at to auto",
-            )
-        if stop > budget:
-            self._fail(
-                "stop_at",
-                f"{self.stop_at!r} ({stop:g}s) is past the time budget ({self.time_budget}: {budget:g}s), where the "
-                f"training ends anyway; give a stop_at of at most {budget:g}s, or auto to train to the end",
-            )
+    def _price(self) -> tuple[str, float]:
+        """The price key and $/hour of the step's accelerator (a cost budget's price)."""
+        return pricing.price_of(self.accelerator_type, self.accelerator_count, self.price_table)
 
     def fingerprint(self) -> str:
         """A short stable hash of what is trained: the values less ``stop_at``.
@@ -294,22 +230,19 @@ class TrainConfig(ConfigBase):
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
     def validate(self) -> None:
-        if self.has_budget:
-            self.budget()  # a budget that cannot be read, or priced, fails here
         try:
-            budget_lib.parse_patience(self.patience)
-        except budget_lib.BudgetError as err:
-            self._fail("patience", str(err).split(": ", 1)[1])
-        self._validate_stop_at()
-        capped = budget_lib.is_cap(self.time_budget)
-        if self.has_budget and not capped and (self.epochs is not None or self.steps_per_epoch is not None):
+            parsed = Limits.parse(self.time_budget, self.cost_budget, self.patience, self.stop_at, price=self._price)
+        except BudgetError as err:
+            raise ConfigError(str(err)) from None
+        object.__setattr__(self, "_limits", parsed)  # derived from the fields, not one of them
+        if parsed.budgeted and not parsed.budget.cap and (self.epochs is not None or self.steps_per_epoch is not None):
             given = " and ".join(
                 f"{n} {getattr(self, n)}" for n in ("epochs", "steps_per_epoch") if getattr(self, n) is not None
             )
-            if budget_lib.is_set(self.time_budget):
-                budget, cap = self.time_budget, f"time_budget {budget_lib.CAP}{self.time_budget.strip()}"
+            if parsed.budget.seconds is not None:
+                budget, cap = self.time_budget, f"time_budget {CAP}{self.time_budget.strip()}"
             else:
-                budget, cap = f"cost_budget {self.cost_budget}", f"a time_budget such as {budget_lib.CAP}10m"
+                budget, cap = f"cost_budget {self.cost_budget}", f"a time_budget such as {CAP}10m"
             self._fail(
                 "time_budget",
                 f"a budget ({budget}) lays the schedule out itself, but {given} is set too; set epochs and "
@@ -436,7 +369,7 @@ class BenchmarkConfig(ConfigBase):
             always runs ``rounds`` rounds (a cluster run's default; ``make run`` sets 0.05).
         accelerator: the label of the accelerator this runs on, a key of the price table.
         price_table: path to a YAML price table ($/hour per accelerator, the format of
-            ``trainer/prices.yaml``) whose entries replace or add to the defaults;
+            ``trainer/budget/prices.yaml``) whose entries replace or add to the defaults;
             ``None`` uses the defaults.
         http: also time the served path (the local model server over REST).
     """
@@ -612,6 +545,10 @@ class PromoteConfig(ConfigBase):
         serving_options: the serving target's own settings, by name, which it reads into its
             typed options (an unknown key or a wrong value fails the step, naming the keys it
             takes); e.g. ``{mode: standard}`` for kserve (docs/kserve.md), ``{port: 8600}`` for local.
+        allow_contract_change: let a model whose class names, class order, input signature or
+            output keys differ from what the stage serves under the same model name replace it
+            (the change is recorded in the stage history); false refuses such a promotion with
+            one line naming the difference (docs/promotion.md).
     """
 
     _section: ClassVar[str] = "promote."
@@ -628,6 +565,7 @@ class PromoteConfig(ConfigBase):
     load_test: Optional[LoadTestConfig] = None
     canary_steps: Optional[tuple[int, ...]] = None
     serving_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    allow_contract_change: bool = False
 
     def validate(self) -> None:
         from trainer.tasks import task_names  # no TensorFlow: the task table only

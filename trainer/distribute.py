@@ -193,7 +193,7 @@ def precision_candidates(requested: str, choice: PrecisionChoice, kind: str, wor
 
     A CPU with native bf16 units or a GPU with tensor cores offers a real choice whose speed the
     rule cannot know (bfloat16 trained at 0.89x of float32 on one CPU with ``avx512_bf16``, at
-    1.18x on another): ``trainer.calibrate`` times each. A TPU computes in bfloat16; a policy set
+    1.18x on another): ``trainer.budget.calibrate`` times each. A TPU computes in bfloat16; a policy set
     in the config is kept; several workers (each would time and choose alone) keep the rule's.
     """
     if requested != "auto" or kind == "tpu" or workers > 1:

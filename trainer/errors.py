@@ -1,4 +1,7 @@
-"""The training errors, apart from ``train.py`` so that its callbacks raise them without importing it."""
+"""The library's errors, apart from the modules that raise them: a callback raises a training
+error without importing the training, and the presets and the tasks share the task's error
+without importing each other.
+"""
 
 from __future__ import annotations
 
@@ -9,3 +12,7 @@ class TrainingError(RuntimeError):
 
 class TrainingDivergedError(TrainingError):
     """The loss became NaN/inf or exploded; nothing is exported."""
+
+
+class TaskError(ValueError):
+    """A task cannot do what was asked (unknown task, a prediction of the wrong shape, ...)."""

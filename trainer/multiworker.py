@@ -147,7 +147,7 @@ def time_steps(fit: Any, strategy: Any, jit_compile: bool, steps: int, seconds: 
     import statistics
     import time
 
-    from trainer.calibrate import _put_back, _snapshot
+    from trainer.budget.calibrate import _put_back, _snapshot
 
     model = fit.model
     saved = _snapshot(model)

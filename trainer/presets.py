@@ -26,7 +26,7 @@ import tempfile
 from typing import Any, Optional
 
 from trainer import storage
-from trainer.tasks.base import TaskError
+from trainer.errors import TaskError
 
 log = logging.getLogger(__name__)
 

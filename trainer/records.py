@@ -174,7 +174,12 @@ class Record:
     - ``_hint``: what to do about bad data, appended to every message (``re-run the convert step``);
     - ``_omit_empty``: fields written only when set (not None, not an empty mapping or list); one
       that is absent reads as its default, or None;
-    - ``_renamed``: keys of earlier versions -> what to write now (a strict record names it).
+    - ``_renamed``: keys of earlier versions -> what to write now (a strict record names it);
+    - ``_moved``: a mapping field -> the top-level keys that held its entries in an earlier
+      version: a file without the field reads them into it, and the record writes them back as
+      copies for the readers of that format (:meth:`upgrade` reads such data as plain data).
+
+    Readers of old formats live here, declared by the record that changed: nowhere else.
 
     :func:`field` places a field elsewhere in the data (another key, flat under a prefix, its own
     reader and writer, or not in the data at all).
@@ -186,6 +191,7 @@ class Record:
     _hint: ClassVar[str] = ""
     _omit_empty: ClassVar[tuple[str, ...]] = ()
     _renamed: ClassVar[Mapping[str, str]] = {}
+    _moved: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     @classmethod
     def _bad_data(cls, message: str) -> ValueError:
@@ -212,6 +218,7 @@ class Record:
         data = {} if data is None else data
         if not isinstance(data, Mapping):
             raise cls._bad_data(f"{where or name}: expected a mapping, got {type(data).__name__}: {str(data)[:200]}")
+        data = cls.upgrade(data)
         keys = _keys(cls)
         unknown = [k for k in data if k not in keys]
         if unknown and cls._mode == STRICT:
@@ -234,6 +241,18 @@ class Record:
         if cls._mode == FORWARD_COMPATIBLE:
             values[EXTRA] = {k: data[k] for k in unknown}
         return values
+
+    @classmethod
+    def upgrade(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """``data`` in this version's shape: the ``_moved`` keys of an earlier version read into
+        their field (where the field is absent), their copies dropped.
+        """
+        out = dict(data)
+        for name, keys in cls._moved.items():
+            held = {k: out.pop(k) for k in keys if k in out}
+            if out.get(name) is None:
+                out[name] = {k: v for k, v in held.items() if v is not None}
+        return out
 
     @classmethod
     def _build(cls: type[R], values: dict[str, Any], prefix: str) -> R:
@@ -262,6 +281,9 @@ class Record:
                 out.update({slot.flat + k: v for k, v in value.to_dict().items()} if value is not None else {})
             elif not (slot.name in self._omit_empty and _empty(value)):
                 out[slot.key] = slot.dump(value) if slot.dump else _plain(value)
+        for name, keys in self._moved.items():
+            entries = getattr(self, name) or {}
+            out.update({k: entries.get(k) for k in keys})
         if self._mode == FORWARD_COMPATIBLE:
             out.update({k: v for k, v in getattr(self, EXTRA).items() if k not in out})
         return out

@@ -256,7 +256,7 @@ def train_worker(
         TrainingError: the set's size in ``TF_CONFIG`` differs from ``job.config.workers``, or the
             training failed (the trainer's errors).
     """
-    from trainer.budget import process_started_at
+    from trainer.budget.layout import process_started_at
     from trainer.multiworker import WorkerRole, apply_threads, multiworker_strategy
     from trainer.train import train
 

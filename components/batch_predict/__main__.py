@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.batch_predict.inputs import InputError
     from components.batch_predict.run import PredictError
-    from trainer.pricing import PriceTableError
+    from trainer.budget.pricing import PriceTableError
     from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
 

@@ -46,7 +46,7 @@ class PredictConfig(ConfigBase):
             for this model and accelerator); None: the rate recorded with the stage's version, or
             of an earlier run of this output, else no estimate.
         read_threads: threads reading image bytes per shard (they overlap gs:// latency).
-        price_table: a YAML price table over the defaults (``trainer/prices.yaml``'s format).
+        price_table: a YAML price table over the defaults (``trainer/budget/prices.yaml``'s format).
     """
 
     _section: ClassVar[str] = "predict."

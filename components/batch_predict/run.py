@@ -28,8 +28,9 @@ from typing import Any, Optional
 
 from components.batch_predict.config import PredictConfig
 from components.batch_predict.inputs import InputError, Item, items_from_text, items_text, list_input, shard_ranges
-from trainer import model_folder, pricing, records, storage
-from trainer.budget import process_started_at
+from trainer import model_folder, records, storage
+from trainer.budget import pricing
+from trainer.budget.layout import process_started_at
 from trainer.tasks import Task, TaskError, get_task, task_types
 
 MANIFEST = "manifest.json"

@@ -107,8 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
     from trainer.benchmark import BenchmarkError
+    from trainer.budget.pricing import PriceTableError
     from trainer.evaluate import EvaluationError
-    from trainer.pricing import PriceTableError
     from trainer.tfrecords import DatasetError
 
     command = {"inference": _inference, "join": _join}[args.command]

@@ -11,8 +11,8 @@ from typing import Optional
 from components.benchmark.rows import BenchmarkRow, Timing
 from trainer import model_folder
 from trainer.benchmark import BenchmarkError, TimingStats
+from trainer.budget.pricing import images_per_dollar, load_price_table, lookup
 from trainer.config import BenchmarkConfig
-from trainer.pricing import images_per_dollar, load_price_table, lookup
 
 DEFAULT_SPLIT = "test"
 SERVED_NAME = "benchmark"

@@ -4,9 +4,12 @@ Plain functions without TensorFlow (``verify`` imports it when called); ``compon
 KFP adapter.
 """
 
-from components.convert.convert import convert, finalize, make_plan, plan_ranges, write_shards
+from components.convert.convert import convert, plan_ranges
+from components.convert.plan import make_plan
+from components.convert.publish import finalize
 from components.convert.sources import ConvertError, SourceError
 from components.convert.verify import VerifyError, verify
+from components.convert.write import write_shards
 
 __all__ = [
     "ConvertError",

@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from components.convert.convert import convert, finalize, plan_ranges, write_shards
+from components.convert.convert import convert, plan_ranges
+from components.convert.publish import finalize
+from components.convert.write import write_shards
 from components.params import none_if_empty
 from trainer import storage
 from trainer.config import ConfigError, ConvertConfig

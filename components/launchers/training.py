@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Optional
 
 from trainer import model_folder, storage
-from trainer.budget import process_started_at
+from trainer.budget.layout import process_started_at
 from trainer.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:

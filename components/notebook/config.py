@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from trainer.budget import MAX_BUDGET_S
+from trainer.budget.limits import MAX_BUDGET_S
 from trainer.config import ConfigBase
 
 # A Python identifier: papermill writes each parameter as ``name = value`` in the notebook.

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from components import charts, data_checks, pages
 from components.pages import Markup
 from components.report.records import RunRecords, ServedModel
-from trainer import budget
+from trainer.budget import layout
 
 __all__ = ["SECTIONS", "blocks", "glance", "header", "section", "task_headline"]
 
@@ -253,9 +253,9 @@ def _run_lines(summary: Mapping[str, Any]) -> list[str]:
     """What the budget bought and where the training ended (``training.json``'s ``budget``, ``stopping``)."""
     lines = []
     if summary.get("budget"):
-        lines.append("Budget: " + budget.budget_line(summary["budget"]))
+        lines.append("Budget: " + layout.budget_line(summary["budget"]))
     if summary.get("stopping"):
-        lines.append("Stopping: " + budget.stopping_line(summary["stopping"]))
+        lines.append("Stopping: " + layout.stopping_line(summary["stopping"]))
     return lines
 
 

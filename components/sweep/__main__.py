@@ -126,9 +126,10 @@ def _grid(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     check_folder(args.dataset, "dataset folder", DATASET_HINT)
-    from components.sweep.search import describe_plan
-    from components.sweep.search_page import render_html, render_markdown
-    from components.sweep.search_run import plan_and_record, record, run_here, search_settings
+    from components.sweep.search.folder import plan_and_record, search_settings
+    from components.sweep.search.page import render_html, render_markdown
+    from components.sweep.search.plan import describe_plan
+    from components.sweep.search.run import record, run_here
     from trainer.tfrecords import load_dataset_info
 
     try:
@@ -213,9 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.sweep.grid import GridError
-    from components.sweep.search import SearchError
+    from components.sweep.search.space import SearchError
     from trainer.benchmark import BenchmarkError
-    from trainer.pricing import PriceTableError
+    from trainer.budget.pricing import PriceTableError
     from trainer.tfrecords import DatasetError
 
     command = {"grid": _grid, "search": _search, "notebook": _notebook, "join": _join}[args.command]

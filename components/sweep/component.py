@@ -270,8 +270,9 @@ def plan_search(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.sweep.cell import resolve_rows_root
-    from components.sweep.search import describe_plan
-    from components.sweep.search_run import fan_out_items, plan_and_record, search_settings
+    from components.sweep.search.folder import plan_and_record, search_settings
+    from components.sweep.search.plan import describe_plan
+    from components.sweep.search.run import fan_out_items
 
     defaults, context = search_settings(
         model, model_options, batch_size_per_replica, learning_rate, source, limit_per_split
@@ -298,8 +299,8 @@ def train_search_trial(dataset: Input[Dataset], trial: dict, rung: int, model: O
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.sweep.search_run import run_trial
-    from trainer.budget import process_started_at
+    from components.sweep.search.run import run_trial
+    from trainer.budget.layout import process_started_at
 
     result = run_trial(
         (dataset.path, dataset.uri), (model.path, model.uri), trial["folder"], trial["key"], int(rung),
@@ -331,7 +332,7 @@ def select_search_rung(rows: list, rung: int) -> list:
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.sweep.search_run import select
+    from components.sweep.search.run import select
 
     folders = sorted({r["folder"] for r in rows})
     if not folders:
@@ -384,8 +385,9 @@ def join_search(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.sweep.cell import resolve_rows_root
-    from components.sweep.search_page import render_html, render_markdown
-    from components.sweep.search_run import join, plan_and_record, record, search_settings
+    from components.sweep.search.folder import plan_and_record, search_settings
+    from components.sweep.search.page import render_html, render_markdown
+    from components.sweep.search.run import join, record
 
     defaults, context = search_settings(
         model, model_options, batch_size_per_replica, learning_rate, source, limit_per_split

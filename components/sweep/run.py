@@ -15,7 +15,7 @@ from components.sweep.cell import CellResult, process_start_time, run_cell_recor
 from components.sweep.grid import GridCell, grid_settings, plan_grid
 from components.sweep.notebook import SweepRun, plan_notebook_cells, run_notebook_cell
 from components.sweep.table import best_cells, build_rows, collect_results, render_grid_html, render_grid_markdown
-from trainer.pricing import load_price_table
+from trainer.budget.pricing import load_price_table
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ from components.pages import Markup
 from components.sweep.cell import CellResult, quality_label, quality_metrics
 from components.sweep.grid import GridError
 from trainer import records
-from trainer.pricing import AcceleratorPrice, PriceTableError, hourly_cost
+from trainer.budget.pricing import AcceleratorPrice, PriceTableError, hourly_cost
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +185,7 @@ def build_rows(results: Results, price_table: Mapping[str, AcceleratorPrice]) ->
 
     Args:
         results: the cells' results, typed or as JSON (the rows the join read).
-        price_table: ``trainer.pricing.load_price_table()``.
+        price_table: ``trainer.budget.pricing.load_price_table()``.
 
     Returns:
         One row per cell name, in the order the cells first appear.

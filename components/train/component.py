@@ -62,7 +62,7 @@ def train_model(
             accelerator, such as ``2.50``.
         patience: early stopping: ``auto``, a number of evaluations without improvement, or ``off``.
         pod_accelerator_type: the accelerator resource this pod asked for (empty for CPU only):
-            its price key (``trainer.pricing.price_key``) prices the step. (Not named
+            its price key (``trainer.budget.pricing.price_key``) prices the step. (Not named
             ``accelerator_type``: KFP's compiler injects a task's resource settings as inputs of
             that name, which would replace this one.)
         pod_accelerator_count: how many of it (0 for CPU only).

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from trainer import budget
+from trainer.budget import layout
 from trainer.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def describe_model(summary: TrainingSummary, config: TrainConfig) -> dict[str, A
         "images_per_sec": summary.images_per_sec,
         **({"fit_summary": fit_summary(summary.fit)} if summary.fit else {}),
         **({"budget_summary": budget_summary(summary.budget)} if summary.budget else {}),
-        **({"stopping": budget.stopping_line(summary.stopping)} if summary.stopping else {}),
+        **({"stopping": layout.stopping_line(summary.stopping)} if summary.stopping else {}),
     }
 
 

@@ -306,6 +306,8 @@ class QuietConsole(io.TextIOBase):
         """Draws a step's progress line: the live bar on a terminal, a sparse plain line off one."""
         if self.verbose:
             return
+        if fields.get("plan"):
+            self.say(f"   {fields['step'] or step.name}: {fields['plan']}")
         done, total, unit = fields["done"], fields["total"], fields["unit"]
         pct = 100 * done // max(total, 1)
         extras = progress_figures(fields, self._run_left(fields))

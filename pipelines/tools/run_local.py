@@ -23,14 +23,14 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from pipelines.tools import params
 from pipelines.tools.container import ContainerError
 from pipelines.tools.params import Layer, ParameterError, RunParameters
-from trainer import budget
+from trainer.budget import limits, pricing
 
 
 class RunError(Exception):
@@ -433,6 +433,7 @@ def run_pipeline(
     lines = [f"lean-tpu-pipelines: the {end_to_end.NAME} pipeline under kfp.local ({pretty})"]
     if parameters is not None:
         lines.append(f"parameters:         {parameters.describe()}")
+        lines += [f"budget:             {line}" for line in [budget_line(parameters.values)] if line]
     with kfp_runner(runner, root, [str(pipeline_kwargs.get("source") or "")]) as chosen:
         done = run_in_console(
             end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
@@ -445,6 +446,40 @@ def run_pipeline(
         lambda: summarize(folder, stages_root, model_name, time.monotonic() - t0, task), parameters,
     )  # fmt: skip
     return LocalRun(failure is None, folder, report, done.console.printed)
+
+
+# A budget longer than this on a laptop is worth a word before it is spent.
+LONG_BUDGET_S = 3600.0
+
+
+def budget_line(values: Mapping[str, Any]) -> Optional[str]:
+    """What the train step's budget buys, in one line said before anything runs; None: no budget.
+
+    A cost budget is time at the step's price (``cost_budget 0.5`` on this laptop's ``cpu-2`` is
+    about seven hours): the user sees that at once, not once training has started. ``make run``
+    does not ask for a confirmation: it runs unattended (CI, scripts) and its schedule is printed
+    again, laid out, before the first step.
+    """
+    try:
+        parsed = limits.Limits.parse(
+            values.get("time_budget"),
+            values.get("cost_budget"),
+            price=lambda: pricing.price_of(
+                values.get("accelerator_type") or "", int(values.get("accelerator_count") or 0)
+            ),
+        )
+    except limits.BudgetError:
+        return None  # the train step's own check says what is wrong, one line
+    seconds = parsed.budget.limit_s
+    if seconds is None:
+        return None
+    if parsed.budget.cap:
+        line = f"{parsed.budget.describe()}: at most that, the task's own schedule where it fits"
+    else:
+        line = f"{parsed.budget.describe()} of the train step, its schedule laid out to fill it once a step is timed"
+    if seconds > LONG_BUDGET_S:
+        line += "; to stop sooner give BUDGET=10m (SET='time_budget=10m')"
+    return line
 
 
 # make run's shorthands: (argument, run-form parameter, the Makefile variable that sets it).
@@ -473,7 +508,7 @@ def local_defaults(task: str) -> Layer:
         **LOCAL,
         "time_budget": quick.time_budget,
     }
-    if budget.is_set(quick.time_budget):
+    if limits.is_set(quick.time_budget):
         values["epochs"] = 0  # the budget lays the schedule out
     return Layer("make run", values)
 
@@ -501,7 +536,7 @@ def _budget_or_epochs(resolved: RunParameters) -> RunParameters:
     mine = any(origins.get(k, "default") not in local for k in ("epochs", "steps_per_epoch"))
     if mine and origins.get("time_budget") == "make run":
         values["time_budget"], origins["time_budget"] = "auto", "epochs given"
-    budgeted = budget.is_set(values.get("time_budget")) or budget.is_set(values.get("cost_budget"))
+    budgeted = limits.is_set(values.get("time_budget")) or limits.is_set(values.get("cost_budget"))
     if budgeted and values.get("epochs") and origins.get("epochs", "default") in local:
         values["epochs"], origins["epochs"] = 0, "the budget"
     return resolved

@@ -50,8 +50,9 @@ def search_parameters(args: argparse.Namespace, pipeline: Any) -> RunParameters:
 
 def dry_run(values: dict[str, Any]) -> str:
     """The plan of the search, priced, without running anything: what ``--dry-run`` prints."""
-    from components.sweep.search import SearchSpec, describe_plan, plan_search
-    from components.sweep.search_run import search_settings
+    from components.sweep.search.folder import search_settings
+    from components.sweep.search.plan import describe_plan, plan_search
+    from components.sweep.search.space import SearchSpec
 
     defaults, context = search_settings(
         values["model"], values["model_options"], values["batch_size_per_replica"], values["learning_rate"],
@@ -77,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the search locally behind the quiet console and prints its table, or plans it (``--dry-run``)."""
-    from components.sweep.search import SearchError
+    from components.sweep.search.space import SearchError
     from pipelines.tools.console import executor_output
     from pipelines.tools.run_local import headline, run_in_console
 

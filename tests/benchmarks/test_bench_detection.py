@@ -123,10 +123,11 @@ def test_input_pipeline_against_what_training_consumes(shapes_dataset, tmp_path)
 
 def test_training_against_the_straightforward_keras_hub_way(shapes_dataset, tmp_path):
     """Ours at the precision its calibration would keep (each candidate timed, the faster kept, as
-    ``trainer.calibrate`` does) against keras-hub's plain ``compile()``/``fit`` at its float32."""
+    ``trainer.budget.calibrate`` does) against keras-hub's plain ``compile()``/``fit`` at its float32."""
     import keras
 
-    from trainer import calibrate, data
+    from trainer import data
+    from trainer.budget import calibrate
     from trainer.distribute import choose_precision, precision_candidates
     from trainer.tasks.detection.model import build_detector
 

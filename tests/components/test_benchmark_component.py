@@ -7,8 +7,8 @@ import pytest
 
 from components.benchmark.component import benchmark_inference
 from tests.eval_bench_fixtures import tiny_assets
+from trainer.budget.pricing import PriceTableError
 from trainer.evaluate import EvaluationError
-from trainer.pricing import PriceTableError
 from trainer.tfrecords import DatasetError
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

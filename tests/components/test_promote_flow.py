@@ -297,7 +297,9 @@ def test_a_failed_first_rollout_of_a_second_model_keeps_the_first_model(tmp_path
 def test_the_server_splits_a_models_traffic_by_weight_and_names_the_version_that_answered(tmp_path, models):
     import urllib.request
 
-    from components.serving.server import VERSION_HEADER, ModelServer, Split
+    from components.serving.canary import Split
+    from components.serving.rest import VERSION_HEADER
+    from components.serving.server import ModelServer
 
     base = tmp_path / "clf"
     shutil.copytree(f"{models['good']}/saved_model", base / "1")

@@ -11,8 +11,9 @@ import time
 import pytest
 import yaml
 
-from components.sweep import search_run
 from components.sweep.__main__ import main
+from components.sweep.search import folder as search_folder
+from components.sweep.search.run import run_trial
 from tests.datasets import write_test_dataset
 from trainer import storage
 
@@ -41,15 +42,15 @@ def test_a_search_runs_here_and_a_promoted_trial_continues_its_own_schedule(tmp_
     assert "Rung 0: every trial (3 trials) to 4 steps each" in capsys.readouterr().out
     assert not (out / "models").exists()  # planned, nothing trained
     (folder,) = [str(p) for p in rows.glob("search-*")]
-    plan = search_run.read_plan(folder)
+    plan = search_folder.read_plan(folder)
     keys = [t.key for t in plan.trials]
     # The third trial's checkpoint folder holds another training: its training fails, it is a row.
-    broken = storage.join(search_run.trial_dir(folder, keys[2]), "checkpoints")
+    broken = storage.join(search_folder.trial_dir(folder, keys[2]), "checkpoints")
     storage.write_json(storage.join(broken, "state.json"), {"config_fingerprint": "another"})
 
     assert main(args) == 0
     printed = capsys.readouterr().out
-    first = {key: search_run.read_result(folder, key, 0) for key in keys}
+    first = {key: search_folder.read_result(folder, key, 0) for key in keys}
     for key in keys[:2]:
         row = first[key]
         assert (row.status, row.steps) == ("ok", 4) and 0 <= row.quality <= 1
@@ -61,7 +62,7 @@ def test_a_search_runs_here_and_a_promoted_trial_continues_its_own_schedule(tmp_
     # 3 trials, eta 3: one went on, never the failed one, and the best at rung 0.
     (best,) = storage.read_json(f"{folder}/rung-1.json")
     assert best in keys[:2] and first[best].quality == max(first[k].quality for k in keys[:2])
-    second = search_run.read_result(folder, best, 1)
+    second = search_folder.read_result(folder, best, 1)
     assert second.status == "ok" and second.steps == 12  # from step 4, to the schedule's end
     training = json.loads((out / "models" / best / "rung-1" / "training.json").read_text())
     assert training["resumed_from_step"] == 4 and training["stopping"]["reason"] == "completed"
@@ -73,11 +74,11 @@ def test_a_search_runs_here_and_a_promoted_trial_continues_its_own_schedule(tmp_
     assert record["choice"]["key"] in keys[:2]
     assert {t["key"]: t["status"] for t in record["trials"]} == {keys[0]: "ok", keys[1]: "ok", keys[2]: "failed"}
     assert record["savings"]["spent_s"] < record["savings"]["full_s"]
-    config = yaml.safe_load(storage.read_text(storage.join(folder, search_run.BEST_CONFIG)))
+    config = yaml.safe_load(storage.read_text(storage.join(folder, search_folder.BEST_CONFIG)))
     assert (config["epochs"], config["steps_per_epoch"], config["time_budget"]) == (3, 4, "auto")
     assert (out / "chart.html").read_text().count("<svg") == 2 and "| trial |" in (out / "report.md").read_text()
     # A re-run of a rung (an interrupted search) gets the finished rows back without training.
-    again = search_run.run_trial((str(dataset),) * 2, (str(tmp_path / "x"),) * 2, folder, keys[0], 0, time.time())
+    again = run_trial((str(dataset),) * 2, (str(tmp_path / "x"),) * 2, folder, keys[0], 0, time.time())
     assert again == first[keys[0]] and not (tmp_path / "x").exists()
 
 

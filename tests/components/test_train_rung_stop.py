@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.datasets import write_test_dataset
-from trainer import budget as budget_lib
-from trainer.budget import plan
+from trainer.budget import layout, limits
+from trainer.budget.layout import plan
 from trainer.config import ConfigError, TrainConfig
 from trainer.errors import TrainingError
 
@@ -42,13 +42,13 @@ class TickingClock:
         return self.now
 
 
-DEADLINE = budget_lib.Deadline
+DEADLINE = layout.Deadline
 
 
 def _ticking(monkeypatch, start: float) -> None:
     """The budget's clocks of the next training tick from ``start`` (its process's start)."""
     clock = TickingClock(start)
-    monkeypatch.setattr(budget_lib, "Deadline", lambda *args, **kwargs: DEADLINE(*args, **kwargs, clock=clock))
+    monkeypatch.setattr(layout, "Deadline", lambda *args, **kwargs: DEADLINE(*args, **kwargs, clock=clock))
 
 
 def _state(checkpoints) -> dict:
@@ -131,15 +131,15 @@ def test_a_rung_stop_in_steps_needs_no_budget_and_the_next_process_goes_on_from_
 
 
 def test_stops_compare_by_the_point_they_stop_at():
-    assert budget_lib.parse_stop("60s") == budget_lib.parse_stop("1m") == ("seconds", 60.0)
-    assert budget_lib.parse_stop("120 steps") == budget_lib.parse_stop("120step") == ("steps", 120)
-    assert budget_lib.parse_stop("auto") is None
+    assert limits.Stop.parse("60s") == limits.Stop.parse("1m") == limits.Stop(seconds=60.0)
+    assert limits.Stop.parse("120 steps") == limits.Stop.parse("120step") == limits.Stop(steps=120)
+    assert limits.Stop.parse("auto") is None
     config = TrainConfig(stop_at="120 steps")  # no budget needed for a step
-    assert (config.stop_at_step(), config.stop_at_s()) == (120, None)
+    assert (config.limits.stop_step, config.limits.stop_s) == (120, None)
 
 
 def test_the_step_stop_stops_at_its_step_as_a_rung_stop():
-    from trainer.stopping import StepStop
+    from trainer.budget.stopping import StepStop
 
     guard = StepStop(20)
     model = _guarded(guard, 19)
@@ -157,7 +157,7 @@ def test_stop_at_is_not_part_of_the_fingerprint():
     values = {k: v for k, v in base.to_dict().items() if k != "stop_at"}
     assert base.fingerprint() == hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
     assert TrainConfig(**{**TRIAL, "time_budget": "<=600s"}).fingerprint() != base.fingerprint()
-    assert TrainConfig(**TRIAL, stop_at="60s").stop_at_s() == 60.0 and base.stop_at_s() is None
+    assert TrainConfig(**TRIAL, stop_at="60s").limits.stop_s == 60.0 and base.limits.stop_s is None
 
 
 @pytest.mark.parametrize(
@@ -183,12 +183,12 @@ def test_a_bad_stop_at_is_one_line_naming_the_field_and_the_fix(fields, named):
 
 def test_epochs_with_a_cap_budget_are_kept_where_they_fit_and_a_filled_budget_still_refuses_them():
     config = TrainConfig(epochs=3, steps_per_epoch=16, time_budget="<=540s")
-    assert (config.budget().seconds, config.budget().cap) == (540.0, True)
+    assert (config.limits.budget.seconds, config.limits.budget.cap) == (540.0, True)
     numbers = dict(elapsed_s=10.0, calibration_s=3.0, eval_s=0.5, export_s=3.0, steps_per_execution=4)
-    kept = plan(config.budget(), step_s=0.01, own_steps=OWN_STEPS, own_evaluations=3, **numbers)
+    kept = plan(config.limits.budget, step_s=0.01, own_steps=OWN_STEPS, own_evaluations=3, **numbers)
     assert (kept.steps, kept.evaluations, kept.steps_per_evaluation) == (OWN_STEPS, 3, 16)
     # Too long for the cap: laid out over it, fewer steps.
-    slow = plan(config.budget(), step_s=20.0, own_steps=OWN_STEPS, own_evaluations=3, **numbers)
+    slow = plan(config.limits.budget, step_s=20.0, own_steps=OWN_STEPS, own_evaluations=3, **numbers)
     assert slow.steps < OWN_STEPS
     with pytest.raises(ConfigError) as err:
         TrainConfig(epochs=3, time_budget="540s")
@@ -206,7 +206,7 @@ def _guarded(guard, step: int):
 
 
 def test_the_guard_stops_at_the_sooner_of_the_budget_and_the_stop_and_says_which():
-    from trainer.stopping import BudgetGuard, SharedBudgetGuard
+    from trainer.budget.stopping import BudgetGuard, SharedBudgetGuard
 
     budget_left, stop_left = [100.0], [10.0]
     guard = BudgetGuard(lambda: budget_left[0], 4.0, lambda: stop_left[0])

@@ -12,7 +12,7 @@ from kfp import compiler
 
 from pipelines import platform
 from pipelines.tools.compile import PIPELINES, compile_all
-from trainer.budget import MAX_BUDGET_S
+from trainer.budget.limits import MAX_BUDGET_S
 
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 
@@ -134,7 +134,7 @@ def test_settings_from_the_environment():
 @pytest.mark.parametrize("name", ["end_to_end", "detection"])
 def test_the_main_pipelines_take_a_tpu_vm_preset_at_compile_time(tmp_path, name):
     from pipelines.tools.compile import compile_pipeline
-    from trainer.pricing import price_of
+    from trainer.budget.pricing import price_of
 
     path = compile_pipeline(name, tmp_path, preset="gke-tpu-v5e-2x4")
     pipeline_spec, platform_spec = list(yaml.safe_load_all(path.read_text()))

@@ -103,7 +103,7 @@ def test_a_pod_slice_scales_the_global_batch_and_learning_rate_with_its_cores():
     # What a cell on tpu-v3-128 trains with: 128 replicas (one per core), as the trainer computes it.
     from components.sweep.grid import grid_settings, plan_grid
     from trainer.config import TrainConfig
-    from trainer.train import resolve_global_batch, scaled_learning_rate
+    from trainer.training.setup import resolve_global_batch, scaled_learning_rate
 
     defaults, context = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)
     (cell,) = plan_grid(

@@ -9,28 +9,29 @@ from pathlib import Path
 
 import pytest
 
-from trainer import budget as budget_lib
-from trainer.budget import (
-    AUTO,
+from trainer.budget import layout as budget_layout
+from trainer.budget.layout import (
     EVALUATION_SHARE,
     MARGIN,
-    MIN_BUDGET_S,
     STEP_MARGIN,
     TARGET_EVALUATIONS,
-    Budget,
-    BudgetError,
     BudgetPlan,
     Deadline,
     lay_out,
     minimum_interval_s,
+    plan,
+)
+from trainer.budget.limits import (
+    AUTO,
+    MIN_BUDGET_S,
+    Budget,
+    BudgetError,
     parse_cost_budget,
     parse_patience,
     parse_time_budget,
-    plan,
     resolve_patience,
 )
-from trainer.config import ConfigError, TrainConfig
-from trainer.pricing import (
+from trainer.budget.pricing import (
     DEFAULT_PRICE_TABLE,
     PriceTableError,
     load_price_table,
@@ -38,6 +39,7 @@ from trainer.pricing import (
     price_key,
     price_of,
 )
+from trainer.config import ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parents[2]
 # A calibration's figures: 20 s of start-up and calibration (5 s of it timing steps), 50 ms steps,
@@ -218,7 +220,7 @@ def test_a_layout_is_whole_executions_in_at_most_the_target_evaluations(availabl
     layout = lay_out(available, step, evaluation, per_execution)
     assert 1 <= layout.evaluations <= TARGET_EVALUATIONS
     assert layout.steps_per_evaluation % per_execution == 0
-    assert layout.steps_per_evaluation >= budget_lib.MIN_STEPS_PER_EVALUATION
+    assert layout.steps_per_evaluation >= budget_layout.MIN_STEPS_PER_EVALUATION
 
 
 def test_a_long_budget_gets_the_target_evaluations():
@@ -358,7 +360,7 @@ def test_a_cost_budget_alone_on_free_hardware_is_refused_with_a_message_not_a_cr
     except ConfigError as err:
         assert "cost_budget" in str(err)
         return
-    free = config.budget()
+    free = config.limits.budget
     assert (free.price_key, free.price_per_hour) == ("gpu-2", 0.0)
     with pytest.raises(BudgetError):
         plan(free, **MEASURED)
@@ -410,7 +412,7 @@ def test_a_deadline_counts_the_time_spent_before_and_since_the_start():
 
 
 def test_the_process_started_before_now():
-    assert budget_lib.process_started_at() <= time.time()
+    assert budget_layout.process_started_at() <= time.time()
 
 
 def test_the_process_start_is_read_to_about_a_second():
@@ -421,7 +423,7 @@ def test_the_process_start_is_read_to_about_a_second():
         [
             sys.executable,
             "-c",
-            "import time; from trainer import budget; print(budget.process_started_at(), time.time())",
+            "import time; from trainer.budget import layout; print(layout.process_started_at(), time.time())",
         ],
         cwd=REPO,
         capture_output=True,
@@ -536,7 +538,7 @@ def test_a_cost_budget_on_an_unpriced_accelerator_names_the_price_table():
 
 def test_an_unpriced_accelerator_is_fine_without_a_cost_budget():
     config = TrainConfig(epochs=None, time_budget="2m", accelerator_type="google.com/tpu", accelerator_count=4)
-    assert config.budget() == Budget(seconds=120.0)
+    assert config.limits.budget == Budget(seconds=120.0)
 
 
 def test_a_budget_and_epochs_together_name_both():
@@ -553,8 +555,8 @@ def test_a_budget_and_epochs_together_name_both():
 
 def test_a_time_budget_with_the_schedule_left_open_is_accepted():
     config = TrainConfig(epochs=None, time_budget="2m")
-    assert config.has_budget
-    assert config.budget().limit_s == 120.0
+    assert config.limits.budgeted
+    assert config.limits.budget.limit_s == 120.0
 
 
 def test_a_cost_budget_read_from_yaml_as_a_float_is_accepted():
@@ -563,8 +565,8 @@ def test_a_cost_budget_read_from_yaml_as_a_float_is_accepted():
         "accelerator_type: cloud-tpus.google.com/v2\naccelerator_count: 8\n"
     )
     assert (config.cost_budget, config.patience) == ("0.5", "4")
-    assert config.has_budget
-    budget = config.budget()
+    assert config.limits.budgeted
+    budget = config.limits.budget
     assert (budget.dollars, budget.price_key, budget.price_per_hour) == (0.5, "tpu-v2-8", 4.5)
     assert budget.limit_s == pytest.approx(400.0)
 
@@ -573,15 +575,15 @@ def test_a_cost_budget_on_a_cpu_step_is_priced_by_its_cores():
     if price_key("", 0) not in load_price_table():
         pytest.skip(f"the default price table has no {price_key('', 0)!r} for this machine's cores")
     config = TrainConfig(epochs=None, cost_budget=0.5)
-    assert config.budget().price_key == price_key("", 0)
-    assert config.budget().dollars == 0.5
+    assert config.limits.budget.price_key == price_key("", 0)
+    assert config.limits.budget.dollars == 0.5
 
 
 def test_the_defaults_have_no_budget():
     config = TrainConfig()
-    assert not config.has_budget
-    assert config.budget().limit_s is None
-    assert not TrainConfig(time_budget="", cost_budget="AUTO").has_budget
+    assert not config.limits.budgeted
+    assert config.limits.budget.limit_s is None
+    assert not TrainConfig(time_budget="", cost_budget="AUTO").limits.budgeted
 
 
 def test_a_cap_keeps_the_task_s_own_schedule_where_it_fits_and_fills_where_it_does_not():
@@ -600,7 +602,7 @@ def test_a_cap_keeps_the_task_s_own_schedule_where_it_fits_and_fills_where_it_do
 def test_a_budget_or_a_notebook_timeout_cannot_outlast_the_pipeline_s_deadline():
     from components.notebook.config import NotebookConfig
     from pipelines.platform import LONG_DEADLINE_S
-    from trainer.budget import MAX_BUDGET_S, BudgetError, parse_time_budget
+    from trainer.budget.limits import MAX_BUDGET_S, BudgetError, parse_time_budget
 
     assert parse_time_budget("168h") == MAX_BUDGET_S < LONG_DEADLINE_S
     with pytest.raises(BudgetError, match="over 168h"):

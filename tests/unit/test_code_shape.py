@@ -1,5 +1,6 @@
-"""The shape of the code, kept true by tests: short functions, one name for a step's logic, a
-repository that explains itself (no references to files outside it or to an issue tracker).
+"""The shape of the code, kept true by tests: short functions, modules of one job (under a size
+ceiling), one name for a step's logic, a repository that explains itself (no references to files
+outside it or to an issue tracker).
 
 Each check runs over the project's own files and has a test showing it can fail.
 """
@@ -13,6 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("components", "pipelines", "trainer")
 MAX_BODY_LINES = 60
+# A module over this many lines holds several jobs: split it along them (docs/ARCHITECTURE.md).
+MAX_MODULE_LINES = 800
 # A citation of a design note outside this repository, or of an issue by its number.
 OUTSIDE = re.compile(r"DESIGN\.md|\.\./shared|\b[Ii]ssues? #?\d+\b")
 
@@ -60,6 +63,24 @@ def test_the_length_check_can_fail(tmp_path):
     assert long_functions([long], tmp_path) == ["pkg/long.py:long (61 lines)"]
 
 
+def long_modules(paths: list[Path], root: Path = ROOT, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """``file (n lines)`` for every module over ``limit`` lines."""
+    counts = ((path, len(path.read_text().splitlines())) for path in paths)
+    return [f"{path.relative_to(root)} ({n} lines)" for path, n in counts if n > limit]
+
+
+def test_no_module_is_over_eight_hundred_lines():
+    assert long_modules(_sources()) == []
+
+
+def test_the_module_size_check_can_fail(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "big.py").write_text("\n".join(f"x{i} = {i}" for i in range(801)) + "\n")
+    (package / "fits.py").write_text("\n".join(f"x{i} = {i}" for i in range(800)) + "\n")
+    assert long_modules(sorted(package.glob("*.py")), tmp_path) == ["pkg/big.py (801 lines)"]
+
+
 def test_every_step_keeps_its_logic_in_run_py():
     steps = sorted(p.parent for p in (ROOT / "components").glob("*/component.py"))
     assert steps and [s.name for s in steps if not (s / "run.py").is_file()] == []
@@ -102,3 +123,31 @@ def test_the_import_direction_check_can_fail(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("import os\n\n\ndef f():\n    from components.serving import targets\n    import kfp.dsl\n")
     assert upward_imports([module]) == ["m.py: components.serving", "m.py: kfp.dsl"]
+
+
+# The run form's budget texts are read once, into TrainConfig.limits; other files read that value.
+BUDGET_PARSERS = re.compile(r"\b(parse_time_budget|parse_cost_budget|parse_patience|parse_stop_at|parse_stop_step)\(")
+# A search file's own budgets (its rungs, its objective, its spend cap) are read by its spec.
+BUDGET_READERS = ("trainer/budget/limits.py", "components/sweep/search/space.py")
+
+
+def budget_parses(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``file:line`` for every call of a budget text's parser outside the modules that read budgets."""
+    return [
+        f"{path.relative_to(root)}:{number}"
+        for path in paths
+        if str(path.relative_to(root)) not in BUDGET_READERS
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if BUDGET_PARSERS.search(line)
+    ]
+
+
+def test_budget_texts_are_parsed_only_where_budgets_are_read():
+    assert budget_parses(_sources()) == []
+
+
+def test_the_budget_parse_check_can_fail(tmp_path):
+    module = tmp_path / "pkg" / "m.py"
+    module.parent.mkdir()
+    module.write_text("def f(c):\n    return parse_time_budget(c.time_budget)\n")
+    assert budget_parses([module], tmp_path) == ["pkg/m.py:2"]

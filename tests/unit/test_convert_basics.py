@@ -74,7 +74,7 @@ def test_bad_image_folder_fails_in_one_line_and_writes_nothing(tmp_path, setup, 
 
 
 def test_progress_lines_say_done_total_rate_and_eta():
-    from components.convert.convert import Progress
+    from components.convert.write import Progress
 
     lines = []
     progress = Progress(total=200, every_s=0.0, log=lines.append)

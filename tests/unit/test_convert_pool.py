@@ -6,7 +6,7 @@ import google_crc32c
 import pytest
 
 from components.convert import convert, pool
-from components.convert.convert import make_plan
+from components.convert.plan import make_plan
 from trainer.config import ConvertConfig
 from trainer.tfrecord_wire import crc32c_b64, iter_records
 

@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from components.convert import ConvertError, convert, make_plan
-from components.convert.convert import Item, assign_splits, shard_count
+from components.convert.plan import assign_splits, shard_count
+from components.convert.sources import Item
 from trainer.config import ConfigError, ConvertConfig
 from trainer.tfrecord_wire import iter_records
 

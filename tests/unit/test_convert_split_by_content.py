@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from components.convert.convert import assign_splits, convert, extra_columns
+from components.convert.convert import convert
+from components.convert.plan import assign_splits
+from components.convert.publish import extra_columns
 from components.convert.sources import ConvertError, Item
 from components.validate.run import validate
 from trainer.config import ConvertConfig

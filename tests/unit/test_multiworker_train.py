@@ -34,11 +34,11 @@ WORKER = textwrap.dedent(
     from trainer import callbacks, train as T
     out, index = os.environ["LTP_TEST_OUT"], os.environ["LTP_WORKER_INDEX"]
     open(f"{out}/tmpdir-{index}", "w").write(os.environ["TMPDIR"])
-    export = T._export
+    export = T.export
     def saving_export(model, *args):
         np.savez(f"{out}/weights-{index}.npz", *model.get_weights())
         export(model, *args)
-    T._export = saving_export
+    T.export = saving_export
     if os.environ.get("LTP_TEST_DIE") and index == "1" and not os.path.exists(f"{out}/died"):
         save = callbacks.Checkpointer.save
         def dying_save(self, step):
@@ -68,10 +68,10 @@ def _one_process(dataset, out, monkeypatch):
     """The same training in this process with the same global batch (16), made comparable as the workers are."""
     from trainer import train as T
 
-    export = T._export
+    export = T.export
     make_comparable(monkeypatch.setattr)
     monkeypatch.setattr(
-        T, "_export", lambda model, *a: (np.savez(out / "weights.npz", *model.get_weights()), export(model, *a))
+        T, "export", lambda model, *a: (np.savez(out / "weights.npz", *model.get_weights()), export(model, *a))
     )
     T.train(dataset, str(out), TrainConfig(batch_size_per_replica=16, **BASE))
     return json.loads((out / "training.json").read_text())

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.pricing import (
+from trainer.budget.pricing import (
     PriceTableError,
     images_per_dollar,
     load_price_table,

@@ -247,3 +247,19 @@ def test_a_serving_target_s_options_are_checked_by_that_target_before_anything_r
         params.check_steps(end_to_end.pipeline, {**values, "serving_target": "local"})
     with pytest.raises(params.ParameterError, match="^serving_target: unknown serving target 'nowhere'; expected one"):
         params.check_steps(end_to_end.pipeline, {**values, "serving_target": "nowhere"})
+
+
+def test_what_a_budget_buys_is_one_line_said_before_anything_runs():
+    money = run_local.budget_line({"cost_budget": "0.5", "accelerator_type": "cloud-tpus.google.com/v2",
+                                   "accelerator_count": 8})  # fmt: skip
+    assert money.startswith("cost_budget $0.5 at tpu-v2-8 ($4.5/h): 6.67m of the train step")
+    assert "BUDGET=" not in money  # under an hour: no advice
+    long = run_local.budget_line({"cost_budget": "50", "accelerator_type": "cloud-tpus.google.com/v2",
+                                  "accelerator_count": 8})  # fmt: skip
+    assert "11h" in long and "BUDGET=10m" in long
+    assert (
+        run_local.budget_line({"time_budget": "<=5m"})
+        == "time_budget <=5m: at most that, the task's own schedule where it fits"
+    )
+    assert run_local.budget_line({"time_budget": "auto", "cost_budget": "auto"}) is None
+    assert run_local.budget_line({"time_budget": "ten minutes"}) is None  # the train step's check says why

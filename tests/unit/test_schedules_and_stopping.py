@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.budget import Deadline
-from trainer.schedules import WarmupCosine, set_total_steps
-from trainer.stopping import BudgetGuard, EarlyStopping
+from trainer.budget.layout import Deadline
+from trainer.budget.schedules import WarmupCosine, set_total_steps
+from trainer.budget.stopping import BudgetGuard, EarlyStopping
 
 
 def _rates(schedule, steps) -> np.ndarray:

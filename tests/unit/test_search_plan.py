@@ -8,23 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.sweep.search import (
-    Objective,
-    SearchError,
-    SearchPlan,
-    SearchSpec,
-    TrialRow,
-    describe_plan,
-    pareto_frontier,
-    pick,
-    plan_search,
-    rank,
-    rung_sizes,
-    rung_stops,
-    savings,
-    select_next,
-)
-from trainer.pricing import hourly_cost, load_price_table
+from components.sweep.search.plan import SearchPlan, describe_plan, plan_search, rung_sizes, rung_stops
+from components.sweep.search.selection import TrialRow, pareto_frontier, pick, rank, savings, select_next
+from components.sweep.search.space import Objective, SearchError, SearchSpec
+from trainer.budget.pricing import hourly_cost, load_price_table
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE_STUDY = ROOT / "components" / "sweep" / "case_study_search.yaml"
@@ -463,7 +450,7 @@ def test_savings_count_what_stopping_early_did_not_spend():
 
 def test_planning_imports_no_tensorflow():
     code = (
-        "import sys, components.sweep.search, components.sweep.search_space; "
+        "import sys, components.sweep.search.plan, components.sweep.search.selection; "
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

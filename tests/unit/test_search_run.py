@@ -8,9 +8,10 @@ import json
 import pytest
 import yaml
 
-from components.sweep import search_run
-from components.sweep.search import SearchError
-from components.sweep.search_page import render_html, render_markdown
+from components.sweep.search import folder as search_folder
+from components.sweep.search import run as search_run
+from components.sweep.search.page import render_html, render_markdown
+from components.sweep.search.space import SearchError
 from trainer import storage
 
 SPEC = {
@@ -26,24 +27,24 @@ SPEC = {
 
 
 def _plan(tmp_path, spec=SPEC, rungs=2):
-    defaults, context = search_run.search_settings("mnist_cnn", {}, 32, 0.001, "digits", 0)
-    return search_run.plan_and_record(spec, defaults, context, str(tmp_path), None, rungs)
+    defaults, context = search_folder.search_settings("mnist_cnn", {}, 32, 0.001, "digits", 0)
+    return search_folder.plan_and_record(spec, defaults, context, str(tmp_path), None, rungs)
 
 
 def _row(folder, plan, index, rung, status="ok", quality=None, seconds=60.0, **fields):
     key = plan.trials[index].key
-    result = search_run.TrialResult(
+    result = search_folder.TrialResult(
         key=key, rung=rung, status=status, quality=quality, seconds=seconds, cost=seconds * 0.07 / 3600,
         metrics={} if quality is None else {"accuracy": quality}, **fields,
     )  # fmt: skip
-    storage.write_json(search_run.row_uri(folder, key, rung), result.to_dict())
+    storage.write_json(search_folder.row_uri(folder, key, rung), result.to_dict())
     return key
 
 
 def test_the_plan_is_written_once_in_a_folder_of_its_own(tmp_path):
     plan, folder = _plan(tmp_path)
     again, same = _plan(tmp_path)
-    assert same == folder and again == plan and search_run.read_plan(folder) == plan
+    assert same == folder and again == plan and search_folder.read_plan(folder) == plan
     other = _plan(tmp_path, {**SPEC, "max_budget": "240s"})[1]
     assert other != folder  # another search, another folder
     with pytest.raises(SearchError, match="compiled with 3; set rungs: 3, or compile with SEARCH_RUNGS=2"):
@@ -53,7 +54,7 @@ def test_the_plan_is_written_once_in_a_folder_of_its_own(tmp_path):
 def test_a_trial_keeps_its_schedule_and_stops_at_each_rung_s_budget(tmp_path):
     plan, _ = _plan(tmp_path)
     key = plan.trials[0].key
-    first, last = search_run.trial_config(plan, key, 0), search_run.trial_config(plan, key, 1)
+    first, last = search_folder.trial_config(plan, key, 0), search_folder.trial_config(plan, key, 1)
     assert first["time_budget"] == last["time_budget"] == "120s"
     assert (first["stop_at"], last["stop_at"]) == ("60s", "auto")
     assert first["epochs"] is None and first["steps_per_epoch"] is None  # the budget lays the schedule out

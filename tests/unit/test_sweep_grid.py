@@ -20,7 +20,7 @@ from components.sweep.table import (
     render_grid_markdown,
 )
 from trainer.benchmark import BenchmarkError
-from trainer.pricing import hourly_cost, load_price_table, parse_price_table
+from trainer.budget.pricing import hourly_cost, load_price_table, parse_price_table
 
 TPU = {"accelerator": "tpu-v3-8", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 8}
 DEFAULTS, CONTEXT = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)

@@ -14,12 +14,8 @@ from trainer.distribute import choose_precision
 from trainer.errors import TrainingDivergedError, TrainingError
 from trainer.tasks.classification import model as models
 from trainer.tfrecords import DatasetError
-from trainer.train import (
-    TrainingSummary,
-    resolve_global_batch,
-    scaled_learning_rate,
-    train,
-)
+from trainer.train import TrainingSummary, train
+from trainer.training.setup import resolve_global_batch, scaled_learning_rate
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.datasets import write_test_dataset
 from tests.preempt import kill_at_first_checkpoint
-from trainer.budget import MIN_BUDGET_S
+from trainer.budget.limits import MIN_BUDGET_S
 from trainer.config import TrainConfig
 from trainer.train import train
 
@@ -56,6 +56,7 @@ def test_a_killed_budgeted_training_resumes_its_plan_and_counts_the_time_it_spen
     assert stopping["step"] == summary.steps <= stopping["planned_steps"] == plan["steps"]
     assert stopping["monitor"] == "val_accuracy" and stopping["best_step"] <= summary.steps
     # Progress with no epochs set: steps of the planned total, the last at the step it ended.
+    reports = [r for r in reports if "plan" not in r[2]]
     assert reports and all(total == plan["steps"] for _, total, _ in reports[:-1])
     assert reports[-1][0] == summary.steps and any("eta_s" in fields for _, _, fields in reports)
     written = json.loads((model_dir / "training.json").read_text())
@@ -63,3 +64,16 @@ def test_a_killed_budgeted_training_resumes_its_plan_and_counts_the_time_it_spen
     card = (model_dir / "model_card.md").read_text()
     assert f"- budget: time_budget {MIN_BUDGET_S:.0f}s: {plan['steps']} steps" in card
     assert f"- stopping: ended at step {summary.steps} of {plan['steps']}" in card
+
+
+def test_the_plan_is_reported_before_the_first_step_it_buys(tmp_path):
+    dataset = str(write_test_dataset(tmp_path / "ds", {"train": 64, "validation": 16}))
+    reports = []
+    summary = train(dataset, str(tmp_path / "model"), BUDGET.replace(patience="off"),
+                    on_progress=lambda done, total, **fields: reports.append((done, fields)))  # fmt: skip
+    planned = [i for i, (_, fields) in enumerate(reports) if "plan" in fields]
+    trained = [i for i, (done, fields) in enumerate(reports) if done > 0]
+    assert len(planned) == 1 and trained and planned[0] < trained[0]
+    line = reports[planned[0]][1]["plan"]
+    assert line.startswith(f"time_budget {MIN_BUDGET_S:.0f}s buys {summary.budget['steps']:,} steps")
+    assert f"at {summary.budget['price_key']}" in line and "$" in line

@@ -40,12 +40,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
 from trainer.configbase import ConfigBase, ConfigError
+from trainer.errors import TaskError
 from trainer.records import Record
 from trainer.tfrecords import DatasetInfo
-
-
-class TaskError(ValueError):
-    """A task cannot do what was asked (unknown task, a prediction of the wrong shape, ...)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from components import pages
 from components.pages import Markup
 from trainer import model_folder
-from trainer.train import recorded_metrics
+from trainer.training.summary import TrainingSummary
 
 _CARDS = (
     '<div class="cards">{% for v, l in items %}<div class="card"><b>{{ v }}</b><span>{{ l }}</span></div>'
@@ -64,4 +64,4 @@ def training_record(model_dir: str) -> Optional[dict[str, Any]]:
     if not storage.exists(path):
         return None
     data = json.loads(storage.read_bytes(path))
-    return {**data, "metrics": recorded_metrics(data)}
+    return {**data, **TrainingSummary.upgrade(data)}

@@ -44,7 +44,7 @@ class LocalTarget(ServingTarget):
 
     With canary steps (``TargetSettings.canary_steps``; none by default: a new version replaces
     the old at once), a new version first takes a share of its model's traffic on the server
-    (:class:`~components.serving.server.Split`), and a second server answers as the canary alone.
+    (:class:`~components.serving.canary.Split`), and a second server answers as the canary alone.
     """
 
     name = "local"
@@ -87,7 +87,8 @@ class LocalTarget(ServingTarget):
             FileNotFoundError: a model has no such version in service.
             OSError: the port is taken.
         """
-        from components.serving.server import ModelServer, Split
+        from components.serving.canary import Split
+        from components.serving.server import ModelServer
 
         if not models:
             raise ValueError(f"{stage}: no model to serve; expected at least one name -> version")

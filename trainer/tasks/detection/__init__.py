@@ -223,11 +223,11 @@ class Detection(Task):
         """Adam with a linear warm-up then cosine decay, and global gradient clipping.
 
         The schedule's length can be set once the step is timed (a time budget,
-        ``trainer.schedules.set_total_steps``).
+        ``trainer.budget.schedules.set_total_steps``).
         """
         import keras
 
-        from trainer.schedules import WarmupCosine
+        from trainer.budget.schedules import WarmupCosine
 
         opts = self.options
         schedule = WarmupCosine(learning_rate, opts.warmup_steps, total_steps)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import keras
 
-from trainer.budget import BUDGET_SPENT, RUNG_STOP
+from trainer.budget.limits import BUDGET_SPENT, RUNG_STOP
 from trainer.callbacks import optimizer_step
 
 log = logging.getLogger(__name__)

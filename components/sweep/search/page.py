@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from components import charts, markdown, pages
-from components.sweep.search import usd
-from components.sweep.search_run import SearchOutcome, TrialResult
+from components.sweep.search.folder import TrialResult
+from components.sweep.search.plan import usd
+from components.sweep.search.run import SearchOutcome
 from components.sweep.table import duration
 
 HEADS = ["trial", "rung reached", "status", "why", "steps", "billed", "of which start-up", "cost", "quality"]
