@@ -81,6 +81,7 @@ _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form
     "promote_to_prod": None,
     "serving_options": (PromoteConfig, "serving_options"),
     "canary_steps": (PromoteConfig, "canary_steps"),
+    "allow_contract_change": (PromoteConfig, "allow_contract_change"),
 }
 
 # The run form's own parameters, which no step config holds: (type, default, description).
@@ -228,7 +229,7 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model
         pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-        **serving,  # the serving target and its settings: target, serving_options, canary_steps
+        **serving,  # target, serving_options, canary_steps, allow_contract_change
     )
     # Promotion changes what a stage serves: never answer it from the cache.
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
@@ -272,7 +273,7 @@ def _train(dataset, accelerator_type, accelerator_count, preset=None, **paramete
     With ``workers`` > 1 the step launches worker pods owned by its own pod (an ownerReference
     needs the pod's uid), in its namespace; each worker gets the step's accelerator request. A
     compile-time preset gives the pod its request, node selectors and tolerations, and names the
-    step's price key (``trainer.pricing.price_key`` reads a preset's name).
+    step's price key (``trainer.budget.pricing.price_key`` reads a preset's name).
     """
     if preset:
         accelerator_type, accelerator_count = preset, accelerators.get_preset(preset).accelerator_count
@@ -323,6 +324,7 @@ def build(
     promote_to_prod,
     serving_options,
     canary_steps,
+    allow_contract_change,
     accelerator_type=None,
     accelerator_count=None,
     preset=None,
@@ -386,6 +388,7 @@ def build(
     ).set_display_name("Benchmark inference")
 
     target = {"target": serving_target, "serving_options": serving_options, "canary_steps": canary_steps}
+    target["allow_contract_change"] = allow_contract_change  # a promotion may replace a served contract
     demo = _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, target)
     demo.after(evaluated, benchmarked)
 

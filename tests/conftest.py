@@ -27,6 +27,7 @@ SLOWEST_FIRST = (
     "tests/pipelines/test_toy_task_local.py",  # 35 s
     "tests/unit/test_train_budget.py",  # 29 s; a budgeted training, killed and resumed
     "tests/components/test_promote_flow.py",  # 33 s
+    "tests/components/test_promote_contract.py",  # 19 s
     "tests/unit/test_presets.py",  # 21 s with the shared detector
     "tests/components/test_notebook_step.py",  # 26 s
     "tests/pipelines/test_monitor_pipeline.py",  # 26 s

@@ -21,6 +21,7 @@ def promote_model(
     evaluation: Optional[Input[Metrics]] = None,
     serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
+    allow_contract_change: bool = False,
 ) -> int:
     """Publish the model to a stage, serves it, smoke-tests it; rolls back and fails on any failure.
 
@@ -42,6 +43,9 @@ def promote_model(
         canary_steps: the traffic shares (percent, the last 100) a new version takes one after
             the other where the target splits traffic; empty: the target's default (kserve
             Knative: 10, 50, 100; local: none).
+        allow_contract_change: let a model whose classes, class order, input signature or output
+            keys differ from what the stage serves under model_name replace it (recorded in the
+            stage history); false refuses it with one line naming the difference.
 
     Returns:
         The version the stage serves now.
@@ -61,12 +65,15 @@ def promote_model(
         model_name=model_name,
         serving_options=serving_options,
         canary_steps=none_if_empty(canary_steps),
+        allow_contract_change=allow_contract_change,
     )
     metrics = dict(evaluation.metadata) if evaluation is not None else None
     result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=metrics)
     with open(report.path, "w") as f:
         f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result.version, "no_op": result.no_op})
+    if result.contract_change:
+        report.metadata["contract_change"] = result.contract_change
     return int(result.version)
 
 
@@ -130,6 +137,7 @@ def promote_version_op(
     run_id: str = "",
     serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
+    allow_contract_change: bool = False,
 ) -> int:
     """Move the version a stage serves (having passed its checks) to the next stage, smoke-tested.
 
@@ -147,6 +155,9 @@ def promote_version_op(
         serving_options: the target's own settings (kserve: {mode: standard}).
         canary_steps: the traffic shares a new version takes one after the other (empty: the
             target's default).
+        allow_contract_change: let the version replace a different contract (classes, their
+            order, input signature, output keys) of what ``stage`` serves under model_name;
+            false refuses it with one line naming the difference.
 
     Returns:
         The version ``stage`` serves now.
@@ -166,9 +177,12 @@ def promote_version_op(
         model_name=model_name,
         serving_options=serving_options,
         canary_steps=none_if_empty(canary_steps),
+        allow_contract_change=allow_contract_change,
     )
     result = promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
     with open(report.path, "w") as f:
         f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result.version, "source_version": result.source_version})
+    if result.contract_change:
+        report.metadata["contract_change"] = result.contract_change
     return int(result.version)

@@ -26,6 +26,12 @@ record names the target and the model's task.
 
 The checks ask the model's task (``PromoteConfig.task``, else the model folder's
 ``training.json``, else the stage's known examples, else classification).
+
+A promotion keeps the contract of what a stage serves under a model name
+(``components.serving.contract``): a candidate whose classes, class order, signatures' inputs or
+output keys differ is refused before anything is published, with one line naming the difference,
+unless ``PromoteConfig.allow_contract_change`` (the entry then records ``contract_change``). A
+rollback returns to what was served and is not checked.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from components.serving.checks import (
     checks_to_dict,
     run_checks,
 )
+from components.serving.contract import ContractChangeError, ServingContract, contract_change, read_contract
 from components.serving.load import LoadTestRecord
 from components.serving.stages import READY_MARKER, StageEntry, StageExamples, StageRegistry
 from components.serving.targets import Endpoints, ServingTarget, TargetSettings, get_target
@@ -83,6 +90,8 @@ class PromotionResult(records.Record):
         metrics: the evaluation metrics recorded with the version.
         source_stage, source_version: for a version moved from another stage.
         load_test: the served version's load test at this action, and its objectives.
+        contract_change: the line naming how this promotion replaced what the stage served under
+            the model name (``allow_contract_change``); None: it kept it.
     """
 
     _what = "promotion result"
@@ -100,6 +109,7 @@ class PromotionResult(records.Record):
     source_stage: Optional[str] = None
     source_version: Optional[int] = None
     load_test: Optional[LoadTestRecord] = None
+    contract_change: Optional[str] = None
 
     def check(self, name: str) -> CheckResult:
         """The check called ``name``.
@@ -313,13 +323,14 @@ def _evaluation_metrics(task: Task, saved_model_dir: str, dataset_dir: str) -> d
 
 @dataclasses.dataclass(frozen=True)
 class _Candidate:
-    """A version to promote: its files, and how to get its examples and metrics.
+    """A version to promote: its files, and how to get its contract, examples and metrics.
 
-    Examples and metrics are got lazily: a no-op promotion needs neither.
+    They are got lazily: a no-op promotion needs none of them.
     """
 
     saved_model: str
     model_uri: str
+    contract: Callable[[], Optional[ServingContract]]
     examples: Callable[[], StageExamples]
     metrics: Callable[[], dict[str, float]]
     source_stage: Optional[str] = None
@@ -361,6 +372,7 @@ def promote(
     candidate = _Candidate(
         saved_model,
         model_dir,
+        contract=lambda: read_contract(saved_model, task),
         examples=lambda: known_examples_of_dataset(dataset_dir, task, config.smoke_examples),
         metrics=lambda: (
             _float_metrics(metrics) if metrics is not None else _evaluation_metrics(task, saved_model, dataset_dir)
@@ -437,6 +449,8 @@ def promote_version(
     candidate = _Candidate(
         saved_model,
         current.model_uri or saved_model,
+        # The source stage recorded the version's contract when it promoted it (older entries: read it).
+        contract=lambda: current.contract or read_contract(saved_model, get_task(config.task or current.task)),
         examples=examples,
         metrics=lambda: _float_metrics(current.metrics),
         source_stage=source_stage,
@@ -470,6 +484,7 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: 
     if already is not None:
         return already
 
+    contract, change = _kept_contract(stages, config, candidate)
     examples = candidate.examples()
     recorded_metrics = candidate.metrics()
     previous = in_service[-1] if in_service else None
@@ -498,9 +513,55 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: 
             source_stage=candidate.source_stage,
             source_version=candidate.source_version,
             load_test=report.load_test,
+            contract=contract,
+            contract_change=change,
         ),
     )
     return _result_of(entry, stage, no_op=False)
+
+
+def _served_contract(stages: StageRegistry, config: PromoteConfig) -> Optional[ServingContract]:
+    """The contract of what the stage serves under the model name; None: it serves nothing of it.
+
+    An entry written before contracts were recorded has none: the version it serves says it.
+    """
+    current = stages.read_current(config.stage, config.model_name)
+    if current is None or current.version is None:
+        return None
+    if current.contract is not None:
+        return current.contract
+    folder = stages.version_path(config.stage, config.model_name, current.version)
+    if not storage.exists(storage.join(folder, READY_MARKER)):
+        log.warning(
+            "%s serves version %s of %r by its records, but %s holds no SavedModel: no contract to keep",
+            config.stage,
+            current.version,
+            config.model_name,
+            folder,
+        )
+        return None
+    return read_contract(folder, get_task(current.task or config.task))
+
+
+def _kept_contract(
+    stages: StageRegistry, config: PromoteConfig, candidate: _Candidate
+) -> tuple[Optional[ServingContract], Optional[str]]:
+    """The candidate's contract, and the line naming how it changes what the stage serves (None: it keeps it).
+
+    Where either has none (no contract recorded or readable: no SavedModel to read) nothing is compared.
+
+    Raises:
+        ContractChangeError: it changes it, and ``config.allow_contract_change`` is false.
+    """
+    contract = candidate.contract()
+    served = _served_contract(stages, config)
+    unknown = served is None or contract is None
+    change = None if unknown else contract_change(config.stage, config.model_name, served, contract)
+    if change is not None and not config.allow_contract_change:
+        raise ContractChangeError(change)
+    if change is not None:
+        log.warning("allow_contract_change: %s", change)
+    return contract, change
 
 
 def _result_of(entry: StageEntry, stage: str, no_op: bool) -> PromotionResult:
@@ -518,6 +579,7 @@ def _result_of(entry: StageEntry, stage: str, no_op: bool) -> PromotionResult:
         source_stage=entry.source_stage,
         source_version=entry.source_version,
         load_test=entry.load_test,
+        contract_change=entry.contract_change,
     )
 
 
@@ -537,6 +599,7 @@ def _already_served(
         target=config.target,
         source_stage=candidate.source_stage,
         source_version=candidate.source_version,
+        contract_change=None,
     )
 
 
@@ -630,6 +693,7 @@ def _rollback_entry(
         reason=reason,
         failed_version=version,
         failed_load_test=failed_load,
+        contract=earlier.contract if earlier else None,  # what is served again (a rollback is not checked)
     )
 
 
@@ -679,6 +743,8 @@ def render_report(result: PromotionResult) -> str:
     ]
     if result.source_stage is not None:
         lines.append(f"- from: {result.source_stage} version {result.source_version}")
+    if result.contract_change is not None:
+        lines.append(f"- contract replaced (allow_contract_change): {result.contract_change}")
     if result.accuracy is not None:
         lines.append(f"- accuracy on known test images: {result.accuracy:.3f}")
     if result.metrics:

@@ -6,9 +6,12 @@ from trainer.config import PromoteConfig
 
 
 def headline(out: StepOutputs) -> str:
-    """``<stage> serves version N`` (``already served`` when it changed nothing)."""
+    """``<stage> serves version N`` (``already served`` when it changed nothing, ``contract replaced``
+    when it replaced what the stage served under the name: ``allow_contract_change``).
+    """
     r = out.metadata("report")
     same = " (already served)" if r.get("no_op") else ""
+    same += " (contract replaced)" if r.get("contract_change") else ""
     return f"{r.get('stage', '?')} serves version {r.get('version', out.parameters.get('Output', '?'))}{same}"
 
 

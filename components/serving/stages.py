@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 from components.params import none_if_empty
 from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
+from components.serving.contract import ServingContract
 from components.serving.load import LoadTestRecord
 from trainer import records, storage
 from trainer.config import STAGES
@@ -116,6 +117,12 @@ class StageEntry(records.Record):
             errors, and the stage's objectives); on a rollback, the restored version's.
         failed_load_test: on a rollback after a failed promotion, the failed version's load
             test when it ran (a missed objective is such a failure).
+        contract: what clients of the served version rely on: its signatures' inputs and output
+            keys, its class names in order (``components.serving.contract``); a promotion keeps
+            it. None in entries written before it was recorded (the served version's SavedModel
+            says it then) and where nothing is served.
+        contract_change: on a promotion that replaced the contract (``allow_contract_change``),
+            the line that names the change; None otherwise.
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
@@ -123,7 +130,7 @@ class StageEntry(records.Record):
     _what = "stage history entry"
     _omit_empty = (
         "sha256", "previous_version", "accuracy", "target", "task", "source_stage", "source_version", "reason",
-        "failed_version", "verified", "load_test", "failed_load_test",
+        "failed_version", "verified", "load_test", "failed_load_test", "contract", "contract_change",
     )  # fmt: skip
 
     action: str
@@ -146,6 +153,8 @@ class StageEntry(records.Record):
     verified: Optional[bool] = None
     load_test: Optional[LoadTestRecord] = None
     failed_load_test: Optional[LoadTestRecord] = None
+    contract: Optional[ServingContract] = None
+    contract_change: Optional[str] = None
     extra: Mapping[str, Any] = records.extra_field()
 
     def __post_init__(self) -> None:
