@@ -158,7 +158,10 @@ class BudgetPlan(records.Record):
 
     def headline(self) -> str:
         """What the budget bought, in words a person checks before it is spent: the steps, the time, the money."""
-        cost = f", ~${self.predicted_cost:.2f} at {self.price_key}" if self.predicted_cost is not None else ""
+        dollars, cost = self.predicted_cost, ""
+        if dollars is not None:
+            cost = f", ~${dollars:.2f}" if dollars >= 0.1 else f", ~${dollars:.2g}"
+            cost += f" at {self.price_key}"
         return (
             f"{self.limit} buys {self.steps:,} steps ({self.evaluations} evaluations) at "
             f"{self.step_s * 1000:.0f} ms/step: ~{duration(self.predicted_s)} in all{cost}"
