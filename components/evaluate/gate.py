@@ -29,19 +29,44 @@ class ThresholdError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class GateCheck(Record):
+    """One threshold the gate judged; the blessing record's ``checks`` hold one each.
+
+    Attributes:
+        kind: ``value`` or ``change`` (against prod); ``slice`` or ``slice_change`` for a slice's.
+        metric: the metric judged.
+        threshold: the bound (``value``) or the least improvement (``change``).
+        value: the candidate's figure; None when it has none (the check then fails).
+        baseline: prod's figure for a change; None for a bound, or when prod has none.
+        passed: whether it passed.
+        slice: the slice judged (``column:value``); None for the whole split.
+    """
+
+    _omit_empty = ("slice",)
+
+    kind: str
+    metric: str
+    threshold: float
+    value: Optional[float]
+    baseline: Optional[float]
+    passed: bool
+    slice: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Decision(Record):
     """The outcome of the gate; ``to_dict`` is the blessing artifact's content.
 
     Attributes:
         blessed: whether the model may be promoted.
         reasons: one line per check (passed or failed) or why nothing was checked.
-        checks: one dict per threshold: kind, metric, threshold, value, baseline, passed.
+        checks: one record per threshold judged.
         baseline: the baseline's metrics, or None when prod serves nothing yet.
     """
 
     blessed: bool
     reasons: list[str]
-    checks: list[dict[str, Any]]
+    checks: list[GateCheck]
     baseline: Optional[dict[str, float]]
 
 
@@ -79,15 +104,11 @@ def validate_thresholds(
     return result[0], result[1]
 
 
-def _check(kind: str, name: str, threshold: float, value: Any, baseline: Any, passed: bool) -> dict[str, Any]:
-    return dict(kind=kind, metric=name, threshold=threshold, value=value, baseline=baseline, passed=passed)
-
-
 def _value_checks(
     metrics: Mapping[str, float],
     values: Mapping[str, float],
     known: Mapping[str, bool],
-    checks: list[dict[str, Any]],
+    checks: list[GateCheck],
     reasons: list[str],
 ) -> None:
     """Appends a check and a reason per value threshold."""
@@ -96,7 +117,7 @@ def _value_checks(
         higher = known[name]
         passed = value is not None and (value >= bound if higher else value <= bound)
         op = ">=" if higher else "<="
-        checks.append(_check("value", name, bound, value, None, passed))
+        checks.append(GateCheck("value", name, bound, value, None, passed))
         shown = "missing" if value is None else f"{value:.4f}"
         reasons.append(f"{'PASS' if passed else 'FAIL'}: {name} = {shown}, required {op} {bound:g}")
 
@@ -106,7 +127,7 @@ def _change_checks(
     changes: Mapping[str, float],
     baseline: Mapping[str, float],
     known: Mapping[str, bool],
-    checks: list[dict[str, Any]],
+    checks: list[GateCheck],
     reasons: list[str],
 ) -> None:
     """Appends a check and a reason per change threshold, against the baseline."""
@@ -114,13 +135,13 @@ def _change_checks(
         value, base = metrics.get(name), baseline.get(name)
         if value is None or base is None:
             # A comparison that cannot be made fails: fail closed, never silently pass.
-            checks.append(_check("change", name, minimum, value, base, False))
+            checks.append(GateCheck("change", name, minimum, value, base, False))
             missing = "the candidate" if value is None else "the baseline (prod)"
             reasons.append(f"FAIL: {name} change cannot be computed: {missing} has no {name}")
             continue
         improvement = value - base if known[name] else base - value
         passed = improvement >= minimum
-        checks.append(_check("change", name, minimum, value, float(base), passed))
+        checks.append(GateCheck("change", name, minimum, value, float(base), passed))
         reasons.append(
             f"{'PASS' if passed else 'FAIL'}: {name} = {value:.4f} vs prod {base:.4f}, "
             f"improvement {improvement:+.4f}, required >= {minimum:+g}"
@@ -158,7 +179,7 @@ def decide(
             checks=[],
             baseline=dict(baseline) if baseline is not None else None,
         )
-    checks: list[dict[str, Any]] = []
+    checks: list[GateCheck] = []
     reasons: list[str] = []
     _value_checks(metrics, values, known, checks, reasons)
     if changes and baseline is None:
@@ -176,6 +197,6 @@ def decide(
             f"(fail closed); add value_thresholds, e.g. {{{example}: 0.8}}"
         )
         return Decision(blessed=False, reasons=reasons, checks=checks, baseline=baseline_copy)
-    blessed = all(c["passed"] for c in checks)
+    blessed = all(c.passed for c in checks)
     headline = "blessed: every threshold passed" if blessed else "not blessed: at least one check failed"
     return Decision(blessed=blessed, reasons=[headline, *reasons], checks=checks, baseline=baseline_copy)

@@ -77,7 +77,7 @@ def blessing_record(
         "blessed": decision.blessed,
         "decision": "BLESSED" if decision.blessed else "NOT_BLESSED",
         "reasons": decision.reasons,
-        "checks": decision.checks,
+        "checks": [check.to_dict() for check in decision.checks],
         "baseline": decision.baseline,
         "metrics": dict(metrics),
         "model_uri": model_uri,

@@ -20,7 +20,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Optional
 
-from components.evaluate.gate import Decision, ThresholdError
+from components.evaluate.gate import Decision, GateCheck, ThresholdError
 from trainer import slices as slicing
 from trainer.slices import SliceRow
 
@@ -79,21 +79,14 @@ def check_values(thresholds: Mapping[str, Any], rows: Sequence[SliceRow]) -> Non
             )
 
 
-def _slice_check(
-    kind: str, key: str, metric: str, threshold: float, value: Any, baseline: Any, passed: bool
-) -> dict[str, Any]:
-    """One check of the blessing record: the gate's fields and the slice it judged."""
-    return dict(kind=kind, slice=key, metric=metric, threshold=threshold, value=value, baseline=baseline, passed=passed)
-
-
 def _bound_ok(value: float, bound: float, higher: bool) -> bool:
     return value >= bound if higher else value <= bound
 
 
 def _threshold_checks(
     rows: Sequence[SliceRow], thresholds: Mapping[str, Mapping[str, float]], directions: Mapping[str, bool]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    checks: list[dict[str, Any]] = []
+) -> tuple[list[GateCheck], list[str]]:
+    checks: list[GateCheck] = []
     reasons: list[str] = []
     for selector, rule in thresholds.items():
         one = ":" in selector
@@ -106,7 +99,7 @@ def _threshold_checks(
                     continue
                 value = row.metrics.get(metric)
                 passed = value is not None and _bound_ok(value, bound, higher)
-                checks.append(_slice_check("slice", row.key, metric, bound, value, None, passed))
+                checks.append(GateCheck("slice", metric, bound, value, None, passed, slice=row.key))
                 if value is None:
                     reasons.append(
                         f"FAIL: slice {row.key} has {row.count} examples, too few to be scored, "
@@ -117,7 +110,7 @@ def _threshold_checks(
                         f"FAIL: slice {row.key} {metric} = {value:.4f} ({row.count} examples), required {op} {bound:g}"
                     )
         passed_here = [
-            c for c in checks if c["passed"] and (c["slice"] == selector or slicing.column_of(c["slice"]) == selector)
+            c for c in checks if c.passed and (c.slice == selector or slicing.column_of(c.slice) == selector)
         ]
         if passed_here:
             reasons.append(f"PASS: {len(passed_here)} slice check(s) of {selector} {_rule_text(rule, directions)}")
@@ -137,13 +130,13 @@ def _change_checks(
     changes: Mapping[str, float],
     baseline: Mapping[str, Any],
     directions: Mapping[str, bool],
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[GateCheck], list[str]]:
     prod = slicing.parse_recorded(baseline)
     if not prod:
         return [], [
             "note: prod's record has no per-slice metrics (evaluated before slices were); per-slice comparison skipped"
         ]
-    checks: list[dict[str, Any]] = []
+    checks: list[GateCheck] = []
     reasons: list[str] = []
     compared = 0
     for row in rows:
@@ -154,14 +147,14 @@ def _change_checks(
             compared += 1
             improvement = value - base if directions.get(metric, True) else base - value
             passed = improvement >= minimum
-            checks.append(_slice_check("slice_change", row.key, metric, minimum, value, base, passed))
+            checks.append(GateCheck("slice_change", metric, minimum, value, base, passed, slice=row.key))
             if not passed:
                 reasons.append(
                     f"FAIL: slice {row.key} {metric} = {value:.4f} vs prod {base:.4f}, "
                     f"change {improvement:+.4f}, required >= {minimum:+g}"
                 )
     if compared:
-        failed = sum(1 for c in checks if not c["passed"])
+        failed = sum(1 for c in checks if not c.passed)
         reasons.append(
             f"{'FAIL' if failed else 'PASS'}: {compared - failed} of {compared} slice comparison(s) "
             f"with prod within {_change_text(changes)}"
@@ -181,7 +174,7 @@ def slice_checks(
     changes: Mapping[str, float],
     baseline: Optional[Mapping[str, Any]],
     directions: Mapping[str, bool],
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[GateCheck], list[str]]:
     """The checks and reason lines of the slice rules (:func:`check_settings` first)."""
     checks, reasons = _threshold_checks(rows, thresholds, directions)
     if changes and baseline is None:
@@ -192,7 +185,7 @@ def slice_checks(
     return checks, reasons
 
 
-def with_slices(decision: Decision, checks: Sequence[dict[str, Any]], reasons: Sequence[str]) -> Decision:
+def with_slices(decision: Decision, checks: Sequence[GateCheck], reasons: Sequence[str]) -> Decision:
     """The decision with the slice checks added: a failing slice takes the blessing away.
 
     A decision that blessed nothing because no thresholds were configured stays as it is (the
@@ -200,7 +193,7 @@ def with_slices(decision: Decision, checks: Sequence[dict[str, Any]], reasons: S
     """
     if not checks and not reasons:
         return decision
-    blessed = decision.blessed and all(c["passed"] for c in checks)
+    blessed = decision.blessed and all(c.passed for c in checks)
     head = list(decision.reasons)
     if decision.checks and head and head[0].startswith(("blessed:", "not blessed:")):
         head[0] = "blessed: every threshold passed" if blessed else "not blessed: at least one check failed"

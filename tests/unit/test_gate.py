@@ -35,7 +35,7 @@ def test_value_thresholds_pass_and_fail():
     assert decide_(GOOD, {"accuracy": 0.85}, {}, None).blessed
     failed = decide_(GOOD, {"accuracy": 0.95, "macro_f1": 0.5}, {}, None)
     assert not failed.blessed
-    assert [c["passed"] for c in failed.checks] == [False, True]
+    assert [c.passed for c in failed.checks] == [False, True]
     assert any(r.startswith("FAIL: accuracy") for r in failed.reasons)
 
 
@@ -52,14 +52,14 @@ def test_change_thresholds_against_prod():
     # loss 0.3 vs prod 0.25 is a worsening of 0.05
     d = decide_(GOOD, {}, {"loss": -0.01}, prod)
     assert not d.blessed
-    assert d.checks[0]["baseline"] == 0.25
+    assert d.checks[0].baseline == 0.25
 
 
 def test_no_baseline_judges_by_value_thresholds_and_says_so():
     d = decide_(GOOD, {"accuracy": 0.8}, {"accuracy": 0.0}, None)
     assert d.blessed
     assert any("no baseline" in r for r in d.reasons)
-    assert [c["kind"] for c in d.checks] == ["value"]
+    assert [c.kind for c in d.checks] == ["value"]
 
 
 def test_only_change_thresholds_and_no_baseline_fails_closed():
@@ -90,3 +90,16 @@ def test_evaluate_config_rejects_unknown_metrics_at_load():
         EvaluateConfig.from_yaml("value_thresholds: {acuracy: 0.8}\n")
     cfg = EvaluateConfig.from_yaml("value_thresholds: {accuracy: 0.8}\nchange_thresholds: {loss: 0.0}\n")
     assert dict(cfg.value_thresholds) == {"accuracy": 0.8}
+
+
+def test_each_check_is_a_record_written_as_the_blessing_file_has_it():
+    from components.evaluate.gate import GateCheck
+
+    d = decide({"accuracy": 0.9}, {"accuracy": 0.8}, {"accuracy": -0.01}, {"accuracy": 0.95}, KNOWN)
+    assert all(isinstance(c, GateCheck) for c in d.checks)
+    written = d.to_dict()["checks"]
+    assert written == [
+        {"kind": "value", "metric": "accuracy", "threshold": 0.8, "value": 0.9, "baseline": None, "passed": True},
+        {"kind": "change", "metric": "accuracy", "threshold": -0.01, "value": 0.9, "baseline": 0.95, "passed": False},
+    ]
+    assert type(d).from_dict(d.to_dict()) == d  # the blessing file reads back to the same decision

@@ -54,14 +54,14 @@ def test_a_column_rule_judges_every_scored_slice_and_one_failing_slice_takes_the
     checks, reasons = slice_checks(ROWS, {"camera": {"accuracy": 0.8}}, {}, None, DIRECTIONS)
     decision = with_slices(_blessed(), checks, reasons)
     assert decision.blessed is False and decision.reasons[0].startswith("not blessed")
-    assert [c["slice"] for c in checks if not c["passed"]] == ["camera:night"]
+    assert [c.slice for c in checks if not c.passed] == ["camera:night"]
     assert any("too small to be scored: camera:dusk" in r for r in reasons)
     # a one-slice rule on a slice too small to score fails closed
     checks, _ = slice_checks(ROWS, {"camera:dusk": {"accuracy": 0.1}}, {}, None, DIRECTIONS)
-    assert [c["passed"] for c in checks] == [False]
+    assert [c.passed for c in checks] == [False]
     # loss is a ceiling
     checks, _ = slice_checks(ROWS, {"camera:day": {"loss": 0.2}}, {}, None, DIRECTIONS)
-    assert [c["passed"] for c in checks] == [True]
+    assert [c.passed for c in checks] == [True]
 
 
 def test_slice_rules_do_not_bless_on_their_own():
@@ -73,7 +73,7 @@ def test_slice_rules_do_not_bless_on_their_own():
 def test_the_comparison_with_prod_per_slice():
     prod = {"accuracy": 0.7, "slice/camera:night/accuracy": 0.6, "slice/camera:day/accuracy": 0.9}
     checks, reasons = slice_checks(ROWS, {}, {"accuracy": -0.05}, prod, DIRECTIONS)
-    assert [(c["slice"], c["passed"]) for c in checks] == [("camera:night", False), ("camera:day", True)]
+    assert [(c.slice, c.passed) for c in checks] == [("camera:night", False), ("camera:day", True)]
     assert reasons[-1].startswith("FAIL: 1 of 2 slice comparison(s)")
     _, reasons = slice_checks(ROWS, {}, {"accuracy": -0.05}, {"accuracy": 0.7}, DIRECTIONS)
     assert "no per-slice metrics" in reasons[0]
