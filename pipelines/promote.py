@@ -8,7 +8,7 @@ Compiled to ``dist/pipelines/promote.yaml``; no TensorFlow here.
 
 from kfp import dsl
 
-from components.promote.component import promote_version_op
+from components.promote.component import promote_version
 from pipelines import platform
 
 NAME = "promote"
@@ -43,7 +43,7 @@ def pipeline(
         canary_steps: the traffic shares (percent, the last 100) the version takes one after the
             other at the target stage; empty: the target's default (kserve: 10, 50, 100; local: none).
     """
-    promote_version_op(
+    promote_version(
         source_stage=source_stage,
         stage=target_stage,
         version=version,

@@ -7,7 +7,7 @@ promotion; the stage's history records the rollback. Compiled to ``dist/pipeline
 
 from kfp import dsl
 
-from components.promote.component import rollback_stage_op
+from components.promote.component import rollback_stage
 from pipelines import platform
 
 NAME = "rollback"
@@ -35,7 +35,7 @@ def pipeline(
             (knative, the default, splits traffic in canary steps; standard replaces and rolls
             back); docs/kserve.md. A key the target does not take fails the step.
     """
-    rollback_stage_op(
+    rollback_stage(
         stage=stage,
         stages_root=stages_root,
         pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,

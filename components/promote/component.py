@@ -78,7 +78,7 @@ def promote_model(
 
 
 @project_component
-def rollback_stage_op(
+def rollback_stage(
     report: Output[Markdown],
     stage: str,
     stages_root: str = "",
@@ -125,7 +125,7 @@ def rollback_stage_op(
 
 
 @project_component
-def promote_version_op(
+def promote_version(
     report: Output[Markdown],
     source_stage: str,
     stage: str,
@@ -166,7 +166,7 @@ def promote_version_op(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.params import none_if_empty
-    from components.promote.run import promote_version, render_report
+    from components.promote import run as promotion
     from components.serving.stages import resolve_stages_root
     from trainer.config import PromoteConfig
 
@@ -179,9 +179,9 @@ def promote_version_op(
         canary_steps=none_if_empty(canary_steps),
         allow_contract_change=allow_contract_change,
     )
-    result = promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
+    result = promotion.promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
     with open(report.path, "w") as f:
-        f.write(render_report(result))
+        f.write(promotion.render_report(result))
     report.metadata.update({"stage": stage, "version": result.version, "source_version": result.source_version})
     if result.contract_change:
         report.metadata["contract_change"] = result.contract_change

@@ -1,6 +1,6 @@
 """The promote step's surface (components/surface.py): its components against ``PromoteConfig``."""
 
-from components.promote.component import promote_model, promote_version_op, rollback_stage_op
+from components.promote.component import promote_model, promote_version, rollback_stage
 from components.surface import StepOutputs, Surface
 from trainer.config import PromoteConfig
 
@@ -22,6 +22,6 @@ _PROMOTE = {
 }
 SURFACES = (
     Surface(promote_model, headline=headline, **_PROMOTE),
-    Surface(rollback_stage_op, **_PROMOTE),
-    Surface(promote_version_op, **_PROMOTE),
+    Surface(rollback_stage, **_PROMOTE),
+    Surface(promote_version, **_PROMOTE),
 )

@@ -89,7 +89,7 @@ def test_promotions_carry_their_stage_and_the_validate_step_is_in_the_pipelines_
 
 
 def test_pull_secrets_and_a_preset_label_are_compile_time_settings(tmp_path):
-    from components.promote.component import rollback_stage_op
+    from components.promote.component import rollback_stage
 
     settings = platform.Settings(pull_secrets=("regcred", "mirror"), ttl_s=0)
 
@@ -100,7 +100,7 @@ def test_pull_secrets_and_a_preset_label_are_compile_time_settings(tmp_path):
         Args:
             stage: the stage.
         """
-        rollback_stage_op(stage=stage)
+        rollback_stage(stage=stage)
 
     path = tmp_path / "probe.yaml"
     compiler.Compiler().compile(probe, str(path))

@@ -228,7 +228,7 @@ def drive_toy_target(stages_root: str) -> None:
     from kfp import dsl
 
     from components.promote import run
-    from components.promote.component import promote_version_op, rollback_stage_op
+    from components.promote.component import promote_version, rollback_stage
     from components.serving.checks import KnownExample
     from components.serving.stages import StageExamples
     from components.serving.targets import target_names
@@ -245,7 +245,7 @@ def drive_toy_target(stages_root: str) -> None:
         fail_canary[0] = content == "three"
         report = dsl.Markdown(uri=f"{stages_root}-{content}.md")
         try:
-            promote_version_op.python_func(
+            promote_version.python_func(
                 report=report, source_stage="demo", run_id=f"run-{content}", serving_options=options,
                 canary_steps=[50, 100], **common,
             )  # fmt: skip
@@ -253,7 +253,7 @@ def drive_toy_target(stages_root: str) -> None:
         except run.PromotionError as err:
             errors.append(str(err))
     back = dsl.Markdown(uri=f"{stages_root}-back.md")
-    version = rollback_stage_op.python_func(report=back, run_id="run-back", serving_options=options, **common)
+    version = rollback_stage.python_func(report=back, run_id="run-back", serving_options=options, **common)
     problems = {name: contract_problems(target_class(name), stages_root) for name in target_names()}
     print(json.dumps({"seen": seen, "reports": reports, "errors": errors, "version": version, "problems": problems}))
 
