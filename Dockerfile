@@ -21,7 +21,7 @@ ARG PIP_ARGS=""
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 TF_CPP_MIN_LOG_LEVEL=1 TF_ENABLE_ONEDNN_OPTS=1
 
 # Fashion-MNIST for the demo run (the converter's built-in "fashion-mnist" source). The other
-# built-in, "digits", ships inside the package (components/convert/digits.npz): no scikit-learn here.
+# built-in, "digits", ships inside the package (components/image_input/digits.npz): no scikit-learn here.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends dataset-fashion-mnist \
  && rm -rf /var/lib/apt/lists/*
@@ -43,7 +43,7 @@ RUN case "$VARIANT" in \
     esac \
  && python -c "import trainer, kfp, tensorflow as tf; print('TensorFlow', tf.__version__)" \
  && python -c "import keras_hub, trainer.tasks.detection.model; print('keras-hub', keras_hub.__version__)" \
- && python -c "from components.convert.sources import open_source; print('digits', len(open_source('digits').items))"
+ && python -c "from components.image_input.sources import open_source; print('digits', len(open_source('digits').items))"
 
 # Components run as the pipeline's user; nothing needs root at run time.
 RUN useradd --uid 1000 --create-home runner

@@ -114,8 +114,9 @@ search: setup ## Run a cost-aware search locally (kfp.local): successive halving
 	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(OUT)' $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
 # make predict's OUT is where the predictions go (the pipeline root stays local_outputs), as its users name it.
+# It needs .venv only (not the demo data or Prometheus): a DATA that is not there is one line at once.
 PREDICT_ROOT := $(if $(filter command line,$(origin OUT)),local_outputs,$(OUT))
-predict: setup ## Score images with what a stage serves (kfp.local): DATA=folder|list.csv|coco.json STAGE=staging MODEL=detector OUT=dir (or MODEL_DIR=folder) STAGES=local_outputs/stages CONFIG=predict.yaml SET='batch_size=32'
+predict: $(STAMP) ## Score images with what a stage serves (kfp.local): DATA=folder|list.csv|coco.json STAGE=staging MODEL=detector OUT=dir (or MODEL_DIR=folder) STAGES=local_outputs/stages CONFIG=predict.yaml SET='batch_size=32'
 	@$(PY) -m pipelines.tools.run_predict $(if $(DATA),--data '$(DATA)') $(if $(STAGE),--stage '$(STAGE)') \
 	  $(if $(MODEL),--model '$(MODEL)') $(if $(MODEL_DIR),--model-dir '$(MODEL_DIR)') \
 	  --stages '$(or $(STAGES),$(PREDICT_ROOT)/stages)' \

@@ -23,7 +23,7 @@ from typing import Any, Optional, TypeVar
 
 import yaml
 
-from trainer.config import Config, ConfigBase, ConfigError
+from trainer.config import ConfigBase, ConfigError
 
 # Exit statuses, as ``python -m components.convert`` and ``python -m trainer`` use them.
 EXIT_OK = 0
@@ -40,7 +40,7 @@ def load_section(
 
     Args:
         cls: the section's class (``EvaluateConfig``, ``BenchmarkConfig``, ...).
-        path: a YAML file holding the section's fields, or a whole-run ``Config`` file with a
+        path: a YAML file holding the section's fields, or a whole-run file (``components/run_config.py``) with a
             section named after the step (``evaluate:``, ``benchmark:``); None for the defaults.
         flags: field -> value from the command line; None values (flags not given) are ignored.
         defaults: field -> value under the file and the flags, for the fields neither sets (the
@@ -61,12 +61,14 @@ def load_section(
         loaded = yaml.safe_load(file.read_text()) or {}
         if not isinstance(loaded, Mapping):
             raise ConfigError(f"--config {path}: expected a YAML mapping of {cls.__name__} fields, got {loaded!r}")
-        # A whole-run Config file has one section per step (validated whole, as trainer's CLI does);
-        # a section file has the fields directly.
-        sections = [f.name for f in dataclasses.fields(Config)]
+        # A whole-run file has one section per step (every section validated); a section file has
+        # the fields directly.
+        from components.run_config import is_run_file, read_run_config
+
         section = cls._section.rstrip(".")
-        if set(loaded) & set(sections):
-            data = getattr(Config.from_dict(loaded), section).to_dict()
+        if is_run_file(loaded):
+            read = read_run_config(loaded)
+            data = read[section].to_dict() if section in read else {}
             given = set(loaded.get(section) or {})
         else:
             data = dict(loaded)

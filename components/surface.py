@@ -51,6 +51,13 @@ class Surface:
         own_default: fields whose component default means something only a pipeline has, so it
             differs from the section's on purpose (the type must still agree).
         headline: the step's line in the console once it finished; None for no line.
+        hub_secret: the component may download weights from a model hub or run a user's code: its
+            pod gets the hub Secret's keys as environment variables (``pipelines/platform.py``).
+        long_running: a run-time budget or timeout can keep it running for up to a week: its pod
+            gets the long deadline (``pipelines/platform.py``).
+        record: which record of a run its outputs are for the run report (``convert``,
+            ``validate``, ``train``, ``evaluate``, ``benchmark``: ``components/report/local.py``
+            finds them by it); None: none.
     """
 
     component: Any
@@ -59,6 +66,9 @@ class Surface:
     step_only: frozenset[str] = frozenset()
     own_default: frozenset[str] = frozenset()
     headline: Optional[Callable[[StepOutputs], str]] = None
+    hub_secret: bool = False
+    long_running: bool = False
+    record: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -88,6 +98,11 @@ def surfaces() -> dict[str, Surface]:
         for surface in importlib.import_module(f"components.{step}.surface").SURFACES:
             found[surface.name] = surface
     return found
+
+
+def recorded_by(record: str) -> tuple[str, ...]:
+    """The components whose outputs are a run's ``record`` (:attr:`Surface.record`), in declaration order."""
+    return tuple(name for name, surface in surfaces().items() if surface.record == record)
 
 
 def surface_of(task_name: str) -> Optional[Surface]:

@@ -45,7 +45,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
         batch_size: int = 64,
         score_threshold: float = 0.0,
         top_k: int = 0,
-        coco: str = "auto",
+        prediction_options: dict = {},  # noqa: B006 (a pipeline default, never mutated)
         images_per_shard: int = 5000,
         images_per_sec: float = 0.0,
         accelerator_type: str = "",
@@ -70,7 +70,8 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
             score_threshold: leave out predictions scoring below it; 0 keeps all the model
                 returns (a detector's export already leaves out boxes below 0.05).
             top_k: the most predictions per image; 0: the task's (5 classes, 100 boxes).
-            coco: write coco_results.json: auto (for a detector), on, off.
+            prediction_options: the model's task's own settings, e.g. {coco: false} (detection:
+                coco, write coco_results.json, default true); empty: the task's defaults.
             images_per_shard: images one shard (one pod) scores.
             images_per_sec: the rate the cost estimate assumes (the inference benchmark's images/s
                 for this model and accelerator); 0: a rate recorded earlier, else no estimate.
@@ -82,8 +83,8 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
         """
         settings = dict(
             data=data, stage=stage, model_name=model_name, model_dir=model_dir, stages_root=stages_root,
-            split=split, batch_size=batch_size, score_threshold=score_threshold, top_k=top_k, coco=coco,
-            images_per_shard=images_per_shard, images_per_sec=images_per_sec,
+            split=split, batch_size=batch_size, score_threshold=score_threshold, top_k=top_k,
+            prediction_options=prediction_options, images_per_shard=images_per_shard, images_per_sec=images_per_sec,
         )  # fmt: skip
         steps(parallelism, settings, output_uri, accelerator_type, accelerator_count, price_table, read_threads)
 

@@ -18,16 +18,19 @@ from typing import Any, Optional
 from kfp import dsl, kubernetes
 
 from components.benchmark.component import benchmark_inference
+from components.benchmark.config import BenchmarkConfig
 from components.convert.component import convert_to_tfrecords
+from components.convert.config import ConvertConfig
 from components.evaluate.component import evaluate_model
 from components.launchers.identity import POD_FIELD_PATHS
 from components.promote.component import promote_model
 from components.report.component import build_report
+from components.serving.config import PromoteConfig
 from components.train.component import train_model
 from components.validate.component import validate_dataset
 from components.validate.config import ValidateConfig
 from pipelines import accelerators, platform
-from trainer.config import BenchmarkConfig, ConfigBase, ConvertConfig, EvaluateConfig, PromoteConfig, TrainConfig
+from trainer.config import ConfigBase, EvaluateConfig, TrainConfig
 from trainer.tasks import get_task
 
 

@@ -13,7 +13,9 @@ cell, ``components.sweep.grid.AcceleratorEntry``), each cell trains with the tra
 (``pipelines.grid.fan_out``, the same compile-time ``SWEEP_PARALLELISM``). Each cell task requests
 its accelerator through runtime placeholders (the entry's resource name and count; an empty name
 requests none). Locally (kfp.local) it runs on CPU with a few steps. Compiled by ``make compile``
-to ``dist/pipelines/gpu_vs_tpu.yaml``. No TensorFlow here.
+to ``dist/pipelines/gpu_vs_tpu.yaml``. Its form's data is the classification task's built-in data
+(``run_defaults``), its model the trainer's default builder (``TrainConfig.model``: the notebook's
+CNN). No TensorFlow here.
 """
 
 from kfp import dsl
@@ -22,8 +24,12 @@ from components.convert.component import convert_to_tfrecords
 from components.sweep.component import join_sweeps, plan_notebook_sweep, time_training_cell
 from components.sweep.grid import AcceleratorEntry
 from pipelines import accelerators, grid, platform
+from trainer.config import TrainConfig
+from trainer.tasks import get_task
 
 NAME = "gpu_vs_tpu"
+TASK = "classification"  # the notebook's
+NOTEBOOK_MODEL = TrainConfig.__dataclass_fields__["model"].default  # the notebook's CNN, the trainer's default
 
 # accelerator: the name in the tables; strategy: what trainer.distribute.get_strategy must find
 # (a demand, so a TPU run that silently fell back to CPU fails instead of reporting CPU numbers).
@@ -62,13 +68,13 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
         ),
     )
     def pipeline(
-        source: str = "fashion-mnist",
+        source: str = get_task(TASK).run_defaults.data,
         limit_per_split: int = 0,
         accelerators_to_try: list = DEFAULT_ACCELERATORS,  # noqa: B006 (a pipeline default, never mutated)
         batch_sizes: list = [256, 512, 1024],  # noqa: B006
         epochs: int = 3,
         steps_per_epoch: int = 0,
-        model: str = "mnist_cnn",
+        model: str = NOTEBOOK_MODEL,
     ):
         """Trains and times the notebook's CNN per accelerator and batch size.
 

@@ -13,7 +13,7 @@ each task that runs a container gets, through ``kfp.kubernetes``:
   run-time budget or a notebook timeout can make long (longer than ``trainer.budget.limits.MAX_BUDGET_S``,
   the most either may ask for), :data:`DEADLINE_S` on every other step.
 - **the hub credentials** (steps that may download weights or run a user's code:
-  :data:`SECRET_STEPS`) from the Secret the run parameter ``secret_name`` names (default
+  ``Surface.hub_secret``) from the Secret the run parameter ``secret_name`` names (default
   :data:`DEFAULT_SECRET`), as the environment variables of :data:`SECRET_KEYS`, ``optional``: a
   missing Secret or key leaves the variable unset and never blocks the pod. A nested pipeline (a
   grid's cell, a search's trial) takes the compile-time name (``LTP_SECRET_NAME``).
@@ -40,6 +40,7 @@ from typing import Any, Optional
 from kfp import dsl, kubernetes
 from kfp.dsl import pipeline_context
 
+from components.surface import surfaces
 from trainer.budget.limits import MAX_BUDGET_S
 from trainer.runtime import CREDENTIALS_DIR
 
@@ -54,10 +55,6 @@ SECRET_KEYS: Mapping[str, str] = {
     "KAGGLE_USERNAME": "KAGGLE_USERNAME",
     "KAGGLE_KEY": "KAGGLE_KEY",
 }
-# Components that may download weights from a hub or run a user's notebook.
-SECRET_STEPS = frozenset({"train-model", "train-grid-cell", "train-search-trial", "time-training-cell", "run-notebook"})
-# Components a run-time budget or timeout can keep running for up to MAX_BUDGET_S.
-LONG_STEPS = SECRET_STEPS
 DEADLINE_S = 24 * 3600
 LONG_DEADLINE_S = int(MAX_BUDGET_S) + 6 * 3600
 TTL_S = 7 * 24 * 3600
@@ -122,8 +119,9 @@ def _settle_task(task: Any, pipeline_name: str, secret: Any, settings: Settings,
         all_labels[f"{LABEL_PREFIX}stage"] = stage
     for key, value in {**all_labels, **labels}.items():
         kubernetes.add_pod_label(task, key, label_value(value))
-    kubernetes.set_timeout(task, LONG_DEADLINE_S if step in LONG_STEPS else DEADLINE_S)
-    if step in SECRET_STEPS:
+    surface = surfaces().get(step)
+    kubernetes.set_timeout(task, LONG_DEADLINE_S if surface and surface.long_running else DEADLINE_S)
+    if surface and surface.hub_secret:
         kubernetes.use_secret_as_env(task, secret_name=secret, secret_key_to_env=dict(SECRET_KEYS), optional=True)
     # The same Secret as files: a service account key (gcp-key.json) where Workload Identity is not
     # used; trainer.runtime points GOOGLE_APPLICATION_CREDENTIALS at it when it is there.

@@ -14,7 +14,9 @@ number of rungs is compiled in (``make compile SEARCH_RUNGS=3``), as the paralle
 reason), so a ``dsl.Collected`` selection always runs; a pod killed from outside stops the search
 at that rung, and the join, reading the rows from storage, gives the frontier of what finished and
 says so. TPU VM types need compile-time node selectors: one compiled search per preset, as for the
-grid (``build(preset=...)``). No TensorFlow here.
+grid (``build(preset=...)``). The form's data and model, and the local search's metric, are a
+task's (``build(task=...)``: its ``run_defaults`` and headline metric; by default ``TASK``). No
+TensorFlow here.
 """
 
 from typing import Optional
@@ -25,27 +27,37 @@ from components.convert.component import convert_to_tfrecords
 from components.launchers.identity import POD_FIELD_PATHS
 from components.sweep.component import join_search, plan_search, select_search_rung, train_search_trial
 from pipelines import accelerators, grid, platform
+from trainer.tasks import get_task
 
 NAME = "search"
+TASK = "classification"  # the local search's: its form's data and model are this task's run defaults
 DEFAULT_RUNGS = 3
 RUNGS_ENV = "SEARCH_RUNGS"
 
-# A small local search on 5,000 Fashion-MNIST images per split (classification): 12 trials over
-# learning rate and batch, a quarter of them at a learning rate (0.2) far too high, 3 rungs with
-# eta 3 (12, 4, 2 trials) of 30 s, 90 s and 270 s each.
-LOCAL_SEARCH = {
-    "space": {
-        "learning_rate": [0.0005, 0.002, 0.02, 0.2],
-        "batch_size_per_replica": [16, 32, 64],
-    },
-    "sampling": "grid",
-    "rungs": 3,
-    "eta": 3,
-    "max_budget": "270s",
-    "objective": "frontier",
-    "metric": "accuracy",
-    "fixed": {"accelerator": "cpu"},
-}
+
+def local_search(task: str = TASK) -> dict:
+    """The search form's default: a small local search, ranked by the task's headline metric.
+
+    On 5,000 images per split of the task's built-in data (Fashion-MNIST for classification): 12
+    trials over learning rate and batch, a quarter of them at a learning rate (0.2) far too high, 3
+    rungs with eta 3 (12, 4, 2 trials) of 30 s, 90 s and 270 s each.
+    """
+    return {
+        "space": {
+            "learning_rate": [0.0005, 0.002, 0.02, 0.2],
+            "batch_size_per_replica": [16, 32, 64],
+        },
+        "sampling": "grid",
+        "rungs": 3,
+        "eta": 3,
+        "max_budget": "270s",
+        "objective": "frontier",
+        "metric": get_task(task).headline_metric,
+        "fixed": {"accelerator": "cpu"},
+    }
+
+
+LOCAL_SEARCH = local_search()
 
 
 def trial_pipeline(preset: Optional[str] = None, index: int = 0):
@@ -88,13 +100,20 @@ DESCRIPTION = (
 )
 
 
-def build(parallelism: int = grid.DEFAULT_PARALLELISM, rungs: int = DEFAULT_RUNGS, preset: Optional[str] = None):
+def build(
+    parallelism: int = grid.DEFAULT_PARALLELISM,
+    rungs: int = DEFAULT_RUNGS,
+    preset: Optional[str] = None,
+    task: str = TASK,
+):
     """The search pipeline with its rungs, its concurrency limit and optionally one compile-time preset.
 
     Args:
         parallelism: trials at once (0: no limit), a literal in the YAML.
         rungs: rungs of successive halving (the search file must ask for as many).
         preset: see :func:`trial_pipeline`.
+        task: the task whose run defaults give the form's data and model, and whose headline
+            metric the default search ranks by (``trainer.tasks``).
 
     Returns:
         The ``@dsl.pipeline`` function.
@@ -102,13 +121,14 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, rungs: int = DEFAULT_RUNG
     if rungs < 1:
         raise ValueError(f"{RUNGS_ENV}: a search has at least one rung, got {rungs}")
     trial_on = [trial_pipeline(preset, rung) for rung in range(rungs)]  # outside the pipeline: kfp nests none there
+    defaults, default_search = get_task(task).run_defaults, local_search(task)
 
     @platform.pipeline(name=NAME, description=DESCRIPTION, labels=platform.preset_labels(preset))
     def pipeline(
-        search: dict = LOCAL_SEARCH,  # noqa: B006 (a pipeline default, never mutated)
-        source: str = "fashion-mnist",
+        search: dict = default_search,
+        source: str = defaults.data,
         limit_per_split: int = 5000,
-        model: str = "auto",
+        model: str = defaults.model,
         model_options: dict = {},  # noqa: B006
         batch_size_per_replica: int = 32,
         learning_rate: float = 0.001,

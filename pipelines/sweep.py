@@ -12,7 +12,8 @@ How many cells run at once is a compile-time setting (``make compile SWEEP_PARAL
 pipelines/grid.py). Cells are cached on their inputs: re-running a grid does not retrain the cells
 that finished. A cell whose run fails still succeeds, with ``status: failed`` and the reason; the
 join is the exit task and reads the rows the cells wrote under ``rows_root``, so the table is
-built whichever cells finished. No TensorFlow here.
+built whichever cells finished. The form's data and model are a task's (``build(task=...)``, its
+``run_defaults``; by default the case study's, ``TASK``). No TensorFlow here.
 """
 
 from typing import Optional
@@ -22,10 +23,13 @@ from kfp import dsl, kubernetes
 from components.convert.component import convert_to_tfrecords
 from components.launchers.identity import POD_FIELD_PATHS
 from components.sweep.component import join_training_grid, plan_training_grid, train_grid_cell
+from components.sweep.config import SweepConfig
 from components.validate.component import validate_dataset
 from pipelines import accelerators, grid, platform
+from trainer.tasks import get_task
 
 NAME = "sweep"
+TASK = "detection"  # the case study's grid: its form's data and model are this task's run defaults
 
 # The case study's image size x epochs table on TPU v3-8 (detection, legacy TPU Node path), plus
 # its v2-8 cell: the default grid of the Kubeflow run form.
@@ -44,8 +48,8 @@ DEFAULT_GRID = [
 
 # A small CPU grid for kfp.local: two image sizes x two epoch counts on a few hundred shapes.
 LOCAL_GRID = [{"accelerator": "cpu", "image_size": size, "epochs": epochs} for size in (32, 64) for epochs in (1, 2)]
-# The `small` detector preset suits shapes and a CPU already; a short warm-up for runs of few steps.
-LOCAL_MODEL_OPTIONS = {"warmup_steps": 2}
+# The model options of a local grid's cells, which train a few steps each: the task's (a short warm-up).
+LOCAL_MODEL_OPTIONS = dict(get_task(TASK).run_defaults.grid_model_options)
 
 
 def cell_pipeline(preset: Optional[str] = None):
@@ -90,24 +94,26 @@ DESCRIPTION = (
 )
 
 
-def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = None):
+def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = None, task: str = TASK):
     """The sweep pipeline with a concurrency limit (and optionally one compile-time preset).
 
     Args:
         parallelism: cells at once (0: no limit), a literal in the YAML.
         preset: see :func:`cell_pipeline`.
+        task: the task whose run defaults give the form's data, limit and model (``trainer.tasks``).
 
     Returns:
         The ``@dsl.pipeline`` function.
     """
     cell_on = cell_pipeline(preset)
+    defaults = get_task(task).run_defaults
 
     @platform.pipeline(name=NAME, description=DESCRIPTION, labels=platform.preset_labels(preset))
     def pipeline(
         grid_cells: list = DEFAULT_GRID,  # noqa: B006 (a pipeline default, never mutated)
-        source: str = "shapes",
-        limit_per_split: int = 0,
-        model: str = "retinanet",
+        source: str = defaults.data,
+        limit_per_split: int = defaults.limit,
+        model: str = defaults.model,
         model_options: dict = {},  # noqa: B006
         epochs: int = 4,
         steps_per_epoch: int = 0,
@@ -139,16 +145,9 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM, preset: Optional[str] = N
             validation_policy: the data checks' finding kind -> error, warn or ignore, over the
                 defaults (docs/validation.md); an error stops the grid before any cell trains.
         """
-        settings = {
-            "model": model,
-            "model_options": model_options,
-            "epochs": epochs,
-            "steps_per_epoch": steps_per_epoch,
-            "batch_size_per_replica": batch_size_per_replica,
-            "learning_rate": learning_rate,
-            "source": source,
-            "limit_per_split": limit_per_split,
-        }
+        # The grid's settings are the parameters named as SweepConfig's fields, passed on as they are.
+        given = locals()
+        settings = {name: given[name] for name in SweepConfig.field_names()}
         grid_steps(cell_on, parallelism, grid_cells, settings, rows_root, price_table, validation_policy)
 
     return pipeline

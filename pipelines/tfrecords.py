@@ -9,6 +9,7 @@ from kfp import dsl
 from kfp.dsl import Dataset
 
 from components.convert.component import finalize_tfrecords, plan_tfrecords, write_tfrecord_shards
+from components.convert.config import ConvertConfig
 from pipelines import platform
 
 
@@ -18,7 +19,7 @@ from pipelines import platform
     "into sharded, verified TFRecords, fanned out over pods.",
 )
 def pipeline(
-    source: str = "fashion-mnist",
+    source: str = ConvertConfig.__dataclass_fields__["source"].default,
     parallelism: int = 4,
     limit_per_split: int = 0,
     target_shard_mb: float = 100.0,

@@ -32,6 +32,7 @@ SLOWEST_FIRST = (
     "tests/components/test_notebook_step.py",  # 26 s
     "tests/pipelines/test_monitor_pipeline.py",  # 26 s
     "tests/pipelines/test_promote_pipelines.py",  # 25 s
+    "tests/unit/test_source_seam.py",  # 25 s; a process converts and batch-predicts the toy source kind
     "tests/unit/test_classification_fit.py",  # 22 s
     "tests/pipelines/test_gpu_vs_tpu_pipeline.py",  # 21 s
     "tests/integration/test_model_server.py",  # 21 s

@@ -28,8 +28,10 @@ def tiny_detection() -> dict[str, str]:
 
 
 def _build(root: Path) -> dict[str, str]:
-    from components.convert import convert, shapes
-    from trainer.config import ConvertConfig, TrainConfig
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
+    from trainer.config import TrainConfig
     from trainer.train import train
 
     coco = shapes.generate(root / "coco", count=IMAGES, seed=7)

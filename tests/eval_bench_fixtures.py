@@ -92,9 +92,9 @@ def stages_with_prod(root: Path, metrics: dict[str, float], model_name: str = "c
 
     The model folder is ``model_uri``, by default one that does not exist (no training.json).
     """
-    from components.serving.stages import StageEntry, record
+    from components.serving.stages import StageEntry, StageRegistry
 
     model_uri = model_uri or os.fspath(root / "pretend-model")
     entry = StageEntry("promote", 1, model_uri, "run-1", model_name=model_name, metrics=metrics)
-    record(str(root), "prod", entry)
+    StageRegistry(str(root)).record("prod", entry)
     return os.fspath(root)

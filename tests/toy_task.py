@@ -12,6 +12,9 @@ test process and in every subprocess a step runs in. It registers three things:
 - the built-in source ``brightness:<count>`` (``count`` generated 16x16 RGB images of random
   gray levels), whose datasets the converter writes with ``task: brightness``;
 - its renderers (the evaluate step's report and page).
+
+It has no batch prediction (no :class:`~trainer.tasks.base.Prediction` facet): planning a batch
+prediction with its model fails in one line naming what is missing.
 """
 
 from __future__ import annotations
@@ -19,18 +22,21 @@ from __future__ import annotations
 import dataclasses
 import html
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from components.convert.sources.arrays import array_source
-from components.convert.sources.base import Source, SourceError, SourceKind, fingerprint
-from components.convert.sources.registry import register_kind
 from components.evaluate.renderers import Renderers
 from components.evaluate.renderers import register as register_renderers
+from components.image_input.sources.arrays import ArrayKind, array_source
+from components.image_input.sources.base import Claim, Source, SourceError, fingerprint
+from components.image_input.sources.registry import register_kind
 from trainer.configbase import ConfigBase
 from trainer.tasks import EvaluationResultBase, Metric, RunDefaults, ServingSchema, Task, TaskError, register
 from trainer.tfrecords import DatasetInfo
+
+if TYPE_CHECKING:
+    from trainer.config import EvaluateConfig
 
 NAME = "brightness"
 _ENCODED = "image/encoded"
@@ -203,7 +209,7 @@ class Brightness(Task):
         return images, [float(_brightness(d)[0]) for d in decoded], info
 
     def evaluate(
-        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+        self, saved_model_dir: str, dataset_dir: str, config: EvaluateConfig, limit: int | None = None
     ) -> BrightnessEvaluation:
         """The mean absolute error on ``config.split``."""
         import numpy as np
@@ -259,12 +265,12 @@ def brightness_images(count: int) -> np.ndarray:
     return np.clip(levels + noise, 0, 255).astype(np.uint8)
 
 
-class BrightnessKind(SourceKind):
+class BrightnessKind(ArrayKind):
     """The built-in name ``brightness:<count>``: generated images, classes dark and bright, task brightness."""
 
     name = NAME
     description = "brightness:<count> (the toy task's generated images)"
-    builtin = True
+    claim = Claim.NAME
 
     def matches(self, uri: str) -> bool:
         return uri.startswith(f"{self.name}:")

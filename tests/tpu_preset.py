@@ -61,8 +61,10 @@ class PresetRun:
 
 def exercise(root: Path, epochs: int = 1, steps_per_epoch: int = 2, served: int = 2) -> PresetRun:
     """Builds, trains, exports and serves the ``tpu-512`` detector under ``root`` (see the module)."""
-    from components.convert import convert, shapes
-    from trainer.config import ConvertConfig, TrainConfig
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
+    from trainer.config import TrainConfig
     from trainer.train import train
 
     coco = shapes.generate(root / "coco", count=IMAGES, seed=3)

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer.config import Config, ConfigError, TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.runtime import configure_tensorflow_env
 
 # Flags that map one-to-one onto TrainConfig fields.
@@ -39,7 +39,7 @@ _FLAGS = {
 def load_config(
     path: str | None, overrides: Sequence[str], flags: dict[str, Any], defaults: dict[str, Any] | None = None
 ) -> TrainConfig:
-    """The TrainConfig from a YAML file (a TrainConfig or a whole Config), ``--set`` and flags.
+    """The TrainConfig from a YAML file (TrainConfig fields, or a whole-run file's ``train:``), ``--set`` and flags.
 
     ``defaults`` (the dataset's task's, such as its model) lie under all three, for the fields
     none of them sets.
@@ -53,8 +53,9 @@ def load_config(
         loaded = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a YAML mapping, got {type(loaded).__name__}")
-        # A whole-run Config file has a train: section; a TrainConfig file has the fields directly.
-        data = dict(Config.from_dict(loaded).train.to_dict()) if "train" in loaded else loaded
+        # A whole-run file has a train: section (the steps check the others); a TrainConfig file has
+        # the fields directly.
+        data = dict(loaded["train"] or {}) if "train" in loaded else loaded
         given = set(loaded.get("train") or {}) if "train" in loaded else set(loaded)
     data.update({k: v for k, v in (defaults or {}).items() if k not in given})
     for item in overrides:
@@ -99,7 +100,7 @@ def main(
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, help="dataset folder or gs:// URI (with dataset.json)")
     parser.add_argument("--model-dir", required=True, help="model folder or gs:// URI (resumes if it has checkpoints)")
-    parser.add_argument("--config", help="YAML: TrainConfig fields, or a whole Config with a train: section")
+    parser.add_argument("--config", help="YAML: TrainConfig fields, or a whole-run file with a train: section")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a field")
     for name, kind in _FLAGS.items():
         parser.add_argument("--" + name.replace("_", "-"), type=kind, help=f"TrainConfig.{name}")

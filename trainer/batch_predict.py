@@ -11,7 +11,7 @@ Three stages overlap, each on its own threads:
    the predictions equal its) mapped over the chunk, several images at once.
 3. **Scoring**: the calling thread feeds each decoded chunk to the export's tensor signature and
    the task turns the outputs into one JSON-ready record per image
-   (:meth:`Task.prediction_records`), while the next chunks are read and decoded.
+   (:meth:`Prediction.records`, the task's batch-prediction facet), while the next chunks are read and decoded.
 
 The stages are threads rather than a ``tf.data`` pipeline because, measured on a small detector on
 two cores, ``tf.data`` costs about 70 ms each time a pipeline starts (building its iterator and
@@ -43,7 +43,7 @@ from typing import Any, Optional
 import numpy as np
 
 from trainer import storage
-from trainer.tasks.base import PredictionInput, Task
+from trainer.tasks.base import Prediction, PredictionInput, Task, prediction_of
 
 # Images read ahead per read thread: enough to keep the decoding busy while a slow object store
 # answers, few enough that a shard's memory stays small (at least two chunks are read ahead).
@@ -85,7 +85,7 @@ class Predictor:
     """An export loaded for batch prediction, its decoding compiled: load once, score many times.
 
     Args:
-        prediction_input: what the task's :meth:`Task.prediction_input` returned.
+        prediction_input: what the task's :meth:`Prediction.load` returned.
     """
 
     def __init__(self, prediction_input: PredictionInput) -> None:
@@ -136,11 +136,11 @@ class Predictor:
         return "cannot decode: it fails only inside a compiled function"
 
     def score(
-        self, task: Task, indices: list[int], images: Any, meta: Any, settings: dict[str, Any]
+        self, facet: Prediction, indices: list[int], images: Any, meta: Any, settings: dict[str, Any]
     ) -> list[tuple[int, dict[str, Any]]]:
-        """The records of one decoded chunk."""
+        """The records of one decoded chunk, as the task's facet makes them."""
         outputs = self.input.function(**{self.input.input_name: images})
-        batch = task.prediction_records(
+        batch = facet.records(
             {k: v.numpy() for k, v in outputs.items()}, meta, class_names=self.input.class_names, **settings
         )
         return list(zip(indices, batch, strict=True))
@@ -250,7 +250,7 @@ def _young_collections_only() -> Iterator[Callable[[], None]]:
 
 def _run(
     predictor: Predictor,
-    task: Task,
+    facet: Prediction,
     items: Iterator[_Item],
     total: Optional[int],
     *,
@@ -266,7 +266,7 @@ def _run(
     try:
         with _young_collections_only() as collect:
             while (decoded := producer.out.get()) is not None:
-                records.extend(predictor.score(task, *decoded, settings))
+                records.extend(predictor.score(facet, *decoded, settings))
                 collect()
                 if on_batch is not None:
                     on_batch(len(records) + len(producer.failures), total)
@@ -294,12 +294,12 @@ def _check(task: Task, batch_size: int, score_threshold: float, top_k: int, read
         )
     if not 0.0 <= score_threshold <= 1.0:
         raise BatchPredictError(f"score_threshold must be in [0, 1], got {score_threshold}")
-    task.check_batch_prediction()
+    prediction_of(task)
     return {"score_threshold": float(score_threshold), "top_k": int(top_k)}
 
 
 def load_predictor(saved_model_dir: str | Predictor, task: Task) -> Predictor:
-    """An export loaded for batch prediction by its task (:meth:`Task.prediction_input`); a
+    """An export loaded for batch prediction by its task's facet (:meth:`Prediction.load`); a
     :class:`Predictor` given is returned as it is.
 
     Raises:
@@ -307,8 +307,7 @@ def load_predictor(saved_model_dir: str | Predictor, task: Task) -> Predictor:
     """
     if isinstance(saved_model_dir, Predictor):
         return saved_model_dir
-    task.check_batch_prediction()
-    return Predictor(task.prediction_input(saved_model_dir))
+    return Predictor(prediction_of(task).load(saved_model_dir))
 
 
 def score_images(
@@ -350,7 +349,8 @@ def score_images(
     predictor = load_predictor(saved_model_dir, task)
     ahead = max(read_threads * READ_AHEAD_PER_THREAD, 2 * batch_size)
     items = _read_all(uris, read_bytes, read_threads, ahead)
-    return _run(predictor, task, items, len(uris), batch_size=batch_size, settings=settings, on_batch=on_batch)
+    facet = prediction_of(task)
+    return _run(predictor, facet, items, len(uris), batch_size=batch_size, settings=settings, on_batch=on_batch)
 
 
 def score_encoded(
@@ -373,14 +373,15 @@ def score_encoded(
     settings = _check(task, batch_size, score_threshold, top_k)
     predictor = load_predictor(saved_model_dir, task)
     total = len(images) if isinstance(images, Sized) else None
-    return _run(predictor, task, _given(images), total, batch_size=batch_size, settings=settings, on_batch=on_batch)
+    facet = prediction_of(task)
+    return _run(predictor, facet, _given(images), total, batch_size=batch_size, settings=settings, on_batch=on_batch)
 
 
 def record_features(serialized: bytes) -> dict[str, list[Any]]:
     """A converted dataset's record (one ``tf.train.Example``) as feature name -> its values.
 
     What a converted dataset's images are scored from: ``image/encoded``, and the features the
-    task's :meth:`Task.prediction_truth` reads its label from.
+    task's :meth:`Prediction.truth` reads its label from.
     """
     import tensorflow as tf
 

@@ -1,9 +1,12 @@
-"""One frozen, validated configuration for every step of the pipeline.
+"""The configs the library itself takes: how a model is trained (``TrainConfig``), how it is
+scored and blessed (``EvaluateConfig``, which the tasks' evaluations take), and how a source
+becomes TFRecords (``ConvertConfig``).
 
-Each step reads its own section (``ConvertConfig``, ``TrainConfig``, ...); ``Config`` groups them
-so that one YAML file can describe a whole run. Every section is a frozen dataclass that
-validates itself on construction, so a bad value fails at load time, naming the field, and a
-component can rebuild the same object from its parameters at entry.
+Every other step's config lives beside its step (``components/<step>/config.py``) or the shared
+package that takes it (``components/serving/config.py``); a whole-run YAML file is read section by
+section from what the steps declare (``components/run_config.py``). Every section is a frozen
+dataclass that validates itself on construction, so a bad value fails at load time, naming the
+field, and a component can rebuild the same object from its parameters at entry.
 
 This module imports neither TensorFlow nor kfp: pipelines and components use it freely.
 """
@@ -13,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
-import types
 import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Optional
@@ -23,75 +24,6 @@ from trainer import slices
 from trainer.budget import pricing
 from trainer.budget.limits import CAP, BudgetError, Limits
 from trainer.configbase import ConfigBase, ConfigError  # noqa: F401  (the sections raise it; callers catch it here)
-
-DEFAULT_SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
-
-
-@dataclasses.dataclass(frozen=True)
-class ConvertConfig(ConfigBase):
-    """How a source of images becomes sharded TFRecords.
-
-    Attributes:
-        source: a path or gs:// URI (image folder, CSV/JSONL manifest, .npz, IDX folder or COCO
-            JSON), or a built-in dataset name: ``fashion-mnist`` or ``digits`` (classification), or
-            ``shapes`` (detection: 3000 generated images of squares, circles and triangles, made once
-            into ``~/.cache/lean-tpu-pipelines``; ``shapes:<count>`` for another count).
-        source_format: one of the source kinds; ``None`` detects it from the source.
-        splits: split name -> share, used when the source does not give splits; must add up to 1.
-        limit_per_split: keep at most this many examples per split (a quick subset), or all.
-        stratify: assign splits per class so every split keeps the class balance.
-        split_by: what a split is drawn from: ``path`` (each item's key: its path or its index) or
-            ``content`` (each image's sha256, so that copies of one image under two names always
-            land in one split: the way out of leakage between splits); ``content`` reads every
-            file once while planning, and applies to items whose source gives no split.
-        target_shard_mb: shard size to aim for.
-        power_of_two_shards: round each split's shard count up to a power of two.
-        compression: ``GZIP`` or ``None``.
-        resize: ``[height, width]`` to resize (and re-encode) images to, or ``None`` to keep bytes.
-        resize_mode: how resize keeps the aspect ratio: ``crop`` or ``pad``.
-        workers: worker processes; ``None`` uses every core.
-        seed: salt of the split hash and of any sampling.
-        classes: the declared class names (manifest labels are names or indices into them);
-            ``None`` takes them from the source.
-    """
-
-    _section: ClassVar[str] = "convert."
-
-    source: str = "fashion-mnist"
-    source_format: Optional[str] = None
-    splits: Mapping[str, float] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SPLITS))
-    limit_per_split: Optional[int] = None
-    stratify: bool = False
-    split_by: typing.Literal["path", "content"] = "path"
-    target_shard_mb: float = 100.0
-    power_of_two_shards: bool = False
-    compression: Optional[typing.Literal["GZIP"]] = None
-    resize: Optional[tuple[int, int]] = None
-    resize_mode: typing.Literal["crop", "pad"] = "crop"
-    workers: Optional[int] = None
-    seed: int = 0
-    classes: Optional[tuple[str, ...]] = None
-
-    def validate(self) -> None:
-        if self.classes is not None and (not self.classes or len(set(self.classes)) != len(self.classes)):
-            self._fail("classes", f"must be distinct names, at least one, or null; got {list(self.classes)}")
-        if not self.source:
-            self._fail("source", "is empty; give a path, a gs:// URI or 'fashion-mnist'")
-        if not self.splits:
-            self._fail("splits", "is empty; give e.g. {train: 0.8, validation: 0.1, test: 0.1}")
-        if any(v < 0 for v in self.splits.values()):
-            self._fail("splits", f"shares must be >= 0, got {dict(self.splits)}")
-        total = sum(self.splits.values())
-        if abs(total - 1.0) > 1e-6:
-            self._fail("splits", f"shares must add up to 1, they add up to {total:g}: {dict(self.splits)}")
-        if self.limit_per_split is not None and self.limit_per_split < 1:
-            self._fail("limit_per_split", f"must be >= 1 or null, got {self.limit_per_split}")
-        if self.target_shard_mb <= 0:
-            self._fail("target_shard_mb", f"must be > 0, got {self.target_shard_mb}")
-        if self.resize is not None and min(self.resize) < 1:
-            self._fail("resize", f"must be two positive sizes [height, width], got {list(self.resize)}")
-        if self.workers is not None and self.workers < 1:
-            self._fail("workers", f"must be >= 1 or null, got {self.workers}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,7 +218,9 @@ class EvaluateConfig(ConfigBase):
     Attributes:
         split: the dataset split to score.
         batch_size: examples per inference batch.
-        top_k: also report top-k accuracy for this k.
+        evaluation_options: the model's task's own settings of its evaluation, which it reads
+            into its typed options (a key no task takes, or a wrong value, fails, naming the keys
+            it takes); classification: ``{top_k: 3}``, the k of ``top_k_accuracy``.
         value_thresholds: metric -> minimum value, e.g. ``{accuracy: 0.8}`` (for ``loss``, lower is
             better, a maximum). None configured means no blessing (fail closed).
         change_thresholds: metric -> minimum change against the baseline (the model prod serves),
@@ -308,10 +242,11 @@ class EvaluateConfig(ConfigBase):
     """
 
     _section: ClassVar[str] = "evaluate."
+    _renamed: ClassVar[Mapping[str, str]] = {"top_k": "evaluation_options.top_k"}
 
     split: str = "test"
     batch_size: int = 256
-    top_k: int = 3
+    evaluation_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     value_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
     change_thresholds: Mapping[str, float] = dataclasses.field(default_factory=dict)
     slice_columns: Optional[tuple[str, ...]] = None
@@ -334,12 +269,15 @@ class EvaluateConfig(ConfigBase):
                 )
         if self.batch_size < 1:
             self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
-        if self.top_k < 1:
-            self._fail("top_k", f"must be >= 1, got {self.top_k}")
-        # The metric names live with the tasks (no TensorFlow). The config does not know which task
-        # it will judge, so a name of any task passes here; the gate checks it against the model's.
-        from trainer.tasks import task_types
+        # The metric names and the tasks' own settings live with the tasks (no TensorFlow). The config
+        # does not know which task it will judge, so what any task takes passes here; the step checks
+        # it against the model's.
+        from trainer.tasks import TaskError, check_step_options, task_types
 
+        try:
+            check_step_options("evaluation_options", self.evaluation_options)
+        except TaskError as err:
+            raise ConfigError(f"{self._section}{err}") from None
         known = sorted({m.name for task in task_types().values() for m in task.metrics})
         for name in ("value_thresholds", "change_thresholds"):
             unknown = sorted(set(getattr(self, name)) - set(known))
@@ -352,317 +290,3 @@ class EvaluateConfig(ConfigBase):
             unknown = sorted(set(rule) - set(per_slice))
             if unknown:
                 self._fail(name, f"unknown slice metric {unknown[0]!r}; slice metrics: {', '.join(per_slice)}")
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchmarkConfig(ConfigBase):
-    """How inference is timed (the case study's 3,200 images in batches of 64).
-
-    Attributes:
-        num_images: images timed, warm-up excluded.
-        batch_size: images per request/batch.
-        warmup_batches: batches run before timing starts (graph tracing, caches).
-        rounds: timed rounds over all images; the median round is reported (a short round alone is
-            at the mercy of a noisy machine). With ``target_spread``, the most rounds.
-        target_spread: stop timing once the rounds so far (at least two) agree within this share:
-            (slowest - fastest) / median round <= ``target_spread`` (``0.05``: within 5%); None
-            always runs ``rounds`` rounds (a cluster run's default; ``make run`` sets 0.05).
-        accelerator: the label of the accelerator this runs on, a key of the price table.
-        price_table: path to a YAML price table ($/hour per accelerator, the format of
-            ``trainer/budget/prices.yaml``) whose entries replace or add to the defaults;
-            ``None`` uses the defaults.
-        http: also time the served path (the local model server over REST).
-    """
-
-    _section: ClassVar[str] = "benchmark."
-
-    num_images: int = 3200
-    batch_size: int = 64
-    warmup_batches: int = 3
-    rounds: int = 3
-    target_spread: Optional[float] = None
-    accelerator: str = "cpu-8"
-    price_table: Optional[str] = None
-    http: bool = True
-
-    def validate(self) -> None:
-        if self.num_images < 1:
-            self._fail("num_images", f"must be >= 1, got {self.num_images}")
-        if self.batch_size < 1:
-            self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
-        if self.warmup_batches < 0:
-            self._fail("warmup_batches", f"must be >= 0, got {self.warmup_batches}")
-        if self.rounds < 1:
-            self._fail("rounds", f"must be >= 1, got {self.rounds}")
-        if self.target_spread is not None and not 0 < self.target_spread < 1:
-            self._fail("target_spread", f"must be a share in (0, 1) such as 0.05, or null, got {self.target_spread}")
-        if not self.accelerator:
-            self._fail("accelerator", "is empty; give the price table key of the hardware, e.g. cpu-8 or tpu-v3-8")
-
-
-STAGES = ("demo", "staging", "prod")
-
-
-@dataclasses.dataclass(frozen=True)
-class LoadTestConfig(ConfigBase):
-    """A stage's load test at promotion: its bounds and the objectives it must meet.
-
-    The test sends one-image ``:predict`` requests from ``clients`` clients (one keep-alive
-    connection each) until ``max_requests`` were sent or ``max_seconds`` passed. A missed
-    objective fails the promotion, which rolls back like a failed smoke check.
-
-    Attributes:
-        clients: concurrent clients.
-        max_requests: the most requests sent, all clients together.
-        max_seconds: the most seconds the test runs.
-        max_p50_ms: the highest median latency allowed (None: not checked).
-        max_p95_ms: the highest 95th-percentile latency allowed (None: not checked).
-        max_p99_ms: the highest 99th-percentile latency allowed (None: not checked).
-        min_requests_per_s: the lowest rate of answered requests allowed (None: not checked).
-        max_errors: the most failed requests (non-200 answers, connection errors) allowed.
-    """
-
-    _section: ClassVar[str] = "promote.load_test."
-
-    clients: int = 4
-    max_requests: int = 200
-    max_seconds: float = 2.0
-    max_p50_ms: Optional[float] = None
-    max_p95_ms: Optional[float] = None
-    max_p99_ms: Optional[float] = None
-    min_requests_per_s: Optional[float] = None
-    max_errors: int = 0
-
-    def validate(self) -> None:
-        if self.clients < 1:
-            self._fail("clients", f"must be >= 1, got {self.clients}")
-        if self.max_requests < 1:
-            self._fail("max_requests", f"must be >= 1, got {self.max_requests}")
-        if self.max_seconds <= 0:
-            self._fail("max_seconds", f"must be > 0, got {self.max_seconds}")
-        if self.max_errors < 0:
-            self._fail("max_errors", f"must be >= 0, got {self.max_errors}")
-        for name in ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                self._fail(name, f"must be > 0 (or none: not checked), got {value}")
-
-    def objectives(self) -> dict[str, float]:
-        """The objectives that are set, by name (kept with the result in the stage history)."""
-        names = ("max_p50_ms", "max_p95_ms", "max_p99_ms", "min_requests_per_s", "max_errors")
-        return {n: float(getattr(self, n)) for n in names if getattr(self, n) is not None}
-
-    def violations(self, figures: Mapping[str, float]) -> list[str]:
-        """What the measured ``figures`` (a :class:`~components.serving.load.LoadResult`'s) miss."""
-        missed = []
-        for pct in ("p50", "p95", "p99"):
-            limit = getattr(self, f"max_{pct}_ms")
-            value = figures.get(f"{pct}_ms")
-            if limit is not None and (value is None or value > limit):
-                shown = "none answered" if value is None else f"{value:.1f} ms"
-                missed.append(f"{pct} {shown} > objective {limit:g} ms")
-        rate = figures.get("requests_per_s", 0.0)
-        if self.min_requests_per_s is not None and rate < self.min_requests_per_s:
-            missed.append(f"{rate:.1f} req/s < objective {self.min_requests_per_s:g} req/s")
-        if figures.get("errors", 0) > self.max_errors:
-            missed.append(f"{int(figures['errors'])} errors > allowed {self.max_errors}")
-        return missed
-
-
-# Prod's profile on a cluster: what a release must sustain. Staging runs it scaled down (fewer
-# clients and requests, the same latency objectives, a proportionally lower rate); demo runs a
-# minimal one that only proves the server answers under a little concurrency.
-_PROD_LOAD_TEST = LoadTestConfig(
-    clients=16, max_requests=4000, max_seconds=30.0, max_p50_ms=50.0, max_p95_ms=150.0, max_p99_ms=300.0,
-    min_requests_per_s=100.0,
-)  # fmt: skip
-LOAD_TESTS: Mapping[tuple[str, str], LoadTestConfig] = types.MappingProxyType(
-    {
-        ("cluster", "prod"): _PROD_LOAD_TEST,
-        ("cluster", "staging"): _PROD_LOAD_TEST.replace(clients=4, max_requests=1000, min_requests_per_s=25.0),
-        ("cluster", "demo"): LoadTestConfig(clients=2, max_requests=50, max_seconds=5.0, max_p99_ms=1000.0),
-        # Local (a loopback server on a laptop or a shared CI machine): the same shapes, objectives
-        # loose enough that a noisy machine never trips them; they still catch a broken server.
-        ("loopback", "prod"): LoadTestConfig(
-            clients=4,
-            max_requests=200,
-            max_seconds=4.0,
-            max_p95_ms=5000.0,
-            max_p99_ms=10000.0,
-            min_requests_per_s=1.0,
-        ),  # fmt: skip
-        ("loopback", "staging"): LoadTestConfig(
-            clients=2, max_requests=100, max_seconds=2.0, max_p99_ms=10000.0, min_requests_per_s=1.0
-        ),
-        ("loopback", "demo"): LoadTestConfig(clients=1, max_requests=20, max_seconds=2.0, max_p99_ms=10000.0),
-    }
-)
-"""The default load test of each (load profile, stage): a serving target's ``load_profile`` is
-``cluster`` (servers in a cluster) or ``loopback`` (a server on the step's machine);
-``PromoteConfig.load_test`` overrides it."""
-
-
-_TARGET_NAME = re.compile(r"[a-z][a-z0-9_-]*")
-
-
-def _check_target(config: ConfigBase, target: str) -> None:
-    """Fails ``config``'s ``target`` unless it is shaped like a serving target's name.
-
-    Which targets exist is the registry's to say (``components.serving.targets``, which the steps
-    ask when they start: an unknown name is refused there, with the known ones listed); this
-    library knows nothing of the steps.
-    """
-    if not isinstance(target, str) or not _TARGET_NAME.fullmatch(target):
-        config._fail("target", f"expected a serving target's name such as 'local' or 'kubernetes', got {target!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class PromoteConfig(ConfigBase):
-    """How a model reaches a serving stage (docs/promotion.md).
-
-    Attributes:
-        stage: ``demo``, ``staging`` or ``prod``.
-        target: the serving target by its name in ``components.serving.targets``: ``local`` (a
-            loopback model server, stage folders under ``stages_root``), ``kubernetes`` (the
-            stage's manifests applied to the cluster) or ``kserve`` (one KServe InferenceService
-            per model, docs/kserve.md).
-        stages_root: where the stages keep their model versions and history (a folder or gs://).
-        model_name: the name the model is served under (``/v1/models/<name>``).
-        smoke_examples: known test images the prediction check sends.
-        min_smoke_accuracy: share of those the model must get right.
-        rollout_timeout_s: how long to wait for a rollout before rolling back.
-        task: the model's task (``trainer.tasks``), which the serving checks ask; None: what the
-            model folder's ``training.json`` says (promote) or the stage's known examples say
-            (rollback, promote-version), ``classification`` where neither says.
-        load_test: the stage's load test at promotion, run after the smoke checks, and its
-            objectives; None: the default of the target's load profile and the stage
-            (``LOAD_TESTS``: demo minimal, staging prod's profile scaled down, prod prod's; loose
-            ones for target local).
-        canary_steps: the traffic shares (percent, increasing, the last 100) a new version takes
-            one after the other on a target that splits traffic, checked at each; None: the
-            target's default (kserve in Knative mode: 10, 50, 100; local: no canary, the new
-            version replaces the old at once). The first version of a model never has a canary.
-        serving_options: the serving target's own settings, by name, which it reads into its
-            typed options (an unknown key or a wrong value fails the step, naming the keys it
-            takes); e.g. ``{mode: standard}`` for kserve (docs/kserve.md), ``{port: 8600}`` for local.
-        allow_contract_change: let a model whose class names, class order, input signature or
-            output keys differ from what the stage serves under the same model name replace it
-            (the change is recorded in the stage history); false refuses such a promotion with
-            one line naming the difference (docs/promotion.md).
-    """
-
-    _section: ClassVar[str] = "promote."
-    _renamed: ClassVar[Mapping[str, str]] = {"kserve_mode": "serving_options.mode"}
-
-    stage: str = "demo"
-    target: str = "local"
-    stages_root: str = "stages"
-    model_name: str = "classifier"
-    smoke_examples: int = 16
-    min_smoke_accuracy: float = 0.5
-    rollout_timeout_s: float = 300.0
-    task: Optional[str] = None
-    load_test: Optional[LoadTestConfig] = None
-    canary_steps: Optional[tuple[int, ...]] = None
-    serving_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    allow_contract_change: bool = False
-
-    def validate(self) -> None:
-        from trainer.tasks import task_names  # no TensorFlow: the task table only
-
-        if self.task is not None and self.task not in task_names():
-            self._fail("task", f"expected one of {task_names()} (or none: read from the model), got {self.task!r}")
-        if self.stage not in STAGES:
-            self._fail("stage", f"expected one of {list(STAGES)}, got {self.stage!r}")
-        _check_target(self, self.target)
-        if not self.model_name.replace("-", "").replace("_", "").isalnum():
-            self._fail("model_name", f"use letters, digits, '-' and '_', got {self.model_name!r}")
-        if self.smoke_examples < 1:
-            self._fail("smoke_examples", f"must be >= 1, got {self.smoke_examples}")
-        if not 0 <= self.min_smoke_accuracy <= 1:
-            self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
-        if self.rollout_timeout_s <= 0:
-            self._fail("rollout_timeout_s", f"must be > 0, got {self.rollout_timeout_s}")
-        steps = self.canary_steps
-        if steps is not None and (
-            not steps or steps[-1] != 100 or list(steps) != sorted(set(steps)) or not all(0 < s <= 100 for s in steps)
-        ):
-            self._fail("canary_steps", f"expected increasing percentages in 1..100 ending with 100, got {steps}")
-
-    def effective_load_test(self, load_profile: str) -> LoadTestConfig:
-        """The load test this stage runs: ``load_test``, else the default of the stage and of the
-        target's ``load_profile`` (``cluster`` or ``loopback``, a serving target's attribute).
-        """
-        if self.load_test is not None:
-            return self.load_test
-        return LOAD_TESTS[(load_profile, self.stage)]
-
-
-@dataclasses.dataclass(frozen=True)
-class MonitorConfig(ConfigBase):
-    """How the monitor pipeline watches the serving stages (docs/observability.md).
-
-    Attributes:
-        prometheus_url: the Prometheus (or compatible query API) that scrapes the stages, e.g.
-            ``http://prometheus-operated.monitoring:9090``.
-        stages_root: the stage registry (a folder or gs://): what each stage serves, and the known
-            images kept at promotion.
-        stages: the stages to watch; one that serves nothing is reported and skipped.
-        window: the PromQL range the objectives are measured over (``1h``, ``30m``).
-        target: where the stages serve, by its name in ``components.serving.targets``: ``local``
-            (a loopback server is started from the stage registry for the checks),
-            ``kubernetes`` (the stage's Service in the cluster) or ``kserve`` (each model's
-            InferenceService).
-        model_name: the served model name.
-        min_smoke_accuracy: the share of the known images the prediction check must get right.
-        timeout_s: how long one Prometheus query or the health check may take.
-        serving_options: the serving target's own settings, as for the promotion
-            (``PromoteConfig.serving_options``): where the target looks for the stages' servers.
-    """
-
-    _section: ClassVar[str] = "monitor."
-
-    prometheus_url: str = "http://127.0.0.1:9090"
-    stages_root: str = "stages"
-    stages: tuple[str, ...] = STAGES
-    window: str = "1h"
-    target: str = "local"
-    model_name: str = "classifier"
-    min_smoke_accuracy: float = 0.5
-    timeout_s: float = 30.0
-    serving_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    def validate(self) -> None:
-        if not self.prometheus_url.startswith(("http://", "https://")):
-            self._fail("prometheus_url", f"must be an http(s) URL, got {self.prometheus_url!r}")
-        unknown = [s for s in self.stages if s not in STAGES]
-        if unknown or not self.stages:
-            self._fail("stages", f"expected some of {list(STAGES)}, got {list(self.stages)}")
-        _check_target(self, self.target)
-        if not re.fullmatch(r"[1-9][0-9]*[smhd]", self.window):
-            self._fail("window", f"must be a PromQL duration such as 30m or 1h, got {self.window!r}")
-        if not 0 <= self.min_smoke_accuracy <= 1:
-            self._fail("min_smoke_accuracy", f"must be in [0, 1], got {self.min_smoke_accuracy}")
-        if self.timeout_s <= 0:
-            self._fail("timeout_s", f"must be > 0, got {self.timeout_s}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Config(ConfigBase):
-    """A whole run: one section per step.
-
-    Attributes:
-        convert: how the source becomes TFRecords.
-        train: how the model is trained.
-        evaluate: how it is scored and blessed.
-        benchmark: how its inference is timed.
-        promote: how it reaches a serving stage.
-        monitor: how the serving stages are watched.
-    """
-
-    convert: ConvertConfig = dataclasses.field(default_factory=ConvertConfig)
-    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
-    evaluate: EvaluateConfig = dataclasses.field(default_factory=EvaluateConfig)
-    benchmark: BenchmarkConfig = dataclasses.field(default_factory=BenchmarkConfig)
-    promote: PromoteConfig = dataclasses.field(default_factory=PromoteConfig)
-    monitor: MonitorConfig = dataclasses.field(default_factory=MonitorConfig)

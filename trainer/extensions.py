@@ -2,7 +2,7 @@
 
 ``LTP_EXTENSIONS`` holds comma-separated module names (e.g. ``tests.toy_task``). Each registry
 calls :func:`load_extensions` when it is first looked up, so such a module may register a task
-(``trainer.tasks.register``), a source kind (``components.convert.sources.registry.register_kind``)
+(``trainer.tasks.register``), a source kind (``components.image_input.sources.registry.register_kind``)
 and evaluation renderers at once. A kfp.local step's subprocess inherits the variable and finds the
 same extensions.
 """

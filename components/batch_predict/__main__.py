@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _plan(args: argparse.Namespace):
-    from components.batch_predict.run import describe_plan, plan
+    from components.batch_predict.plan import describe_plan, plan
 
     config = load_section(PredictConfig, args.config, flags_to_fields(args))
     result = plan(config, accelerator_type=args.accelerator_type, accelerator_count=args.accelerator_count)
@@ -61,7 +61,7 @@ def _plan(args: argparse.Namespace):
 
 
 def _shard(output_uri: str, index: int, args: argparse.Namespace, price_table, read_threads: int) -> int:
-    from components.batch_predict.run import score_shard
+    from components.batch_predict.score import score_shard
     from components.progress import reporter
 
     r = score_shard(
@@ -78,8 +78,9 @@ def _shard(output_uri: str, index: int, args: argparse.Namespace, price_table, r
 
 
 def _join(output_uri: str) -> int:
+    from components.batch_predict.join import join
     from components.batch_predict.page import write_reports
-    from components.batch_predict.run import COCO_RESULTS, SUMMARY, join
+    from components.batch_predict.run import COCO_RESULTS, SUMMARY
     from trainer import storage
 
     joined = join(output_uri)
@@ -114,8 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.batch_predict.inputs import InputError
     from components.batch_predict.run import PredictError
+    from components.image_input.sources import SourceError
     from trainer.budget.pricing import PriceTableError
     from trainer.tasks import TaskError
     from trainer.tfrecords import DatasetError
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "join":
             return _join(args.output_uri)
         return _run(args)
-    except (ConfigError, PredictError, InputError, PriceTableError, TaskError, DatasetError) as err:
+    except (ConfigError, PredictError, SourceError, PriceTableError, TaskError, DatasetError) as err:
         return fail(err)
 
 

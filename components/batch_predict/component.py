@@ -19,7 +19,7 @@ def plan_batch_prediction(
     batch_size: int = 64,
     score_threshold: float = 0.0,
     top_k: int = 0,
-    coco: str = "auto",
+    prediction_options: Optional[dict] = None,
     images_per_shard: int = 5000,
     images_per_sec: Optional[float] = None,
     price_table: Optional[str] = None,
@@ -42,7 +42,8 @@ def plan_batch_prediction(
         batch_size: images per model call.
         score_threshold: leave out predictions below this score; 0 keeps all the model returns.
         top_k: the most predictions per image; 0: the task's.
-        coco: write COCO results: auto (for a detector), on, off.
+        prediction_options: the model's task's own settings (detection: coco, write COCO results,
+            default true); empty: the task's defaults.
         images_per_shard: images one shard (pod) scores.
         images_per_sec: the rate the cost estimate assumes; empty: a recorded one.
         price_table: a YAML price table over the defaults (a path in the container).
@@ -57,7 +58,7 @@ def plan_batch_prediction(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.batch_predict.config import PredictConfig
-    from components.batch_predict.run import describe_plan, plan
+    from components.batch_predict.plan import describe_plan, plan
     from components.params import none_if_empty
 
     config = PredictConfig(
@@ -71,7 +72,7 @@ def plan_batch_prediction(
         batch_size=batch_size,
         score_threshold=score_threshold,
         top_k=top_k,
-        coco=coco,
+        prediction_options=prediction_options or {},
         images_per_shard=images_per_shard,
         images_per_sec=none_if_empty(images_per_sec),
         price_table=none_if_empty(price_table),
@@ -114,7 +115,7 @@ def predict_shard(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.batch_predict.run import score_shard
+    from components.batch_predict.score import score_shard
     from components.params import none_if_empty
     from components.progress import reporter
 
@@ -158,8 +159,8 @@ def join_batch_prediction(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.batch_predict.join import join
     from components.batch_predict.page import write_reports
-    from components.batch_predict.run import join
 
     joined = join(output_uri)
     md, html = write_reports(output_uri, joined)

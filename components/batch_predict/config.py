@@ -6,11 +6,11 @@ Imports neither TensorFlow nor kfp: the command line's ``--help`` stays instant.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Optional
+from collections.abc import Mapping
+from typing import Any, ClassVar, Optional
 
-from trainer.config import STAGES, ConfigBase
-
-COCO_CHOICES = ("auto", "on", "off")
+from components.serving.config import STAGES
+from trainer.config import ConfigBase, ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +39,10 @@ class PredictConfig(ConfigBase):
             (a detector's export already leaves out boxes below its own ``score_threshold``, 0.05).
         top_k: the most predictions per image (classes or boxes); 0: the task's (5 classes, 100
             boxes).
-        coco: write ``coco_results.json`` (pycocotools' results format): ``auto`` for a
-            detector, ``on`` (a classifier refuses it), ``off``.
+        prediction_options: the model's task's own settings of a batch prediction, which it reads
+            into its typed options (a key no task takes, or a wrong value, fails, naming the keys
+            it takes); detection: ``{coco: true}``, also write ``coco_results.json`` (pycocotools'
+            results format).
         images_per_shard: images one shard scores; the shards are fanned out over pods.
         images_per_sec: the rate the cost estimate assumes (the inference benchmark's images/s
             for this model and accelerator); None: the rate recorded with the stage's version, or
@@ -50,6 +52,7 @@ class PredictConfig(ConfigBase):
     """
 
     _section: ClassVar[str] = "predict."
+    _renamed: ClassVar[Mapping[str, str]] = {"coco": "prediction_options.coco"}
 
     data: str = ""
     split: str = "test"
@@ -61,7 +64,7 @@ class PredictConfig(ConfigBase):
     batch_size: int = 64
     score_threshold: float = 0.0
     top_k: int = 0
-    coco: str = "auto"
+    prediction_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     images_per_shard: int = 5000
     images_per_sec: Optional[float] = None
     read_threads: int = 8
@@ -88,8 +91,12 @@ class PredictConfig(ConfigBase):
             self._fail("score_threshold", f"must be a score in [0, 1], got {self.score_threshold}")
         if self.top_k < 0:
             self._fail("top_k", f"must be >= 0 (0: the task's), got {self.top_k}")
-        if self.coco not in COCO_CHOICES:
-            self._fail("coco", f"expected one of {list(COCO_CHOICES)}, got {self.coco!r}")
+        from trainer.tasks import TaskError, check_step_options  # no TensorFlow: the task table only
+
+        try:
+            check_step_options("prediction_options", self.prediction_options)
+        except TaskError as err:
+            raise ConfigError(f"{self._section}{err}") from None
         if self.images_per_shard < 1:
             self._fail("images_per_shard", f"must be >= 1, got {self.images_per_shard}")
         if self.images_per_sec is not None and self.images_per_sec <= 0:

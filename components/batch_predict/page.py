@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from components import charts, markdown, pages
-from components.batch_predict.run import REPORT_HTML, REPORT_MD, BatchSummary, Joined, ShardResult
+from components.batch_predict.join import BatchSummary, Joined
+from components.batch_predict.run import REPORT_HTML, REPORT_MD
+from components.batch_predict.score import ShardResult
 from trainer import storage
 
 # Images that failed, named one by one on the page and in the report (all are in summary.json's counts).

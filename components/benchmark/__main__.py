@@ -21,6 +21,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from components.benchmark.config import BenchmarkConfig
 from components.cli import (
     EXIT_OK,
     add_config_flags,
@@ -31,7 +32,7 @@ from components.cli import (
     read_json_file,
     write_files,
 )
-from trainer.config import BenchmarkConfig, ConfigError
+from trainer.config import ConfigError
 from trainer.runtime import configure_tensorflow_env
 
 

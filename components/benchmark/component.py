@@ -48,10 +48,10 @@ def benchmark_inference(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.benchmark.config import BenchmarkConfig
     from components.benchmark.run import render_single, run_benchmark
     from components.params import none_if_empty
     from components.progress import reporter
-    from trainer.config import BenchmarkConfig
 
     config = BenchmarkConfig(
         num_images=num_images,

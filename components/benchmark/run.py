@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Optional
 
+from components.benchmark.config import BenchmarkConfig
 from components.benchmark.rows import BenchmarkRow, Timing
 from trainer import model_folder
 from trainer.benchmark import BenchmarkError, TimingStats
 from trainer.budget.pricing import images_per_dollar, load_price_table, lookup
-from trainer.config import BenchmarkConfig
 
 DEFAULT_SPLIT = "test"
 SERVED_NAME = "benchmark"

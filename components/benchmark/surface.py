@@ -1,8 +1,8 @@
 """The benchmark step's surface (components/surface.py): ``benchmark_inference`` against ``BenchmarkConfig``."""
 
 from components.benchmark.component import benchmark_inference, join_benchmarks
+from components.benchmark.config import BenchmarkConfig
 from components.surface import StepOutputs, Surface
-from trainer.config import BenchmarkConfig
 
 
 def headline(out: StepOutputs) -> str:
@@ -13,6 +13,8 @@ def headline(out: StepOutputs) -> str:
 
 
 SURFACES = (
-    Surface(benchmark_inference, BenchmarkConfig, step_only=frozenset({"split"}), headline=headline),
+    Surface(
+        benchmark_inference, BenchmarkConfig, step_only=frozenset({"split"}), headline=headline, record="benchmark"
+    ),
     Surface(join_benchmarks),
 )

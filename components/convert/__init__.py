@@ -7,9 +7,9 @@ KFP adapter.
 from components.convert.convert import convert, plan_ranges
 from components.convert.plan import make_plan
 from components.convert.publish import finalize
-from components.convert.sources import ConvertError, SourceError
 from components.convert.verify import VerifyError, verify
 from components.convert.write import write_shards
+from components.image_input.sources import ConvertError, SourceError
 
 __all__ = [
     "ConvertError",

@@ -15,8 +15,9 @@ import json
 import sys
 
 from components.cli import add_config_flags, flags_to_fields
-from components.convert.sources import ConvertError, expected, kind_names
-from trainer.config import ConfigError, ConvertConfig
+from components.convert.config import ConvertConfig
+from components.image_input.sources import ConvertError, expected, kind_names
+from trainer.config import ConfigError
 from trainer.runtime import configure_tensorflow_env
 from trainer.tfrecords import DatasetInfo
 

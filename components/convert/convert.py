@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from components.convert import sources
+from components.convert.config import ConvertConfig
 from components.convert.markers import invalidate, up_to_date
 from components.convert.plan import make_plan
 from components.convert.publish import finalize_info
 from components.convert.storage import Output
 from components.convert.write import write_shards
-from trainer.config import ConvertConfig
+from components.image_input import sources
 from trainer.tfrecords import DatasetInfo
 
 

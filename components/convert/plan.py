@@ -13,9 +13,9 @@ import math
 import operator
 from dataclasses import dataclass, field
 
-from components.convert import sources
-from components.convert.sources import ConvertError, Item, Source
-from trainer.config import ConvertConfig
+from components.convert.config import ConvertConfig
+from components.image_input import sources
+from components.image_input.sources import ConvertError, Item, Source
 from trainer.tasks import task_types
 from trainer.tfrecords import SCHEMA_VERSION, shard_name
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import google_crc32c
 
-from components.convert.sources import Item
 from components.convert.worker import ChunkResult, Options, encode_chunk
+from components.image_input.sources import Item
 from trainer import storage
 
 FORK = sys.platform == "linux"

@@ -10,11 +10,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.convert.config import ConvertConfig
 from components.convert.markers import MARKERS, SHARD_RE, up_to_date, valid_marker
 from components.convert.plan import Plan, make_plan
-from components.convert.sources import ConvertError, Item
 from components.convert.storage import Output
-from trainer.config import ConvertConfig
+from components.image_input.sources import ConvertError, Item
 from trainer.tasks import task_types
 from trainer.tfrecords import (
     MANIFEST_NAME,

@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from components.convert.config import ConvertConfig
 from components.convert.convert import convert, plan_ranges
 from components.convert.publish import finalize
 from components.convert.write import write_shards
 from components.params import none_if_empty
 from trainer import storage
-from trainer.config import ConfigError, ConvertConfig
+from trainer.config import ConfigError
 from trainer.tfrecords import BoxStats, DatasetInfo, write_dataset_info
 
 
@@ -141,7 +142,7 @@ FANOUT_CONFIG = "_convert/config.yaml"  # the plan's config, read by every worke
 
 
 def _fanout_config(output: str) -> ConvertConfig:
-    from components.convert.sources import ConvertError
+    from components.image_input.sources import ConvertError
 
     try:
         text = storage.read_text(storage.join(output, FANOUT_CONFIG))

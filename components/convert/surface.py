@@ -6,8 +6,8 @@ from components.convert.component import (
     plan_tfrecords,
     write_tfrecord_shards,
 )
+from components.convert.config import ConvertConfig
 from components.surface import StepOutputs, Surface
-from trainer.config import ConvertConfig
 
 
 def headline(out: StepOutputs) -> str:
@@ -22,8 +22,8 @@ _CONVERT = {
     "step_only": frozenset({"verify", "parallelism"}),
 }
 SURFACES = (
-    Surface(convert_to_tfrecords, headline=headline, **_CONVERT),
+    Surface(convert_to_tfrecords, headline=headline, record="convert", **_CONVERT),
     Surface(plan_tfrecords, **_CONVERT),
     Surface(write_tfrecord_shards),
-    Surface(finalize_tfrecords),
+    Surface(finalize_tfrecords, record="convert"),
 )

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.convert.sources import ConvertError
+from components.image_input.sources import ConvertError
 from trainer.storage import is_gcs, read_bytes
 from trainer.tfrecord_wire import shard_checksum
 from trainer.tfrecords import DatasetInfo, ShardInfo, load_dataset_info

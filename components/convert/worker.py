@@ -19,7 +19,7 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
-from components.convert import imaging, sources
+from components.image_input import imaging, sources
 from trainer.tfrecord_wire import encode_example_parts, frame_parts
 from trainer.tfrecords import NO_LABEL
 

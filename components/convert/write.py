@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.convert import pool, sources, worker
+from components.convert import pool, worker
+from components.convert.config import ConvertConfig
 from components.convert.markers import MARKERS, up_to_date, valid_marker
 from components.convert.plan import Plan, ShardPlan, items_bytes, make_plan
-from components.convert.sources import Item
 from components.convert.storage import Output
-from trainer.config import ConvertConfig
+from components.image_input import sources
+from components.image_input.sources import Item
 from trainer.tfrecord_wire import crc32c_b64, crc32c_combine
 
 CHUNK_BYTES = 4 << 20  # a worker's unit of work: small enough to keep memory bounded

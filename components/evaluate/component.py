@@ -23,7 +23,7 @@ def evaluate_model(
     pipeline_root: str = "",
     split: str = "test",
     batch_size: int = 256,
-    top_k: int = 3,
+    evaluation_options: Optional[dict] = None,
     served_model_name: str = "classifier",
     slice_thresholds: Optional[dict] = None,
     slice_change_thresholds: Optional[dict] = None,
@@ -54,7 +54,8 @@ def evaluate_model(
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
         split: the split to score.
         batch_size: examples per inference call.
-        top_k: k of the top-k accuracy.
+        evaluation_options: the model's task's own settings of its evaluation (classification:
+            ``top_k``, the k of the top-k accuracy); empty: the task's defaults.
         served_model_name: the name the model is served under; prod's model of that name is the
             baseline of the change thresholds.
         slice_thresholds: slice -> {metric: bound}: a column (every value of it: ``camera``,
@@ -79,7 +80,7 @@ def evaluate_model(
     config = EvaluateConfig(
         split=split,
         batch_size=batch_size,
-        top_k=top_k,
+        evaluation_options=evaluation_options or {},
         value_thresholds=value_thresholds or {},
         change_thresholds=change_thresholds or {},
         slice_thresholds=slice_thresholds or {},

@@ -69,9 +69,9 @@ def read_baseline(stages_root: Optional[str], model_name: str) -> Optional[dict[
     """
     if not stages_root:
         return None
-    from components.serving.stages import read_current
+    from components.serving.stages import StageRegistry
 
-    current = read_current(stages_root, BASELINE_STAGE, model_name)
+    current = StageRegistry(stages_root).read_current(BASELINE_STAGE, model_name)
     return None if current is None else current.to_dict()
 
 
@@ -155,6 +155,7 @@ def run_evaluation(
     task = task_of_model(model_dir)
     renderers = renderers_of(task.name)
     validate_thresholds(config.value_thresholds, config.change_thresholds, task.directions())
+    task.step_options("evaluation_options", config.evaluation_options)  # the model's task takes them
     split = slices.read_split_slices(dataset_dir, config.split, limit, config.slice_columns, config.slice_size_edges)
     columns = {*split.columns, *task.builtin_slice_columns}
     check_settings(config.slice_thresholds, config.slice_change_thresholds, task.name, task.slice_metrics, columns)

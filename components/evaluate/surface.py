@@ -22,5 +22,6 @@ SURFACES = (
         EvaluateConfig,
         step_only=frozenset({"stages_root", "pipeline_root", "served_model_name"}),
         headline=headline,
+        record="evaluate",
     ),
 )

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Optional
 
 from components.cli import EXIT_OK, add_config_flags, fail, flags_to_fields, load_section
+from components.serving.config import STAGES, MonitorConfig
 from components.serving.targets import TargetError, target_names
-from trainer.config import STAGES, ConfigError, MonitorConfig
+from trainer.config import ConfigError
 from trainer.runtime import configure_tensorflow_env
 
 EXIT_BROKEN = 1

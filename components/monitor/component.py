@@ -43,8 +43,8 @@ def monitor_stages(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.monitor.run import monitor, status_line
+    from components.serving.config import MonitorConfig
     from components.serving.stages import resolve_stages_root
-    from trainer.config import MonitorConfig
 
     config = MonitorConfig(
         prometheus_url=prometheus_url,

@@ -26,8 +26,8 @@ from typing import Any, Optional
 
 import yaml
 
+from components.serving.config import STAGES
 from components.serving.metrics import LOAD_ATTEMPT_COUNT, METRICS_PATH, REQUEST_COUNT, REQUEST_LATENCY
-from trainer.config import STAGES
 
 JOB = "model-server"
 """The PodMonitor/PodMonitoring's name: prometheus-operator makes the job ``<namespace>/model-server``,

@@ -30,9 +30,9 @@ from typing import Any, Optional
 from components import markdown
 from components.monitor import rules
 from components.serving.checks import CheckResult, ServingChecksError, run_checks
+from components.serving.config import MonitorConfig
 from components.serving.stages import StageRegistry
 from components.serving.targets import ServingTarget, StageUnavailable, get_target
-from trainer.config import MonitorConfig
 from trainer.tasks import get_task
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The monitor step's surface (components/surface.py): ``monitor_stages`` against ``MonitorConfig``."""
 
 from components.monitor.component import fail_if_broken, monitor_stages
+from components.serving.config import MonitorConfig
 from components.surface import Surface
-from trainer.config import MonitorConfig
 
 SURFACES = (
     Surface(

@@ -3,4 +3,5 @@
 from components.notebook.component import run_notebook
 from components.surface import Surface
 
-SURFACES = (Surface(run_notebook),)
+# A user's notebook may download from a hub, and runs up to its timeout_s.
+SURFACES = (Surface(run_notebook, hub_secret=True, long_running=True),)

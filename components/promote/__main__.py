@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from components.cli import add_config_flags, flags_to_fields, load_section
+from components.serving.config import STAGES, PromoteConfig
 from components.serving.targets import target_names
-from trainer.config import STAGES, ConfigError, PromoteConfig
+from trainer.config import ConfigError
 from trainer.runtime import configure_tensorflow_env
 from trainer.tasks import task_names
 

@@ -55,8 +55,8 @@ def promote_model(
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.params import none_if_empty
     from components.promote.run import promote, render_report
+    from components.serving.config import PromoteConfig
     from components.serving.stages import resolve_stages_root
-    from trainer.config import PromoteConfig
 
     config = PromoteConfig(
         stage=stage,
@@ -107,8 +107,8 @@ def rollback_stage(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.promote.run import render_report, rollback
+    from components.serving.config import PromoteConfig
     from components.serving.stages import resolve_stages_root
-    from trainer.config import PromoteConfig
 
     config = PromoteConfig(
         stage=stage,
@@ -167,8 +167,8 @@ def promote_version(
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.params import none_if_empty
     from components.promote import run as promotion
+    from components.serving.config import PromoteConfig
     from components.serving.stages import resolve_stages_root
-    from trainer.config import PromoteConfig
 
     config = PromoteConfig(
         stage=stage,

@@ -53,12 +53,12 @@ from components.serving.checks import (
     checks_to_dict,
     run_checks,
 )
+from components.serving.config import STAGES, LoadTestConfig, PromoteConfig
 from components.serving.contract import ContractChangeError, ServingContract, contract_change, read_contract
 from components.serving.load import LoadTestRecord
 from components.serving.stages import READY_MARKER, StageEntry, StageExamples, StageRegistry
 from components.serving.targets import Endpoints, ServingTarget, TargetSettings, get_target
 from trainer import model_folder, records, storage
-from trainer.config import STAGES, LoadTestConfig, PromoteConfig
 from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The promote step's surface (components/surface.py): its components against ``PromoteConfig``."""
 
 from components.promote.component import promote_model, promote_version, rollback_stage
+from components.serving.config import PromoteConfig
 from components.surface import StepOutputs, Surface
-from trainer.config import PromoteConfig
 
 
 def headline(out: StepOutputs) -> str:

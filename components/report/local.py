@@ -13,14 +13,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from components.report.run import Failure, ReportInputs, StepRecord, read_json
+from components.surface import recorded_by
 
-# The first task whose name starts with one of these holds the record (kfp.local numbers repeats:
-# promote-model, promote-model-2, ...).
-CONVERT_TASKS = ("convert-to-tfrecords", "finalize-tfrecords")
-TRAIN_TASKS = ("train-model",)
-VALIDATE_TASKS = ("validate-dataset",)
-EVALUATE_TASKS = ("evaluate-model",)
-BENCHMARK_TASKS = ("benchmark-inference",)
 # The local runner's record of the run's parameters, in the run folder (make run writes it).
 PARAMETERS_FILE = "parameters.json"
 
@@ -77,9 +71,11 @@ def inputs_from_run_dir(
         found = artifact(output, name)
         return None if found is None else dict(found.get("metadata") or {})
 
-    convert, train, evaluate, bench = of(CONVERT_TASKS), of(TRAIN_TASKS), of(EVALUATE_TASKS), of(BENCHMARK_TASKS)
+    # The first task of the components a step declares for a record holds it (kfp.local numbers
+    # repeats: promote-model, promote-model-2, ...).
+    convert, train, evaluate, bench = (of(recorded_by(r)) for r in ("convert", "train", "evaluate", "benchmark"))
     bench_row = ((bench or {}).get("parameterValues") or {}).get("Output")
-    validation = ((of(VALIDATE_TASKS) or {}).get("parameterValues") or {}).get("Output")
+    validation = ((of(recorded_by("validate")) or {}).get("parameterValues") or {}).get("Output")
     parameters = read_json(str(run_dir / PARAMETERS_FILE))
     return ReportInputs(
         title=title,

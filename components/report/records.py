@@ -75,19 +75,23 @@ class StepRecord:
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
-    """Why a local run stopped.
+    """Why a local run stopped: the first step that failed, and what failed after it.
 
     Attributes:
-        step: the failing step's display name.
-        error: the error line (the last exception in its log, or kfp.local's message).
-        log_tail: the last lines of its log.
+        step: the first failing step's display name.
+        error: its error line (the last exception in its own log, or kfp.local's message).
+        log_tail: the last lines of its log (its own output, no traceback).
         log: the whole log's path.
+        then: each later failure in one line, after the first: ``Join the shards failed as a
+            consequence: <its error>`` (a step downstream of it, an exit task) or ``... failed on
+            its own too: ...``.
     """
 
     step: str
     error: str
     log_tail: str
     log: Optional[str] = None
+    then: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

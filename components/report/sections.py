@@ -76,7 +76,8 @@ def _metric_label(task_name: Optional[str], name: str) -> str:
 # ------------------------------------------------------------------------------------ steps
 
 _STEPS = """{%- if failure %}
-<div class="banner bad">The run failed at step “{{ failure.step }}”: {{ failure.error }}</div>
+<div class="banner bad">The run failed at step “{{ failure.step }}”: {{ failure.error }}
+{%- for line in failure.then %}<br>then: {{ line }}{% endfor %}</div>
 {%- endif %}
 {%- if steps is none %}
 {{ missing("Step status and times are in the Kubeflow UI's run graph: a step on a cluster cannot see "

@@ -31,9 +31,9 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, ParamSpec
 
+from components.serving.config import LoadTestConfig
 from components.serving.load import LoadTestRecord, run_load
 from trainer import records
-from trainer.config import LoadTestConfig
 from trainer.tasks import Task
 
 PREDICT_BATCH = 32

@@ -10,8 +10,9 @@ contract to keep.
 
 :func:`read_contract` reads a SavedModel's: the signatures from its ``saved_model.pb`` as
 TensorFlow Serving's metadata names them (nothing is loaded or restored), the class names from
-the model's task (``Task.prediction_input``: what the SavedModel itself records); a task that
-cannot say gives None, and class names are then not compared. TensorFlow is imported inside it.
+the model's task (its batch-prediction facet, ``Prediction.load``: what the SavedModel itself
+records); a task that cannot say gives None, and class names are then not compared. TensorFlow is
+imported inside it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Optional
 
 from trainer import records, storage
 from trainer.tasks import Task, TaskError
+from trainer.tasks.base import prediction_of
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +122,7 @@ def read_signatures(saved_model_dir: str) -> dict[str, SignatureContract]:
 def read_class_names(saved_model_dir: str, task: Task) -> Optional[tuple[str, ...]]:
     """The classes a SavedModel records, as its task reads them; None where the task cannot say."""
     try:
-        return tuple(task.prediction_input(saved_model_dir).class_names)
+        return tuple(prediction_of(task).load(saved_model_dir).class_names)
     except TaskError as err:
         log.info("the class names of %s are not compared: %s", saved_model_dir, err)
         return None

@@ -23,11 +23,11 @@ import threading
 from collections.abc import Sequence
 from typing import Optional
 
+from components.serving.config import STAGES
 from components.serving.stages import StageRegistry
 from components.serving.targets import Endpoints
 from components.serving.targets.local import LocalTarget
 from trainer import storage
-from trainer.config import STAGES
 
 
 @dataclasses.dataclass(frozen=True)

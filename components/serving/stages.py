@@ -29,10 +29,10 @@ from typing import Any, Optional
 
 from components.params import none_if_empty
 from components.serving.checks import CheckResult, KnownExample, checks_from_dict, checks_to_dict
+from components.serving.config import STAGES
 from components.serving.contract import ServingContract
 from components.serving.load import LoadTestRecord
 from trainer import records, storage
-from trainer.config import STAGES
 from trainer.tasks import get_task
 
 ACTIONS = ("promote", "rollback")
@@ -422,37 +422,3 @@ class StageRegistry:
                 "verify a rollback with"
             ) from None
         return StageExamples.from_dict(data)
-
-
-# The same reads and writes as functions of a root, for the callers outside the serving package
-# (the evaluation gate, the run report, the local runner, test fixtures); each builds a registry.
-
-
-def read_current(stages_root: str, stage: str, model_name: str) -> Optional[StageEntry]:
-    """:meth:`StageRegistry.read_current` of the registry under ``stages_root``."""
-    return StageRegistry(stages_root).read_current(stage, model_name)
-
-
-def read_history(stages_root: str, stage: str, model_name: str) -> list[StageEntry]:
-    """:meth:`StageRegistry.read_history` of the registry under ``stages_root``."""
-    return StageRegistry(stages_root).read_history(stage, model_name)
-
-
-def record(stages_root: str, stage: str, entry: StageEntry) -> StageEntry:
-    """:meth:`StageRegistry.record` of the registry under ``stages_root``."""
-    return StageRegistry(stages_root).record(stage, entry)
-
-
-def served_models(stages_root: str, stage: str) -> dict[str, StageEntry]:
-    """:meth:`StageRegistry.served_models` of the registry under ``stages_root``."""
-    return StageRegistry(stages_root).served_models(stage)
-
-
-def publish(saved_model_dir: str, stages_root: str, stage: str, model_name: str) -> int:
-    """:meth:`StageRegistry.publish` of the registry under ``stages_root``."""
-    return StageRegistry(stages_root).publish(saved_model_dir, stage, model_name)
-
-
-def list_versions(stages_root: str, stage: str, model_name: str) -> list[int]:
-    """:meth:`StageRegistry.list_versions` of the registry under ``stages_root``."""
-    return StageRegistry(stages_root).list_versions(stage, model_name)

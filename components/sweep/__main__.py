@@ -99,16 +99,15 @@ def _read_grid(path: str) -> list:
 
 def _grid(args: argparse.Namespace) -> int:
     check_folder(args.dataset, "dataset folder", DATASET_HINT)
+    from components.sweep.config import SweepConfig
     from components.sweep.run import join_grid, plan_cells, run_one_cell
 
     train = _train_settings(args)
-    settings = {
-        **{k: train[k] for k in GRID_SETTINGS},
-        "steps_per_epoch": train["steps_per_epoch"] or 0,  # the grid's stand-in for one pass
-        "model_options": {},
-        "source": os.path.abspath(args.dataset),
-        "limit_per_split": 0,
-    }
+    settings = SweepConfig(
+        **{k: train[k] for k in GRID_SETTINGS if k != "steps_per_epoch"},
+        steps_per_epoch=train["steps_per_epoch"] or 0,  # the grid's stand-in for one pass
+        source=os.path.abspath(args.dataset),
+    )
     cells = plan_cells(_read_grid(args.grid), settings)
     rows_root = args.rows_root or os.path.join(args.output_dir, "rows")
     for cell in cells:

@@ -109,18 +109,19 @@ def plan_training_grid(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
+    from components.sweep.config import SweepConfig
     from components.sweep.run import plan_cells
 
-    settings = {
-        "model": model,
-        "model_options": model_options,
-        "epochs": epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "batch_size_per_replica": batch_size_per_replica,
-        "learning_rate": learning_rate,
-        "source": source,
-        "limit_per_split": limit_per_split,
-    }
+    settings = SweepConfig(
+        model=model,
+        source=source,
+        model_options=model_options,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        limit_per_split=limit_per_split,
+    )
     return [c.to_dict() for c in plan_cells(grid, settings)]
 
 
@@ -214,18 +215,19 @@ def join_training_grid(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.sweep.cell import resolve_rows_root
+    from components.sweep.config import SweepConfig
     from components.sweep.run import join_grid, plan_cells
 
-    settings = {
-        "model": model,
-        "model_options": model_options,
-        "epochs": epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "batch_size_per_replica": batch_size_per_replica,
-        "learning_rate": learning_rate,
-        "source": source,
-        "limit_per_split": limit_per_split,
-    }
+    settings = SweepConfig(
+        model=model,
+        source=source,
+        model_options=model_options,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        limit_per_split=limit_per_split,
+    )
     tables = join_grid(plan_cells(grid, settings), resolve_rows_root(rows_root, pipeline_root), price_table)
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(tables.markdown)

@@ -250,35 +250,6 @@ def _key(fields: Mapping[str, Any], context: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def grid_settings(
-    model: str,
-    model_options: Optional[Mapping[str, Any]],
-    epochs: int,
-    steps_per_epoch: int,
-    batch_size_per_replica: int,
-    learning_rate: float,
-    source: str,
-    limit_per_split: int,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The grid's defaults and context from the pipeline's parameters (one place for both tasks).
-
-    The plan and the join must compute the same keys: they build these from the same parameters
-    here (a dict built from pipeline parameters inside a pipeline body does not compile to JSON).
-
-    Returns:
-        (defaults for :func:`plan_grid`, context for the keys).
-    """
-    defaults = {
-        "model": model,
-        "model_options": dict(model_options or {}),
-        "epochs": epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "batch_size_per_replica": batch_size_per_replica,
-        "learning_rate": learning_rate,
-    }
-    return defaults, {"source": source, "limit_per_split": as_int("limit_per_split", limit_per_split)}
-
-
 def plan_grid(
     grid: Sequence[Mapping[str, Any]],
     defaults: Optional[Mapping[str, Any]] = None,

@@ -12,7 +12,8 @@ from typing import Any, Optional
 
 from components.launchers.locations import training_locations
 from components.sweep.cell import CellResult, process_start_time, run_cell_recorded
-from components.sweep.grid import GridCell, grid_settings, plan_grid
+from components.sweep.config import SweepConfig
+from components.sweep.grid import GridCell, plan_grid
 from components.sweep.notebook import SweepRun, plan_notebook_cells, run_notebook_cell
 from components.sweep.table import best_cells, build_rows, collect_results, render_grid_html, render_grid_markdown
 from trainer.budget.pricing import load_price_table
@@ -33,16 +34,14 @@ class GridReport:
     best: dict[str, Any]
 
 
-def plan_cells(grid: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> list[GridCell]:
+def plan_cells(grid: Sequence[Mapping[str, Any]], settings: SweepConfig) -> list[GridCell]:
     """The grid's cells, repeats expanded, each with its key.
 
     Args:
         grid: the cells as the pipeline's ``grid_cells`` gives them.
-        settings: the keyword arguments of :func:`components.sweep.grid.grid_settings` (the
-            pipeline's model, model_options, epochs, ..., source, limit_per_split).
+        settings: the grid's defaults and data (the pipeline's model, ..., source, limit_per_split).
     """
-    defaults, context = grid_settings(**settings)
-    return plan_grid(grid, defaults, context)
+    return plan_grid(grid, settings.grid_defaults(), settings.key_context())
 
 
 def run_one_cell(

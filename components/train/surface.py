@@ -31,5 +31,8 @@ SURFACES = (
         },
         step_only=frozenset({"config_yaml", "data_checks"}),
         headline=headline,
+        hub_secret=True,  # a backbone's or a preset's weights from a hub
+        long_running=True,  # its time budget
+        record="train",
     ),
 )

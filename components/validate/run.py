@@ -123,10 +123,12 @@ def served_baseline(stages_root: str, model_name: str) -> tuple[Optional[str], s
     Returns:
         (the dataset's URI, a note naming the stage and version), or (None, why there is none).
     """
-    from components.serving.stages import read_current
+    from components.serving.stages import StageRegistry
+
+    registry = StageRegistry(stages_root)
 
     for stage in ("prod", "staging"):
-        entry = read_current(stages_root, stage, model_name)
+        entry = registry.read_current(stage, model_name)
         if entry is None or entry.version is None:
             continue
         who = f"{stage}'s {model_name} version {entry.version}"

@@ -18,5 +18,6 @@ SURFACES = (
         ValidateConfig,
         step_only=frozenset({"stages_root", "pipeline_root", "served_model_name"}),
         headline=headline,
+        record="validate",
     ),
 )

@@ -7,7 +7,10 @@ task's subprocess output, which it reads from a pipe line by line and ``print``s
 :class:`QuietConsole` stands in for ``sys.stdout`` (and ``sys.stderr``, where Python warnings go)
 while the pipeline runs: it reads those lines, keeps each task's lines in its own log file, and
 prints only what a person needs: a line as a step starts and ends (display name, status,
-seconds, headline figure), progress, and for a failing step its error, log tail and log path.
+seconds, headline figure, or a failed step's error), progress, and once the run is over, when a
+step failed, the **first** failed step's own error (the last exception line of its log), then each
+later failure as what it is (an exit task's failure is a consequence of the first: ``then: Join
+the shards failed as a consequence: ...``), and the first one's log tail without its traceback.
 
 Progress comes from the steps' own ``@@progress`` lines (:mod:`components.progress`): the
 conversion's images, the training's steps (with images/s, the loss, the validation figure), the
@@ -39,6 +42,12 @@ _EXECUTING = re.compile(r" - INFO - Executing task '([^']+)'")
 _PIPELINE_DONE = re.compile(r" - INFO - Pipeline '[^']+' finished with status SUCCESS")
 _FINISHED = re.compile(r" - (?:INFO|ERROR) - Task '([^']+)' finished with status (SUCCESS|FAILURE)")
 _ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.+)$")
+# A Python traceback's lines up to its exception line, and the lines that chain two of them.
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# kfp.local's own warnings, written while a step runs (``.../kfp/local/x.py:81: RuntimeWarning: ...``
+# and the source line after it): kfp's noise, not the step's output.
+_KFP_WARNING = re.compile(r"/kfp/local/\S+\.py:\d+: \w*Warning: ")
 # kfp.local's time stamp at the start of its own lines (no date: a run may cross midnight).
 _STAMP = re.compile(r"^(\d{2}):(\d{2}):(\d{2})\.(\d{3}) - ")
 TAIL_LINES = 15
@@ -198,6 +207,95 @@ def display_names(pipeline: Any) -> dict[str, str]:
     return {task: name for _, task, name in sorted(found)}
 
 
+def upstream_steps(pipeline: Any) -> dict[str, frozenset[str]]:
+    """Task name (as kfp.local names it) -> the steps it runs after, directly or through a group.
+
+    A step inside a group (a loop, a condition, an exit handler's body) runs after what the group
+    runs after; a step that waits for a group waits for every step in it: an exit task
+    (``dsl.ExitHandler``) runs after its whole body, so every failure in the body comes before it.
+
+    Args:
+        pipeline: a ``@dsl.pipeline`` function (its ``pipeline_spec``).
+    """
+    spec = pipeline.pipeline_spec
+    components = dict(spec.components.items())
+    found: dict[str, frozenset[str]] = {}
+
+    def dag_of(task_spec: Any) -> Any:
+        component = components.get(task_spec.component_ref.name)
+        return component.dag if component is not None and component.WhichOneof("implementation") == "dag" else None
+
+    def leaves(task_spec: Any) -> set[str]:
+        dag = dag_of(task_spec)
+        if dag is None:
+            return {task_spec.component_ref.name.removeprefix("comp-")}
+        return set().union(*(leaves(t) for t in dag.tasks.values()))
+
+    def walk(dag: Any, inherited: frozenset[str]) -> None:
+        before: dict[str, frozenset[str]] = {}
+
+        def upstream(task: str) -> frozenset[str]:
+            if task not in before:
+                deps = [d for d in dag.tasks[task].dependent_tasks if d in dag.tasks]
+                names = set(inherited).union(*(leaves(dag.tasks[d]) | upstream(d) for d in deps))
+                before[task] = frozenset(names)
+            return before[task]
+
+        for task, task_spec in dag.tasks.items():
+            inner = dag_of(task_spec)
+            if inner is not None:
+                walk(inner, upstream(task))
+            else:
+                found[task_spec.component_ref.name.removeprefix("comp-")] = upstream(task)
+
+    walk(spec.root.dag, frozenset())
+    return found
+
+
+def own_output(lines: list[str]) -> list[str]:
+    """A step's log lines as the step wrote them, less what says nothing of it to a person.
+
+    Left out: kfp.local's own lines (its time-stamped records, its warnings while the step runs),
+    the KFP executor's lines (``[KFP Executor ...]`` and the executor input it echoes), the steps'
+    ``@@progress`` lines (the console drew them), blank lines, and a traceback's frames (its
+    exception line stays: the step's error).
+    """
+    out: list[str] = []
+    skip = ""  # "echo": the executor input's JSON; "trace": a traceback's frames; "warning": its source line
+    for raw in lines:
+        line = strip_ansi(raw).rstrip()
+        line = line[4:] if line.startswith("    ") else line  # kfp.local indents a step's output
+        if skip == "echo":
+            skip = "" if line == "}" else skip
+            continue
+        indented = not line or line[0].isspace()
+        if indented and skip in ("warning", "trace"):  # a warning's source line, a traceback's frame
+            skip = "" if skip == "warning" else skip
+            continue
+        skip = ""
+        if line == _TRACEBACK or line.startswith(_CHAINED):
+            skip = "trace"
+        elif line.endswith("Got executor_input:"):
+            skip = "echo"
+        elif _KFP_WARNING.search(line):
+            skip = "warning"
+        elif line.strip() and not (" - INFO - " in line or " - ERROR - " in line or line.startswith("[KFP Executor")):
+            out += [line] if progress.parse(line) is None else []
+    return out
+
+
+def error_line(lines: list[str]) -> Optional[str]:
+    """The last exception line of a step's log (``package.module.SomeError: message``), or None."""
+    found = [m for m in (_ERROR.match(line.strip()) for line in own_output(lines)) if m]
+    return f"{found[-1].group(1)}: {found[-1].group(2)}" if found else None
+
+
+def short_error(error: str) -> str:
+    """An error line with its exception's bare class name: ``PredictError: ...``."""
+    name, sep, message = error.partition(": ")
+    return f"{name.rsplit('.', 1)[-1]}{sep}{message}"
+
+
 @dataclasses.dataclass
 class _Step:
     task: str
@@ -225,6 +323,8 @@ class QuietConsole(io.TextIOBase):
         verbose: also pass every line through unchanged (``make run VERBOSE=1``).
         previous_seconds: task name -> how long it took in the previous run of the pipeline
             (:func:`previous_durations`); with them the training's lines say the run's time left.
+        upstream: task name -> the steps it runs after (:func:`upstream_steps`): a later failure
+            of a step after the first failed one is its consequence; None: every later one is.
         clock: seconds, monotonic (tests pass a fake one).
     """
 
@@ -237,6 +337,7 @@ class QuietConsole(io.TextIOBase):
         tty: Optional[bool] = None,
         verbose: bool = False,
         previous_seconds: Optional[Mapping[str, float]] = None,
+        upstream: Optional[Mapping[str, frozenset[str]]] = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
@@ -244,6 +345,7 @@ class QuietConsole(io.TextIOBase):
         self.tty = out.isatty() if tty is None else tty
         self.verbose = verbose
         self.previous = dict(previous_seconds or {})
+        self.upstream = None if upstream is None else dict(upstream)
         self.clock = clock
         self.steps: list[_Step] = []
         # The steps running now, oldest first: kfp.local runs two iterations of a loop at once. Lines
@@ -251,7 +353,7 @@ class QuietConsole(io.TextIOBase):
         self.open: list[_Step] = []
         # kfp.local lists a task's outputs after it says the task finished: they go to its log too.
         self._ended: Optional[_Step] = None
-        self.failed: Optional[_Step] = None
+        self.failures: list[_Step] = []  # the steps that failed, in the order they ended
         self._buffer = ""
         self._width = shutil.get_terminal_size(fallback=(100, 24)).columns
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -413,9 +515,14 @@ class QuietConsole(io.TextIOBase):
                 step.headline = f"(no figures: {err})"
             mark = "ok"
         else:
-            self.failed = step
+            self.failures.append(step)
             mark = "FAILED"
-        self.say(f"{mark} {step.name:<22} {step.seconds:6.1f}s  {step.headline}".rstrip())
+            error = error_line(step.lines)
+            step.headline = short_error(error) if error else ""
+        line = f"{mark} {step.name:<22} {step.seconds:6.1f}s  {step.headline}".rstrip()
+        if self.tty and status != "succeeded":  # a terminal: the error's start (it is said whole at the end)
+            line = line[: max(self._width - 1, 60)]
+        self.say(line)
         self.open.remove(step)
         self._ended = step
 
@@ -450,22 +557,41 @@ class QuietConsole(io.TextIOBase):
         return out
 
     def failure(self, error: Optional[str] = None) -> Optional[Failure]:
-        """The failing step: its error (the log's last exception, else ``error``), tail and log path."""
-        step = self.failed
-        if step is None:
+        """The first step that failed, and what failed after it; None when none did.
+
+        Its error is its log's last exception line (else kfp.local's ``error`` when it is the only
+        failure, else "the step failed"); its tail is its own output without the traceback. Every
+        later failure is a line of ``then``: a step that runs after the first one (an exit task
+        after its body) failed as a consequence of it; another failed on its own too.
+        """
+        if not self.failures:
             return None
-        lines = [strip_ansi(line).rstrip() for line in step.lines]
-        body = [line[4:] if line.startswith("    ") else line for line in lines if line.strip()]
-        found = [m for m in (_ERROR.match(line.strip()) for line in body) if m]
-        message = f"{found[-1].group(1)}: {found[-1].group(2)}" if found else (error or "the step failed")
-        tail = [line for line in body if " - INFO - " not in line and " - ERROR - " not in line][-TAIL_LINES:]
-        return Failure(step.name, message, "\n".join(tail), str(step.log_path))
+        first, later = self.failures[0], self.failures[1:]
+        fallback = error if not later and error else "the step failed"
+        message = error_line(first.lines) or fallback
+        tail = own_output(first.lines)[-TAIL_LINES:]
+        then = []
+        for step in later:
+            after = self.upstream is None or first.task in self.upstream.get(step.task, frozenset())
+            how = "failed as a consequence" if after else "failed on its own too"
+            then.append(f"{step.name} {how}: {error_line(step.lines) or 'no error line in its log'}")
+        return Failure(first.name, message, "\n".join(tail), str(first.log_path), tuple(then))
 
     def print_failure(self, failure: Failure) -> None:
-        """The failing step's name, error, log tail and the path of its whole log."""
+        """The first failing step's name and error, each later failure, its log's tail and path.
+
+        A tail that is the error line alone is not printed again: the log's path is.
+        """
         self.say(f"error: step '{failure.step}' failed: {failure.error}")
-        self.say(f"last lines of its log ({failure.log}):")
-        for line in failure.log_tail.splitlines():
+        for line in failure.then:
+            self.say(f"then: {line}")
+        whose = f"the log of '{failure.step}'" if failure.then else "its log"
+        tail = failure.log_tail.splitlines()
+        if tail in ([], [failure.error]):
+            self.say(f"{whose[0].upper()}{whose[1:]}: {failure.log}")
+            return
+        self.say(f"last lines of {whose} ({failure.log}):")
+        for line in tail:
             self.say("  | " + line)
 
 

@@ -47,7 +47,8 @@ TYPE_WORDS = {
 
 # Run-form parameters that were renamed -> their new spelling: a CONFIG file or SET that still
 # names one gets a line that says what to write instead.
-RENAMED = {"kserve_mode": "serving_options.mode"}
+# (batch_predict's coco, auto/on/off, is the detector's own setting now: a boolean, true by default.)
+RENAMED = {"kserve_mode": "serving_options.mode", "coco": "prediction_options.coco"}
 
 
 class ParameterError(ValueError):
@@ -425,32 +426,54 @@ def _build(cls: type[ConfigBase], fields: Mapping[str, Any], task: Optional[str]
         target.options_type.from_dict(config.serving_options, _prefix="serving_options.")
 
 
+def _field_named(line: str, section: str) -> str:
+    """The field a section's message is about: ``train.epochs: ...``, ``model_options.x: ...`` -> its first name."""
+    return re.split(r"[.:]", line.removeprefix(section), maxsplit=1)[0]
+
+
 def _step_problems(call: _StepCall, values: Mapping[str, Any], task: Optional[str]) -> list[str]:
-    """What the step's config says of the values: one line per refused field (else the whole's)."""
+    """What the step's config says of the values: its first refusal, then one line per other refused field.
+
+    A section stops at its first refusal: of the run's values as they are, the first line. A field
+    refused alone for its own value gets its own line too, said among the run's other values (less
+    those another refusal names), not the section's defaults: a rule between fields (a cost budget
+    and the accelerator it is priced at) names what the user gave, and a field refused alone only
+    for another's default (epochs 3 beside a budget) is no culprit.
+    """
     from trainer.tasks import TaskError
 
     surface = surfaces()[call.component]
     cls, aliases = surface.config, surface.aliases
     fields = _step_fields(call, cls, aliases, values)
-    try:
-        _build(cls, fields, task)
-        return []
-    except (ConfigError, TaskError) as err:
-        whole = str(err)
-    # A section stops at its first refusal: each field alone gives each bad value its own line.
-    problems = []
-    for name, value in fields.items():
-        # A target's options are checked against the target the run names.
-        alone = {
-            name: value,
-            **({"target": fields["target"]} if name == "serving_options" and "target" in fields else {}),
-        }
+
+    def refusal(given: Mapping[str, Any]) -> Optional[str]:
         try:
-            _build(cls, alone, task)
+            _build(cls, given, task)
+            return None
         except (ConfigError, TaskError) as err:
-            if str(err) not in problems:
-                problems.append(str(err))
-    return [_reword(line, call, aliases, cls) for line in (problems or [whole])]
+            return str(err)
+
+    def own_line(name: str) -> Optional[str]:
+        alone = refusal({name: fields[name], **({"target": fields["target"]} if "target" in fields else {})})
+        if alone is None or _field_named(alone, cls._section) != name:
+            return None
+        context = dict(fields)
+        while (line := refusal(context)) is not None and _field_named(line, cls._section) != name:
+            other = _field_named(line, cls._section)
+            if other not in context or other in (name, "target"):
+                return None
+            del context[other]  # another field's refusal: this one's among the rest
+        return line
+
+    whole = refusal(fields)
+    if whole is None:
+        return []
+    problems = [whole]
+    for name in fields:
+        line = own_line(name)
+        if line is not None and line not in problems:
+            problems.append(line)
+    return [_reword(line, call, aliases, cls) for line in problems]
 
 
 def check_steps(pipeline: Any, values: Mapping[str, Any], task: Optional[str] = None) -> None:

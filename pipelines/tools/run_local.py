@@ -30,12 +30,8 @@ from typing import Any, Optional, TextIO
 from pipelines.tools import params
 from pipelines.tools.container import ContainerError
 from pipelines.tools.params import Layer, ParameterError, RunParameters
+from pipelines.tools.runner import Finished, RunError, execute, headline
 from trainer.budget import limits, pricing
-
-
-class RunError(Exception):
-    """The local run cannot start or did not finish; the message says why and what to do."""
-
 
 # The task -> the module of its pipeline (``NAME`` and ``pipeline``); the pipelines know the
 # tasks, the tasks know no pipeline. A task without its own runs the generic flow with its run form.
@@ -66,7 +62,7 @@ def check_source(source: str) -> None:
     The convert step would fail the same way, but deep in a subprocess's log; scanning the source
     here (file names only, no image is read) gives the user one line instead.
     """
-    from components.convert import sources
+    from components.image_input import sources
 
     if sources.is_builtin(source):
         return
@@ -74,14 +70,6 @@ def check_source(source: str) -> None:
         sources.open_source(source)
     except sources.SourceError as err:
         raise RunError(str(err)) from None
-
-
-def latest_run_dir(pipeline_root: Path, pipeline_name: str, started: float) -> Path:
-    """The folder kfp.local made for the run that began at ``started``."""
-    runs = [p for p in pipeline_root.glob(f"{pipeline_name}-*") if p.is_dir() and p.stat().st_mtime >= started]
-    if not runs:
-        raise RunError(f"no run folder {pipeline_name}-* under {pipeline_root}")
-    return max(runs, key=lambda p: p.stat().st_mtime)
 
 
 def task_outputs(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -137,31 +125,12 @@ def summarize(
     ]
     for stage in stages.STAGES:
         # A stage serves several models side by side: list each (this run's first).
-        served = stages.served_models(str(stages_root), stage)
+        served = stages.StageRegistry(str(stages_root)).served_models(stage)
         names = sorted(served, key=lambda name: (name != model_name, name))
         text = ", ".join(f"{n} version {served[n].version} (run {served[n].run or '?'})" for n in names)
         lines.append(f"  {stage:8s}          {text or 'nothing yet'}")
     lines.append("look at them:       make serve   (each stage's URL and Prometheus metrics page; Ctrl-C stops)")
     return "\n".join(lines)
-
-
-def headline(run_dir: Optional[Path], step: str, task: Optional[str] = None) -> str:
-    """A finished step's figure in one line, from its executor output (empty when it has none).
-
-    Args:
-        run_dir: the run folder (None while kfp.local has not made it).
-        step: the step's task name in the run (``train-model``, ``evaluate-model``, ...).
-        task: the run's task; the steps' records name theirs, this is for records that do not.
-    """
-    from components.surface import StepOutputs, surface_of
-    from pipelines.tools.console import executor_output
-
-    surface = surface_of(step)
-    if surface is None or surface.headline is None:
-        return ""
-    out = executor_output(run_dir, step)
-    arts = {name: (a.get("artifacts") or [{}])[0].get("metadata", {}) for name, a in out.get("artifacts", {}).items()}
-    return surface.headline(StepOutputs(arts, out.get("parameterValues", {}), task))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,168 +167,35 @@ def _link_latest(root: Path, run_dir: Path) -> Path:
     return latest
 
 
-def _move_logs(console: Any, staging: Path, folder: Path) -> Path:
-    """Moves the logs written while the run folder was unknown into ``<folder>/logs``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    logs = folder / "logs"
-    if logs.exists():
-        shutil.rmtree(logs)
-    shutil.move(str(staging), logs)
-    if not any(staging.parent.iterdir()):
-        staging.parent.rmdir()
-    console.log_dir = logs
-    for step in console.steps:
-        step.log_path = logs / step.log_path.name
-    return logs
-
-
-def _run_quietly(
-    pipeline: Any, kwargs: dict[str, Any], root: Path, console: Any, verbose: bool, runner: Any = None
-) -> Optional[str]:
-    """Runs the pipeline under kfp.local with its output going to the console; returns kfp.local's error.
-
-    ``runner``: kfp.local's runner; None for this Python (``SubprocessRunner(use_venv=False)``).
-    """
-    from kfp import local
-
-    from pipelines.tools.console import strip_ansi
-
-    # TensorFlow's C++ INFO lines (oneDNN, CPU features) say nothing to a person; warnings stay.
-    env_before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    if not verbose and env_before is None:
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    runner = runner if runner is not None else local.SubprocessRunner(use_venv=False)
-    local.init(runner=runner, pipeline_root=str(root), raise_on_error=True)
-    error: Optional[str] = None
-    saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = console
-    try:
-        pipeline(**kwargs)
-    except RuntimeError as err:  # kfp.local: a task finished with status FAILURE
-        error = strip_ansi(str(err))
-    finally:
-        sys.stdout, sys.stderr = saved
-        if env_before is None:
-            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-        console.close_pending()
-    return error
-
-
 def _report(
-    console: Any,
-    folder: Path,
+    done: Finished,
     stages_root: Path,
-    error: Optional[str],
     name: str,
     root: Path,
     summary: Callable[[], str],
     parameters: Optional[RunParameters] = None,
-) -> tuple[Any, Path]:
-    """Writes the run report (and the parameters' record) into the run folder, links ``latest``,
-    prints the outcome.
+) -> list[str]:
+    """Writes the run report (and the parameters' record) into the run folder, links ``latest``;
+    returns make run's last lines (after the failure, when a step failed).
 
     ``summary`` gives the lines printed after a successful run (before the report's path).
-
-    Returns:
-        (the failure or None, the report's path).
     """
     from components.report.local import PARAMETERS_FILE, inputs_from_run_dir
-    from components.report.run import Failure, write_report
+    from components.report.run import write_report
 
-    logs = console.log_dir
-    failure = console.failure(error)
-    if failure is None and error is not None:  # failed outside any step (kfp.local itself)
-        failure = Failure("(kfp.local)", error, "", str(logs / "pipeline.log"))
+    folder, console = done.folder, done.console
     if parameters is not None:
         (folder / PARAMETERS_FILE).write_text(json.dumps(parameters.to_dict(), indent=2) + "\n")
     report = folder / "report.html"
-    inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), failure,
+    inputs = inputs_from_run_dir(folder, str(stages_root), console.records(relative_to=folder), done.failure,
                                  title=f"{name}: run report")  # fmt: skip
     size = write_report(inputs, str(report))
     latest = _link_latest(root, folder)
-    if failure is not None:
-        console.print_failure(failure)
-    else:
-        console.say(summary())
-    console.say(f"report:             {report} ({size / 1024:,.0f} KiB; also {latest / 'report.html'})")
-    console.say(f"logs:               {logs}/ (make run VERBOSE=1 prints them as they run)")
-    return failure, report
-
-
-@dataclasses.dataclass
-class ConsoleRun:
-    """A pipeline run under kfp.local behind the quiet console, finished.
-
-    Attributes:
-        console: the console (its steps, records and failure).
-        error: kfp.local's error, when a task failed.
-        folder: the run folder (kfp.local's, or one made for the logs), with ``logs/`` in it.
-    """
-
-    console: Any
-    error: Optional[str]
-    folder: Path
-
-
-def run_in_console(
-    pipeline: Any,
-    name: str,
-    kwargs: dict[str, Any],
-    root: Path,
-    *,
-    out: TextIO,
-    tty: Optional[bool],
-    verbose: bool,
-    first_lines: Sequence[str] = (),
-    headline: Optional[Callable[[Optional[Path], str], str]] = None,
-    runner: Any = None,
-) -> ConsoleRun:
-    """Runs ``pipeline(**kwargs)`` once under kfp.local behind the quiet console (``make run``,
-    ``make sweep``); each step's log ends in ``<run folder>/logs/``.
-
-    Args:
-        pipeline: the ``@dsl.pipeline`` function.
-        name: its name (kfp.local's run folder is ``<root>/<name>-<time>``).
-        kwargs: its arguments.
-        root: the pipeline root.
-        out: where the console prints.
-        tty: draw live bars; None asks ``out``.
-        verbose: pass kfp.local's whole output through as well.
-        first_lines: printed before the run starts.
-        headline: (run folder or None, task) -> a finished step's figure.
-        runner: kfp.local's runner (:func:`kfp_runner`); None for this Python.
-    """
-    from pipelines.tools.console import QuietConsole, display_names, previous_durations, previous_run_dir
-
-    root.mkdir(parents=True, exist_ok=True)
-    started = time.time() - 1
-    stamp = time.strftime("%Y-%m-%d-%H-%M-%S")
-    # kfp.local names the run folder when the run starts and says nowhere which it is: the logs
-    # are written here first and moved into the run folder once it can be found.
-    staging_logs = root / ".logs" / stamp
-    found: list[Path] = []
-
-    def run_dir() -> Optional[Path]:
-        if not found:
-            try:
-                found.append(latest_run_dir(root, name, started))
-            except RunError:
-                return None
-        return found[0]
-
-    figure = headline or (lambda folder, task: "")
-    # The previous run's step times: the whole run's time left, once training has an estimate.
-    previous = previous_durations(previous_run_dir(root, name))
-    console = QuietConsole(
-        out, staging_logs, display_names(pipeline), headline=lambda task: figure(run_dir(), task),
-        tty=tty, verbose=verbose, previous_seconds=previous,
-    )  # fmt: skip
-    for line in first_lines:
-        console.say(line)
-    error = _run_quietly(pipeline, kwargs, root, console, verbose, runner)
-    folder = run_dir() or root / f"{name}-{stamp}-failed"
-    _move_logs(console, staging_logs, folder)
-    return ConsoleRun(console, error, folder)
+    return [
+        *([summary()] if done.failure is None else []),
+        f"report:             {report} ({size / 1024:,.0f} KiB; also {latest / 'report.html'})",
+        f"logs:               {console.log_dir}/ (make run VERBOSE=1 prints them as they run)",
+    ]
 
 
 RUNNERS = ("subprocess", "container")
@@ -367,7 +203,7 @@ RUNNERS = ("subprocess", "container")
 
 @contextlib.contextmanager
 def kfp_runner(kind: str, root: Path, data: Sequence[str] = ()) -> Iterator[Any]:
-    """kfp.local's runner of a kind: None (run_in_console's default) or the container runner, its engine up.
+    """kfp.local's runner of a kind: None (the runner's default, this Python) or the container runner, its engine up.
 
     Raises:
         ValueError: an unknown kind.
@@ -434,18 +270,20 @@ def run_pipeline(
     if parameters is not None:
         lines.append(f"parameters:         {parameters.describe()}")
         lines += [f"budget:             {line}" for line in [budget_line(parameters.values)] if line]
+
+    def closing(done: Finished) -> list[str]:
+        return _report(
+            done, stages_root, end_to_end.NAME, root,
+            lambda: summarize(done.folder, stages_root, model_name, time.monotonic() - t0, task), parameters,
+        )  # fmt: skip
+
     with kfp_runner(runner, root, [str(pipeline_kwargs.get("source") or "")]) as chosen:
-        done = run_in_console(
+        done = execute(
             end_to_end.pipeline, end_to_end.NAME, {**pipeline_kwargs, "stages_root": str(stages_root)}, root,
             out=out or sys.stdout, tty=tty, verbose=verbose, first_lines=lines,
-            headline=lambda run_dir, step: headline(run_dir, step, task), runner=chosen,
+            headline=lambda run_dir, step: headline(run_dir, step, task), runner=chosen, closing=closing,
         )  # fmt: skip
-    folder = done.folder
-    failure, report = _report(
-        done.console, folder, stages_root, done.error, end_to_end.NAME, root,
-        lambda: summarize(folder, stages_root, model_name, time.monotonic() - t0, task), parameters,
-    )  # fmt: skip
-    return LocalRun(failure is None, folder, report, done.console.printed)
+    return LocalRun(done.failure is None, done.folder, done.folder / "report.html", done.console.printed)
 
 
 # A budget longer than this on a laptop is worth a word before it is spent.

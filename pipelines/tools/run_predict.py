@@ -3,9 +3,11 @@
 ``python -m pipelines.tools.run_predict --data photos/ [--stage staging --model detector | --model-dir DIR]
 [--stages local_outputs/stages] [--output-uri local_outputs/predictions] [--config predict.yaml]
 [--set 'name=value ...'] [--pipeline-root local_outputs]``. ``--config`` and ``--set`` set any
-parameter of the pipeline's run form, as for ``make run`` (``pipelines/tools/params.py``). The
-console is ``make run``'s: a line per step, each step's log under ``<run folder>/logs/``. The exit
-status is 1 when a shard did not finish (running the same command again redoes only that shard).
+parameter of the pipeline's run form, as for ``make run`` (``pipelines/tools/params.py``); a
+local ``--data`` (or ``--model-dir``) that is not there is one ``error:`` line, exit 2, before
+anything runs. The console is ``make run``'s (``pipelines/tools/runner.py``): a line per step, each
+step's log under ``<run folder>/logs/``, a failure's first cause. The exit status is 1 when a shard
+did not finish (running the same command again redoes only that shard).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from components.batch_predict.component import predict_shard
 from pipelines import batch_predict
 from pipelines.tools import params
 from pipelines.tools.params import Layer, ParameterError, RunParameters
+from pipelines.tools.runner import Finished, Summary, Tool
 
 # Local shards: kfp.local runs two tasks at once on this machine's two cores.
 LOCAL_DEFAULTS = {"images_per_shard": 2000}
@@ -50,66 +53,56 @@ def predict_parameters(args: argparse.Namespace) -> RunParameters:
     return resolved
 
 
-def _figure(headline):
-    """The steps' figures, but a shard's: its iterations share one task name, so whose it is is unknown."""
-    return lambda run_dir, step: "" if step.startswith("predict-shard") else headline(run_dir, step)
+def check_local_paths(args: argparse.Namespace, resolved: RunParameters) -> Optional[int]:
+    """A local ``data`` or ``model_dir`` that is not on this machine: one line, before anything runs.
+
+    Raises:
+        ParameterError: the path is missing (``DATA /nonexistent: no such file or folder ...``).
+    """
+    problems = []
+    for name, flag in (("data", "DATA"), ("model_dir", "MODEL_DIR")):
+        value = str(resolved.values.get(name) or "")
+        if value and "://" not in value and not Path(value).exists():
+            origin = resolved.origins.get(name, "default")
+            given = flag if origin == "flags" else f"{name} ({origin})"
+            problems.append(f"{given} {value}: no such file or folder on this machine")
+    if problems:
+        raise ParameterError(problems)
+    return None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def last_lines(done: Finished) -> Summary:
+    """Where the predictions are, the report, the metrics (with labels); not ok when a shard did not finish."""
+    output = Path(done.kwargs["output_uri"])
+    summary_file = output / "summary.json"
+    if not summary_file.is_file():
+        missing = f"error: no summary under {output}: the run stopped before the join (see the logs)"
+        return Summary([] if done.failure else [missing], ok=False)
+    summary = json.loads(summary_file.read_text())
+    lines = [f"predictions: {output}/shard-*.jsonl ({summary['scored']:,} images)"]
+    for name in ("coco_results.json", "report.html"):
+        if (output / name).is_file():
+            lines.append(f"{name.split('.')[0].replace('_', ' ')}: {output / name}")
+    lines += [f"{name}: {value:.4f}" for name, value in summary.get("metrics", {}).items()]
+    return Summary(lines, ok=bool(summary.get("complete")))
+
+
+def _flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="the images: a folder, gs:// prefix, CSV/JSONL list, COCO file or dataset")
     parser.add_argument("--stage", default="staging", help="score what this stage serves (default staging)")
     parser.add_argument("--model", help="the served model name at the stage (default: the one it serves)")
     parser.add_argument("--model-dir", help="a model folder to score instead of a stage's model")
     parser.add_argument("--stages", type=Path, default=Path("local_outputs/stages"), help="the stage store")
     parser.add_argument("--output-uri", default="local_outputs/predictions", help="where the predictions go")
-    parser.add_argument("--config", help="a YAML file of the batch_predict pipeline's run-form parameters")
-    parser.add_argument("--set", action="append", metavar="NAME=VALUE ...", help="parameters over --config")
-    parser.add_argument("--pipeline-root", type=Path, default=Path("local_outputs"))
-    parser.add_argument("--verbose", action="store_true", help="also print kfp.local's whole output as it comes")
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the batch prediction locally behind the quiet console and prints its summary."""
-    from pipelines.tools.run_local import headline, run_in_console
-
-    args = _parser().parse_args(argv)
-    try:
-        resolved = predict_parameters(args)
-    except ParameterError as err:
-        for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    root = args.pipeline_root.resolve()
-    started = time.monotonic()
-    lines = [
-        f"lean-tpu-pipelines: the {batch_predict.NAME} pipeline under kfp.local",
-        f"parameters: {resolved.describe()}",
-    ]
-    done = run_in_console(
-        batch_predict.pipeline, batch_predict.NAME, resolved.values, root, out=sys.stdout, tty=None,
-        verbose=args.verbose, first_lines=lines, headline=_figure(headline),
-    )  # fmt: skip
-    console = done.console
-    failure = console.failure(done.error)
-    if failure is not None:
-        console.print_failure(failure)
-    output = Path(resolved.values["output_uri"])
-    summary_file = output / "summary.json"
-    if not summary_file.is_file():
-        console.say(f"error: no summary under {output}: the run stopped before the join (see the logs)")
-        return 1
-    summary = json.loads(summary_file.read_text())
-    console.say(f"predictions: {output}/shard-*.jsonl ({summary['scored']:,} images)")
-    for name in ("coco_results.json", "report.html"):
-        if (output / name).is_file():
-            console.say(f"{name.split('.')[0].replace('_', ' ')}: {output / name}")
-    for name, value in summary.get("metrics", {}).items():
-        console.say(f"{name}: {value:.4f}")
-    console.say(f"logs:  {console.log_dir}/")
-    console.say(f"wall time: {time.monotonic() - started:.1f} s")
-    return 0 if failure is None and done.error is None and summary.get("complete") else 1
+# The steps' figures, but a shard's: its iterations share one task name, so whose it is is unknown.
+TOOL = Tool(
+    batch_predict, __doc__, predict_parameters, last_lines, flags=_flags, before=check_local_paths,
+    figures=lambda step: not step.startswith(predict_shard.name),
+)  # fmt: skip
+_parser = TOOL.parser
+main = TOOL.main
 
 
 if __name__ == "__main__":

@@ -4,22 +4,26 @@
 [--set 'name=value ...'] [--pipeline-root local_outputs]``. The default search is 12 trials on
 Fashion-MNIST (pipelines/search.py ``LOCAL_SEARCH``); ``--search`` takes a search file (docs/sweep.md,
 "Search"); ``--dry-run`` plans and prices the rungs and prints them without running anything.
-The console is ``make run``'s. The pipeline is compiled with the rungs the file asks for.
+The console is ``make run``'s (``pipelines/tools/runner.py``); the last lines are the table, the
+pick's settings and model, and the results page. The pipeline is compiled with the rungs the file
+asks for.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
+from components.sweep.component import join_search
 from pipelines import search
 from pipelines.tools import params
 from pipelines.tools.params import Layer, ParameterError, RunParameters
+from pipelines.tools.runner import Finished, Summary, Tool
 
 
 def _search_layer(path: Path) -> Layer:
@@ -33,7 +37,7 @@ def _search_layer(path: Path) -> Layer:
     return Layer(f"SEARCH {path}", {"search": spec})
 
 
-def search_parameters(args: argparse.Namespace, pipeline: Any) -> RunParameters:
+def search_parameters(args: argparse.Namespace, pipeline: Any = search.pipeline) -> RunParameters:
     """The search's parameters: the form's defaults, ``CONFIG``, ``SEARCH``, ``SET``.
 
     Raises:
@@ -65,60 +69,64 @@ def dry_run(values: dict[str, Any]) -> str:
     return describe_plan(plan)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search", type=Path, help="a search file (default: the local search on Fashion-MNIST)")
     parser.add_argument("--dry-run", action="store_true", help="plan and price the rungs, run nothing")
-    parser.add_argument("--config", help="a YAML file of the search pipeline's run-form parameters")
-    parser.add_argument("--set", action="append", metavar="NAME=VALUE ...", help="parameters over --config")
-    parser.add_argument("--pipeline-root", type=Path, default=Path("local_outputs"))
-    parser.add_argument("--verbose", action="store_true", help="also print kfp.local's whole output as it comes")
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the search locally behind the quiet console and prints its table, or plans it (``--dry-run``)."""
+def _rungs(resolved: RunParameters) -> int:
+    return int((resolved.values["search"] or {}).get("rungs", search.DEFAULT_RUNGS))
+
+
+def before(args: argparse.Namespace, resolved: RunParameters) -> Optional[int]:
+    """The search file checked (its rungs a number); with ``--dry-run``, its plan printed and 0."""
     from components.sweep.search.space import SearchError
-    from pipelines.tools.console import executor_output
-    from pipelines.tools.run_local import headline, run_in_console
 
-    args = _parser().parse_args(argv)
     try:
-        resolved = search_parameters(args, search.pipeline)
-        rungs = int((resolved.values["search"] or {}).get("rungs", search.DEFAULT_RUNGS))
-        if args.dry_run:
-            print(dry_run(resolved.values))
-            return 0
-    except (ParameterError, SearchError) as err:
-        for line in getattr(err, "problems", None) or [str(err)]:
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    pipeline = search.build(rungs=rungs)
-    root = args.pipeline_root.resolve()
-    started = time.monotonic()
-    lines = [f"lean-tpu-pipelines: the {search.NAME} pipeline under kfp.local", f"parameters: {resolved.describe()}"]
-    done = run_in_console(
-        pipeline, search.NAME, resolved.values, root, out=sys.stdout, tty=None, verbose=args.verbose,
-        first_lines=lines, headline=lambda run_dir, step: "" if "trial" in step else headline(run_dir, step),
-    )  # fmt: skip
-    console = done.console
-    failure = console.failure(done.error)
-    if failure is not None:
-        console.print_failure(failure)
-    report = done.folder / "join-search" / "report"
+        _rungs(resolved)
+    except (ValueError, TypeError, AttributeError):
+        rungs = resolved.values["search"]
+        raise ParameterError([f"search: a mapping whose rungs is a whole number, got {rungs!r}"]) from None
+    if not args.dry_run:
+        return None
+    try:
+        print(dry_run(resolved.values))
+    except SearchError as err:
+        raise ParameterError(getattr(err, "problems", None) or [str(err)]) from None
+    return 0
+
+
+def last_lines(done: Finished) -> Summary:
+    """The table and frontiers, the pick's settings and model, and the results page.
+
+    The page is the join's HTML artifact (the frontier charts and every trial), copied to
+    ``<run folder>/search.html``: the artifact has no extension, which a browser wants.
+    """
+    from pipelines.tools.console import executor_output
+
+    report = done.folder / join_search.name / "report"
     if not report.is_file():
-        console.say(f"error: no search table under {done.folder}/join-search")
-        return 1
-    console.say(report.read_text().rstrip())
-    result = executor_output(done.folder, "join-search").get("parameterValues", {}).get("Output") or {}
+        return Summary(
+            [] if done.failure else [f"error: no search table under {done.folder}/{join_search.name}"], ok=False
+        )
+    lines = [report.read_text().rstrip()]
+    result = executor_output(done.folder, join_search.name).get("parameterValues", {}).get("Output") or {}
     folder = result.get("folder")
     if folder and (result.get("choice") or {}).get("key"):
-        console.say(f"the pick's settings: make run CONFIG={folder}/best.yaml")
-        console.say(f"the pick's model: {result['choice'].get('model_uri', '')}")
-    console.say(f"chart: {report.with_name('chart')}")
-    console.say(f"logs:  {console.log_dir}/")
-    console.say(f"search wall time: {time.monotonic() - started:.1f} s")
-    return 0 if failure is None and done.error is None else 1
+        lines.append(f"the pick's settings: make run CONFIG={folder}/best.yaml")
+        lines.append(f"the pick's model: {result['choice'].get('model_uri', '')}")
+    page = done.folder / "search.html"
+    shutil.copyfile(report.with_name("chart"), page)
+    lines.append(f"results page: {page}")
+    return Summary(lines)
+
+
+TOOL = Tool(
+    search, __doc__, search_parameters, last_lines, flags=_flags, before=before,
+    build=lambda resolved: search.build(rungs=_rungs(resolved)), figures=lambda step: "trial" not in step,
+)  # fmt: skip
+_parser = TOOL.parser
+main = TOOL.main
 
 
 if __name__ == "__main__":

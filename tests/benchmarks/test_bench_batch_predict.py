@@ -47,7 +47,8 @@ def photos(tmp_path_factory) -> Path:
 
 def test_one_shard_against_the_inference_benchmark(photos, tmp_path):
     from components.batch_predict.config import PredictConfig
-    from components.batch_predict.run import plan, score_shard
+    from components.batch_predict.plan import plan
+    from components.batch_predict.score import score_shard
     from trainer import model_folder
     from trainer.benchmark import benchmark_signature
 
@@ -82,7 +83,8 @@ def _shard(out: Path, index: int) -> subprocess.Popen:
 
 def test_a_large_folder_in_four_shards_with_one_killed(photos, tmp_path):
     from components.batch_predict.config import PredictConfig
-    from components.batch_predict.run import plan, shard_name
+    from components.batch_predict.plan import plan
+    from components.batch_predict.run import shard_name
 
     out = tmp_path / "out"
     model = tiny_detection()["model"]

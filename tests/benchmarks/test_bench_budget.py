@@ -51,7 +51,7 @@ def _varied(root: Path, seed: int) -> Path:
 def datasets(tmp_path_factory):
     """name -> converted dataset folder (the shapes, and the varied set when asked for)."""
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     root = tmp_path_factory.mktemp("bench-budget")
     sources = {"shapes": "shapes", **({"varied-0": str(_varied(root, 0))} if VARIED else {})}

@@ -103,8 +103,8 @@ def _tf_loop(out_path: str, items) -> int:
 
 
 def _baseline_idx(src: str, out: str) -> int:
-    from components.convert.imaging import encode_png
-    from components.convert.sources import read_idx
+    from components.image_input.imaging import encode_png
+    from components.image_input.sources import read_idx
 
     images = read_idx(os.path.join(src, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(src, "train-labels-idx1-ubyte.gz"))
@@ -123,7 +123,7 @@ def _baseline_jpeg(src: str, out: str) -> int:
 
 def _convert(src: str, out: str) -> int:
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     manifest = convert(ConvertConfig(source=src, splits={"train": 1.0}), out, progress_every_s=1e9, log=lambda m: None)
     assert manifest["rejected"] == 0
@@ -268,7 +268,7 @@ def _raw_write_mb_s(folder, mb=256) -> float:
 
 
 def test_bench_idx_to_png_records(tmp_path):
-    from components.convert.sources import FASHION_MNIST_DIR
+    from components.image_input.sources import FASHION_MNIST_DIR
 
     src = tmp_path / "idx"
     src.mkdir()

@@ -34,7 +34,7 @@ BATCH = 16
 @pytest.fixture(scope="module")
 def shapes_dataset(tmp_path_factory):
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     out = tmp_path_factory.mktemp("bench-det") / "ds"
     convert(ConvertConfig(source="shapes", workers=2), str(out))
@@ -173,9 +173,10 @@ def test_inference_in_process_served_and_the_nms_ways(shapes_dataset, tmp_path):
     import keras_hub
     import tensorflow as tf
 
+    from components.benchmark.config import BenchmarkConfig
     from components.benchmark.run import run_benchmark
     from trainer.benchmark import benchmark_signature
-    from trainer.config import BenchmarkConfig, TrainConfig
+    from trainer.config import TrainConfig
     from trainer.evaluate import read_encoded_split
     from trainer.train import train
 

@@ -27,7 +27,7 @@ TARGETS = {"ap": 0.5, "ap50": 0.9}
 
 def test_detection_quality_on_every_seed_and_the_box_loss(tmp_path):
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     dataset = str(tmp_path / "shapes")
     convert(ConvertConfig(source="shapes", workers=2), dataset)

@@ -37,7 +37,7 @@ RECIPES = {
 @pytest.mark.parametrize("task_name", [t for t in RECIPES if t in TASKS])
 def test_bfloat16_quality_against_float32_over_seeds(task_name, tmp_path):
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     source, module, metric, target = RECIPES[task_name]
     dataset = str(tmp_path / "ds")

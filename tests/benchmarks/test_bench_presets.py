@@ -40,9 +40,11 @@ def _config(steps: int, **options):
 
 
 def test_fine_tuning_from_a_preset_directory_beats_training_from_scratch(tmp_path, capsys):
-    from components.convert import convert, shapes
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
     from trainer import model_folder
-    from trainer.config import ConvertConfig, EvaluateConfig
+    from trainer.config import EvaluateConfig
     from trainer.tasks import get_task
     from trainer.train import train
 

@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = ("convert", "train", "evaluate", "benchmark", "sweep", "promote", "monitor", "report")
 LOOKUP = (
     "from trainer.tasks import task_types; from components.serving.targets import target_names; "
-    "from components.convert.sources import registry; "
+    "from components.image_input.sources import registry; "
     "assert 'brightness' in task_types() and target_names() and 'brightness' in registry.kind_names(); "
     "import sys; assert 'tensorflow' not in sys.modules"
 )
-IMPORT_ONLY = "import trainer.tasks, components.serving.targets, components.convert.sources.registry"
+IMPORT_ONLY = "import trainer.tasks, components.serving.targets, components.image_input.sources.registry"
 
 
 def _seconds(argv: list[str]) -> float:

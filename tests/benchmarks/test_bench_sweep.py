@@ -40,9 +40,10 @@ def _settings():
 
 def _in_process(root) -> float:
     from components.convert import convert
+    from components.convert.config import ConvertConfig
     from components.sweep.cell import run_cell
-    from components.sweep.grid import grid_settings, plan_grid
-    from trainer.config import ConvertConfig
+    from components.sweep.config import SweepConfig
+    from components.sweep.grid import plan_grid
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()
@@ -50,7 +51,8 @@ def _in_process(root) -> float:
     started = time.perf_counter()
     dataset = str(root / "dataset")
     convert(ConvertConfig(source=s["source"], workers=1), dataset)
-    cells = plan_grid(GRID, *grid_settings(**s))
+    settings = SweepConfig(**s)
+    cells = plan_grid(GRID, settings.grid_defaults(), settings.key_context())
     for i, cell in enumerate(cells):
         result = run_cell(dataset, str(root / f"model-{i}"), cell, time.time())
         assert result.status == "ok"

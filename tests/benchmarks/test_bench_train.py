@@ -177,7 +177,7 @@ def test_trainer_against_the_notebooks_way(tmp_path):
     if not (FASHION_MNIST / "train-images-idx3-ubyte.gz").exists():
         pytest.skip(f"Fashion-MNIST IDX files not in {FASHION_MNIST}")
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     repeats = int(os.environ.get("LTP_BENCH_REPEATS", "3"))
     images = int(os.environ.get("LTP_BENCH_IMAGES", "8192"))

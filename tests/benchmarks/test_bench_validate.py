@@ -61,8 +61,8 @@ def _validate(dataset: str, **settings) -> tuple[float, object]:
 
 @pytest.mark.parametrize("source", ["fashion-mnist", "shapes"])
 def test_the_library_call_against_a_tensorflow_read_of_the_same_records(tmp_path, source, capsys):
+    from components.convert.config import ConvertConfig
     from components.convert.convert import convert
-    from trainer.config import ConvertConfig
 
     dataset = str(tmp_path / "dataset")
     convert(ConvertConfig(source=source), dataset, log=lambda _: None)

@@ -17,7 +17,10 @@ import pytest
 
 from components.batch_predict.__main__ import main
 from components.batch_predict.config import PredictConfig
-from components.batch_predict.run import join, plan, score_shard, shard_name
+from components.batch_predict.join import join
+from components.batch_predict.plan import plan
+from components.batch_predict.run import shard_name
+from components.batch_predict.score import score_shard
 from tests.detection_fixtures import tiny_detection
 from tests.eval_bench_fixtures import tiny_assets
 from trainer import tfrecords

@@ -149,8 +149,8 @@ def test_the_serving_checks_ask_the_detection_task(det, served):
 
 
 def test_the_benchmark_times_the_detector_in_process_and_served(det):
+    from components.benchmark.config import BenchmarkConfig
     from components.benchmark.run import run_benchmark
-    from trainer.config import BenchmarkConfig
 
     row = run_benchmark(det["model"], det["dataset"], BenchmarkConfig(num_images=64, batch_size=16, rounds=1))
     assert row.timing.num_images == 64 and row.timing.images_per_sec > 0 and row.http.images_per_sec > 0

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from components.convert.config import ConvertConfig
 from components.convert.convert import convert
 from components.evaluate.gate import ThresholdError
 from components.evaluate.run import run_evaluation, write_outputs
 from tests.eval_bench_fixtures import CLASSES, make_image, stages_with_prod, tiny_assets
-from trainer.config import ConfigError, ConvertConfig, EvaluateConfig
+from trainer.config import ConfigError, EvaluateConfig
 from trainer.slices import SliceError
 
 pytestmark = pytest.mark.slow

@@ -42,7 +42,7 @@ def test_promote_twice_then_roll_back_from_the_command_line(tmp_path):
     result = json.loads(first.stdout)
     assert result["version"] == 1 and result["action"] == "promote" and result["checks"]["prediction"]["passed"]
     assert result["checks"]["load"]["figures"]["requests"] <= 20  # the config file's bound
-    current = stages.read_current(root, "demo", "clf")
+    current = stages.StageRegistry(root).read_current("demo", "clf")
     assert current.run == "cli-1" and current.metrics == {"accuracy": 0.91, "loss": 0.3}
 
     # 2: in process (the same main), writing the report; the test split is scored for the metrics.
@@ -50,14 +50,14 @@ def test_promote_twice_then_roll_back_from_the_command_line(tmp_path):
     argv = ["promote", "--model-dir", str(tmp_path / "m2"), "--dataset", dataset, "--report", str(report), *common]
     assert cli.main(argv) == 0
     assert "# Promote: demo serves version 2" in report.read_text()
-    assert "accuracy" in stages.read_current(root, "demo", "clf").metrics
+    assert "accuracy" in stages.StageRegistry(root).read_current("demo", "clf").metrics
 
     # 3: the rollback, a subprocess again: version 1 serves, checked with the stage's known examples.
     back = run_cli("rollback", "--run-id", "cli-3", *common)
     assert back.returncode == 0, back.stderr
     assert back.stdout.startswith("# Rollback: demo serves version 1") and "| prediction | yes |" in back.stdout
-    assert stages.list_versions(root, "demo", "clf") == [1]
-    history = stages.read_history(root, "demo", "clf")
+    assert stages.StageRegistry(root).list_versions("demo", "clf") == [1]
+    history = stages.StageRegistry(root).read_history("demo", "clf")
     assert [(e.action, e.version) for e in history] == [("promote", 1), ("promote", 2), ("rollback", 1)]
     assert history[1].run.startswith("cli-") and history[2].run == "cli-3"  # default run id: cli-<UTC time>
     # Nothing left to roll back to: a one-line error and exit status 2.

@@ -25,7 +25,7 @@ def test_promote_model_adapter(tmp_path):
     )
     assert version == 1
     root = str(tmp_path / "root" / "stages")  # stages_root "" derives it from the pipeline root
-    current = stages.read_current(root, "demo", "clf")
+    current = stages.StageRegistry(root).read_current("demo", "clf")
     assert current.run == "run-1" and current.model_uri == str(tmp_path / "model")
     assert "accuracy" in current.metrics  # scored on the test split when no metrics are given
     text = (tmp_path / "report.md").read_text()

@@ -12,10 +12,10 @@ import pytest
 
 from components.promote.run import promote, promote_version, render_report, rollback
 from components.serving.checks import CheckResult
+from components.serving.config import PromoteConfig
 from components.serving.contract import REMEDY, ContractChangeError, read_contract
 from components.serving.stages import StageEntry, StageRegistry
 from tests.promote_models import CLASS_NAMES, IMAGE_SHAPE, export_tiny_model, train_tiny_model, write_digits_dataset
-from trainer.config import PromoteConfig
 from trainer.tasks import get_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -9,11 +9,11 @@ from components.kube import RolloutTimeout
 from components.promote.run import PromotionError, promote, render_report, rollback
 from components.serving import stages
 from components.serving.checks import KnownExample, ServingChecksError, http_json, run_checks
+from components.serving.config import LoadTestConfig, PromoteConfig
 from components.serving.stages import StageRegistry
 from components.serving.targets import TargetSettings
 from components.serving.targets.local import LocalTarget
 from tests.promote_models import export_tiny_model, write_digits_dataset
-from trainer.config import LoadTestConfig, PromoteConfig
 from trainer.tasks import get_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -55,7 +55,7 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     load = result.check("load")
     profile = cfg.effective_load_test("loopback")
     assert 1 <= load.figures["requests"] <= profile.max_requests and load.figures["errors"] == 0
-    current = stages.read_current(cfg.stages_root, "prod", "clf")
+    current = stages.StageRegistry(cfg.stages_root).read_current("prod", "clf")
     assert (current.target, current.task) == ("local", "classification")  # the record names both
     # The load test's p50/p95/p99, rate and errors, and prod's objectives, are a typed history record.
     assert current.load_test == result.load_test and current.load_test.passed
@@ -70,8 +70,8 @@ def test_promote_records_and_rerun_is_a_no_op(tmp_path, models):
     assert 0.7 <= current.metrics["accuracy"] <= 1.0  # the evaluation gate's baseline
     again = promote(models["good"], models["dataset"], cfg, run_id="run-2")
     assert again.no_op and again.version == 1 and {c.name: c for c in again.checks} == by_name
-    assert len(stages.read_history(cfg.stages_root, "prod", "clf")) == 1
-    assert stages.list_versions(cfg.stages_root, "prod", "clf") == [1]
+    assert len(stages.StageRegistry(cfg.stages_root).read_history("prod", "clf")) == 1
+    assert stages.StageRegistry(cfg.stages_root).list_versions("prod", "clf") == [1]
     assert "serves version 1" in render_report(again)
 
 
@@ -80,9 +80,9 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
     promote(models["good"], models["dataset"], cfg, run_id="run-1", metrics={"accuracy": 0.9})
     with pytest.raises(PromotionError, match=r"prediction.*Rolled back: demo serves version 1 \(verified\)"):
         promote(models["bad"], models["dataset"], cfg, run_id="run-2")
-    assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
+    assert stages.StageRegistry(cfg.stages_root).list_versions("demo", "clf") == [1]
     assert serving_version(cfg) == 1
-    current = stages.read_current(cfg.stages_root, "demo", "clf")
+    current = stages.StageRegistry(cfg.stages_root).read_current("demo", "clf")
     assert current.action == "rollback" and current.version == 1 and current.failed_version == 2
     assert current.metrics == {"accuracy": 0.9} and current.verified is True
     # The next good model gets a fresh number: version numbers only grow.
@@ -91,7 +91,7 @@ def test_failing_model_rolls_back_and_the_earlier_version_keeps_serving(tmp_path
     assert back.version == 1 and back.previous_version == 3 and back.check("prediction").passed
     assert back.metrics == {"accuracy": 0.9}  # recorded with version 1
     assert serving_version(cfg) == 1
-    assert [e.action for e in stages.read_history(cfg.stages_root, "demo", "clf")] == [
+    assert [e.action for e in stages.StageRegistry(cfg.stages_root).read_history("demo", "clf")] == [
         "promote",
         "rollback",
         "promote",
@@ -108,8 +108,8 @@ def test_missed_load_objective_rolls_back(tmp_path, models):
     strict = cfg.replace(load_test={"clients": 1, "max_requests": 10, "max_p99_ms": 0.001})
     with pytest.raises(PromotionError, match=r"load:.*p99 .* > objective 0.001 ms.*serves version 1 \(verified\)"):
         promote(models["better"], models["dataset"], strict, run_id="run-2", metrics={})
-    assert stages.list_versions(cfg.stages_root, "demo", "clf") == [1]
-    current = stages.read_current(cfg.stages_root, "demo", "clf")
+    assert stages.StageRegistry(cfg.stages_root).list_versions("demo", "clf") == [1]
+    current = stages.StageRegistry(cfg.stages_root).read_current("demo", "clf")
     assert current.action == "rollback" and current.failed_version == 2
     failed = current.failed_load_test
     assert failed is not None and not failed.passed and failed.requests == 10 and failed.p99_ms > 0.001
@@ -122,9 +122,9 @@ def test_first_model_failing_leaves_the_stage_empty(tmp_path, models):
     cfg = config(tmp_path, "staging")
     with pytest.raises(PromotionError, match="serves nothing"):
         promote(models["bad"], models["dataset"], cfg, run_id="run-1", metrics={})
-    assert stages.read_current(cfg.stages_root, "staging", "clf") is None
-    assert stages.list_versions(cfg.stages_root, "staging", "clf") == []
-    assert stages.read_history(cfg.stages_root, "staging", "clf")[-1].version is None
+    assert stages.StageRegistry(cfg.stages_root).read_current("staging", "clf") is None
+    assert stages.StageRegistry(cfg.stages_root).list_versions("staging", "clf") == []
+    assert stages.StageRegistry(cfg.stages_root).read_history("staging", "clf")[-1].version is None
 
 
 def test_the_checks_report_every_failed_check(models):
@@ -156,7 +156,7 @@ def test_kubernetes_target_needs_gcs(tmp_path, models):
     cfg = config(tmp_path, target="kubernetes")
     with pytest.raises(ValueError, match="gs://"):
         promote(models["good"], models["dataset"], cfg, run_id="r")
-    assert stages.list_versions(cfg.stages_root, "demo", "clf") == []  # nothing published
+    assert stages.StageRegistry(cfg.stages_root).list_versions("demo", "clf") == []  # nothing published
 
 
 class StandInCluster(LocalTarget):
@@ -189,7 +189,7 @@ def test_a_failed_rollout_rolls_back(tmp_path, models):
     with pytest.raises(PromotionError, match="timed out.*serves version 1 \\(verified\\)"):
         promote(models["better"], models["dataset"], cfg, run_id="r2", metrics={}, target=cluster)
     assert cluster.calls == [("serve", {"clf": 1}), ("serve", {"clf": 2}), ("restore", {"clf": 1})]
-    current = stages.read_current(cfg.stages_root, "demo", "clf")
+    current = stages.StageRegistry(cfg.stages_root).read_current("demo", "clf")
     assert current.action == "rollback" and current.version == 1 and "RolloutTimeout" in current.reason
 
 
@@ -262,9 +262,9 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
         assert status == 404 and "['a', 'b']" in body["error"]
 
     # Records and the gate's baseline are per model name.
-    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"a": 1, "b": 2}
-    assert [e.run for e in stages.read_history(root, "prod", "a")] == ["a-1"]
-    assert [e.run for e in stages.read_history(root, "prod", "b")] == ["b-1", "b-2"]
+    assert {n: e.version for n, e in stages.StageRegistry(root).served_models("prod").items()} == {"a": 1, "b": 2}
+    assert [e.run for e in stages.StageRegistry(root).read_history("prod", "a")] == ["a-1"]
+    assert [e.run for e in stages.StageRegistry(root).read_history("prod", "b")] == ["b-1", "b-2"]
     assert read_baseline(root, "a")["metrics"] == {"accuracy": 0.9}
     assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.91}
     assert len(StageRegistry(root).load_examples("prod", "b").examples) == b.smoke_examples
@@ -272,12 +272,14 @@ def test_two_models_side_by_side_at_one_stage(tmp_path, models):
     # Rolling b back leaves a as it was.
     back = rollback(b, run_id="b-3")
     assert back.version == 1 and back.previous_version == 2 and back.check("stage_models").passed
-    assert {n: e.version for n, e in stages.served_models(root, "prod").items()} == {"a": 1, "b": 1}
-    assert [e.run for e in stages.read_history(root, "prod", "a")] == ["a-1"]
+    assert {n: e.version for n, e in stages.StageRegistry(root).served_models("prod").items()} == {"a": 1, "b": 1}
+    assert [e.run for e in stages.StageRegistry(root).read_history("prod", "a")] == ["a-1"]
     assert read_baseline(root, "b")["metrics"] == {"accuracy": 0.95}  # recorded with b's version 1
     with pytest.raises(ValueError, match="cannot roll back prod"):
         rollback(a, run_id="a-2")  # a has one version: b's are not a's
-    assert stages.list_versions(root, "prod", "a") == [1] and stages.list_versions(root, "prod", "b") == [1]
+    assert stages.StageRegistry(root).list_versions("prod", "a") == [1] and stages.StageRegistry(root).list_versions(
+        "prod", "b"
+    ) == [1]
 
 
 def test_a_failed_first_rollout_of_a_second_model_keeps_the_first_model(tmp_path, models):
@@ -291,7 +293,10 @@ def test_a_failed_first_rollout_of_a_second_model_keeps_the_first_model(tmp_path
     assert cluster.calls == [("serve", {"a": 1}), ("serve", {"a": 1, "b": 1}), ("restore", {"a": 1})]
     again = promote(models["better"], models["dataset"], b, run_id="b-2", metrics={}, target=cluster)
     assert again.version == 2 and again.check("stage_models").detail == "also serves a version 1"
-    assert {n: e.version for n, e in stages.served_models(a.stages_root, "demo").items()} == {"a": 1, "b": 2}
+    assert {n: e.version for n, e in stages.StageRegistry(a.stages_root).served_models("demo").items()} == {
+        "a": 1,
+        "b": 2,
+    }
 
 
 def test_the_server_splits_a_models_traffic_by_weight_and_names_the_version_that_answered(tmp_path, models):
@@ -331,6 +336,6 @@ def test_a_canary_goes_through_every_step_and_a_failing_one_is_rolled_back(tmp_p
     assert result.version == 2 and result.check("canary").detail == "passed at 50%, 100%"
     with pytest.raises(PromotionError, match=r"canary at 50% failed.*prediction.*Rolled back: demo serves version 2"):
         promote(models["bad"], models["dataset"], cfg, run_id="run-3", metrics={}, target=target)
-    last = stages.read_current(cfg.stages_root, "demo", "clf")
+    last = stages.StageRegistry(cfg.stages_root).read_current("demo", "clf")
     assert (last.action, last.version, last.failed_version, last.verified) == ("rollback", 2, 3, True)
     assert "canary at 50% failed" in last.reason and serving_version(cfg) == 2

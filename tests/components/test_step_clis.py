@@ -41,9 +41,12 @@ def test_evaluate_bad_input(tmp_path, capsys):
     assert evaluate_main(missing) == 2
     _one_line_error(capsys, "model folder", "nope does not exist")
     config = tmp_path / "run.yaml"
-    config.write_text("evaluate: {top_k: 0}\n")
+    config.write_text("evaluate: {evaluation_options: {top_k: 0}}\n")
     assert evaluate_main([*base, "--config", str(config)]) == 2
-    _one_line_error(capsys, "evaluate.top_k: must be >= 1")
+    _one_line_error(capsys, "evaluate.evaluation_options.top_k: must be >= 1")
+    config.write_text("evaluate: {top_k: 3}\n")  # an earlier version's key: where it went
+    assert evaluate_main([*base, "--config", str(config)]) == 2
+    _one_line_error(capsys, "evaluate.top_k: renamed; set evaluate.evaluation_options.top_k instead")
     assert not out.exists()  # nothing written on bad input
 
 

@@ -40,7 +40,7 @@ def _assets(task: str) -> dict[str, str]:
 
 
 def test_convert_writes_a_detection_dataset_from_a_coco_file(tmp_path, capsys):
-    from components.convert import shapes
+    from components.image_input import shapes
 
     coco = shapes.generate(tmp_path / "coco", count=12, size=64, seed=3)
     out = tmp_path / "dataset"
@@ -109,5 +109,5 @@ def test_promote_serves_the_task_s_model_in_demo(task, tmp_path, capsys):
     assert result["version"] == 1 and result["action"] == "promote" and result["checks"]["prediction"]["passed"]
     # no --model-name: served under the task's name for its models (classifier, detector)
     name = get_task(task).run_defaults.served_model_name
-    current = stages.read_current(root, "demo", name)
-    assert current.run == f"cli-{task}" and stages.list_versions(root, "demo", name) == [1]
+    current = stages.StageRegistry(root).read_current("demo", name)
+    assert current.run == f"cli-{task}" and stages.StageRegistry(root).list_versions("demo", name) == [1]

@@ -46,7 +46,7 @@ def test_leakage_fails_the_step_after_publishing_and_a_policy_can_make_it_a_warn
 
 
 def test_the_baseline_is_the_dataset_prod_serves_a_model_trained_on_else_the_drift_checks_say_skipped(tmp_path):
-    from components.serving.stages import StageEntry, record
+    from components.serving.stages import StageEntry, StageRegistry
     from trainer import storage
 
     stages = str(tmp_path / "stages")
@@ -62,8 +62,7 @@ def test_the_baseline_is_the_dataset_prod_serves_a_model_trained_on_else_the_dri
 
     model = tmp_path / "model"
     storage.write_json(str(model / "training.json"), {"dataset": str(old)})
-    record(
-        stages,
+    StageRegistry(stages).record(
         "staging",
         StageEntry(action="promote", version=3, model_uri=str(model), run="r1", model_name="classifier"),
     )

@@ -8,9 +8,9 @@ import pytest
 from PIL import Image
 
 from components.convert import convert, verify
+from components.convert.config import ConvertConfig
 from tests.gcs_emulator import running_emulator
 from trainer import storage
-from trainer.config import ConvertConfig
 from trainer.tfrecords import load_dataset_info
 
 pytestmark = pytest.mark.integration

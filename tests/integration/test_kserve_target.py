@@ -231,7 +231,7 @@ def test_a_new_version_goes_through_every_canary_step_checked_against_the_canary
     fake, kserve, api, stage_store, checks
 ):
     from components.promote.run import promote_version
-    from trainer.config import PromoteConfig
+    from components.serving.config import PromoteConfig
 
     root, demo_version = stage_store
     target = kserve_target(api, root)
@@ -252,7 +252,7 @@ def test_a_new_version_goes_through_every_canary_step_checked_against_the_canary
 
 def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, kserve, api, stage_store, checks):
     from components.promote.run import PromotionError, promote_version
-    from trainer.config import PromoteConfig
+    from components.serving.config import PromoteConfig
 
     root, demo_version = stage_store
     target = kserve_target(api, root)
@@ -274,7 +274,7 @@ def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, k
 
 def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, api, stage_store, checks):
     from components.promote.run import promote_version, rollback
-    from trainer.config import PromoteConfig
+    from components.serving.config import PromoteConfig
 
     root, demo_version = stage_store
     target = kserve_target(api, root)
@@ -290,7 +290,7 @@ def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, api, sta
 
 def test_standard_mode_replaces_without_a_canary_and_rolls_back(fake, api, stage_store, checks, caplog):
     from components.promote.run import PromotionError, promote_version
-    from trainer.config import PromoteConfig
+    from components.serving.config import PromoteConfig
 
     FakeKServe(mode="Standard").install(fake)
     root, demo_version = stage_store
@@ -366,7 +366,7 @@ def demo_served(tmp_path, fake, kserve, api):
 
 def test_the_monitor_checks_each_inference_service_over_the_v1_protocol(demo_served, quiet_prometheus):
     from components.monitor.run import monitor, status_line
-    from trainer.config import MonitorConfig
+    from components.serving.config import MonitorConfig
 
     target = demo_served
     config = MonitorConfig(
@@ -384,7 +384,7 @@ def test_the_monitor_reports_an_inference_service_that_is_not_ready_or_does_not_
     demo_served, quiet_prometheus, fake, kserve
 ):
     from components.monitor.run import monitor, status_line
-    from trainer.config import MonitorConfig
+    from components.serving.config import MonitorConfig
 
     target = demo_served
     config = MonitorConfig(

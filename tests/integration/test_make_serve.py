@@ -23,9 +23,9 @@ def test_serves_each_stage_with_a_model_and_stops_on_ctrl_c(tmp_path):
     root = str(tmp_path / "stages")
     export_tiny_model(str(tmp_path / "m"), steps=5)
     for stage in ("demo", "prod"):  # staging serves nothing
-        version = stages.publish(str(tmp_path / "m"), root, stage, "clf")
-        stages.record(
-            root, stage, StageEntry(action="promote", version=version, model_uri="m", run="r", model_name="clf")
+        version = stages.StageRegistry(str(tmp_path / "m")).publish(root, stage, "clf")
+        stages.StageRegistry(root).record(
+            stage, StageEntry(action="promote", version=version, model_uri="m", run="r", model_name="clf")
         )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(

@@ -85,8 +85,8 @@ def test_records_per_model_on_gcs(gcs):
 @pytest.mark.slow
 def test_local_promotion_with_stages_on_gcs(gcs, tmp_path):
     from components.promote.run import promote
+    from components.serving.config import PromoteConfig
     from tests.promote_models import export_tiny_model, write_digits_dataset
-    from trainer.config import PromoteConfig
 
     export_tiny_model(str(tmp_path / "model" / "saved_model"), steps=150)
     dataset = write_digits_dataset(tmp_path / "dataset", count=24)

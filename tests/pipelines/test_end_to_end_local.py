@@ -105,9 +105,9 @@ def test_the_data_checks_ran_before_training_and_are_in_the_model_card(local_run
     card = (run_dir / "train-model" / "model" / "model_card.md").read_text()
     assert "## Data checks" in card and "- passed:" in card
     # what prod records keeps the slices: the next run's gate compares slice by slice
-    from components.serving.stages import read_current
+    from components.serving.stages import StageRegistry
 
-    prod = read_current(str(stages_root), "prod", "classifier")
+    prod = StageRegistry(str(stages_root)).read_current("prod", "classifier")
     assert any(k.startswith("slice/class:") for k in prod.metrics), prod.metrics
 
 
@@ -124,12 +124,12 @@ def test_every_stage_serves_the_model_after_its_checks_passed(local_run):
     run_dir, stages_root, outputs = local_run
     evaluated = _task(outputs, "evaluate-model")["metrics"]
     for stage in stages.STAGES:
-        current = stages.read_current(str(stages_root), stage, "classifier")
+        current = stages.StageRegistry(str(stages_root)).read_current(stage, "classifier")
         assert current is not None, f"{stage} serves nothing"
         # The evaluation's metrics travel with the model: prod's are the next run's gate baseline.
         assert current.metrics["accuracy"] == pytest.approx(evaluated["accuracy"])
         assert current.version >= 1
-        history = stages.read_history(str(stages_root), stage, "classifier")
+        history = stages.StageRegistry(str(stages_root)).read_history(stage, "classifier")
         assert history[-1].version == current.version
         assert current.checks_passed  # the serving checks' record travels with the promotion
 
@@ -254,7 +254,7 @@ def test_make_predict_scores_what_staging_serves_in_shards_under_kfp_local(local
     assert status == 0, console
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] and summary["scored"] == count and summary["shards"] == 2
-    version = stages.read_current(str(stages_root), "staging", "classifier").version
+    version = stages.StageRegistry(str(stages_root)).read_current("staging", "classifier").version
     rows = [json.loads(line) for f in sorted(out.glob("shard-*.jsonl")) for line in f.read_text().splitlines()]
     assert len(rows) == count and {r["model_version"] for r in rows} == {f"staging/classifier v{version}"}
     right = sum(r["classes"][0]["class"] == r["label"] for r in rows)

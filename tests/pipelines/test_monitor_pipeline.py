@@ -110,10 +110,10 @@ def _broken_by_bad_traffic(url, prom, config):
 def test_monitor_pipeline_runs_locally_against_prometheus(tmp_path):
     from components.monitor.run import PrometheusError, monitor
     from components.promote.run import promote
+    from components.serving.config import MonitorConfig, PromoteConfig
     from components.serving.stages import StageRegistry
     from components.serving.targets.local import LocalTarget
     from tests.promote_models import export_tiny_model, write_digits_dataset
-    from trainer.config import MonitorConfig, PromoteConfig
 
     root = str(tmp_path / "stages")
     dataset = write_digits_dataset(tmp_path / "dataset", count=32)

@@ -14,6 +14,9 @@ from pipelines import platform
 from pipelines.tools.compile import PIPELINES, compile_all
 from trainer.budget.limits import MAX_BUDGET_S
 
+# What the steps declare on their surfaces (components/<step>/surface.py): the components that may
+# download from a model hub (the hub Secret) and those a budget or a timeout keeps long.
+HUB = LONG = frozenset({"train-model", "train-grid-cell", "train-search-trial", "time-training-cell", "run-notebook"})
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -45,7 +48,7 @@ def test_every_step_has_its_labels_and_a_deadline(compiled, name):
         assert executor.removeprefix("exec-").startswith(labels["lean-tpu-pipelines.dev/step"])
         assert all(LABEL_VALUE.match(v) for v in labels.values()), labels
         deadline = int(spec["activeDeadlineSeconds"])
-        if labels["lean-tpu-pipelines.dev/step"] in platform.LONG_STEPS:
+        if labels["lean-tpu-pipelines.dev/step"] in LONG:
             assert deadline > MAX_BUDGET_S  # longer than any time budget or notebook timeout may ask
         else:
             assert deadline == platform.DEADLINE_S
@@ -63,7 +66,7 @@ def test_steps_that_download_weights_read_the_hub_secret_by_its_run_time_name_an
         for executor, spec in kube["deploymentSpec"]["executors"].items():
             step = spec["podMetadata"]["labels"]["lean-tpu-pipelines.dev/step"]
             secrets = spec.get("secretAsEnv", [])
-            assert bool(secrets) == (step in platform.SECRET_STEPS), (name, executor)
+            assert bool(secrets) == (step in HUB), (name, executor)
             for secret in secrets:
                 seen.add(step)
                 assert secret["optional"] is True

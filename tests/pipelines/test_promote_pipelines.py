@@ -36,10 +36,10 @@ def test_promote_and_rollback_pipelines_run_locally(tmp_path):
 
     from components.promote.run import promote
     from components.serving import stages
+    from components.serving.config import PromoteConfig
     from pipelines import promote as promote_pipeline
     from pipelines import rollback as rollback_pipeline
     from tests.promote_models import export_tiny_model, write_digits_dataset
-    from trainer.config import PromoteConfig
 
     root = str(tmp_path / "stages")
     dataset = write_digits_dataset(tmp_path / "dataset", count=32)
@@ -47,29 +47,29 @@ def test_promote_and_rollback_pipelines_run_locally(tmp_path):
     for i, name in enumerate(["m1", "m2"]):
         export_tiny_model(str(tmp_path / name / "saved_model"), steps=150, seed=i)
         promote(str(tmp_path / name), dataset, demo, run_id=f"setup-{i}", metrics={"accuracy": 0.8 + i / 100})
-    assert stages.read_current(root, "demo", "clf").version == 2
+    assert stages.StageRegistry(root).read_current("demo", "clf").version == 2
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"), raise_on_error=True)
     promote_pipeline.pipeline(source_stage="demo", target_stage="staging", stages_root=root, served_model_name="clf")
-    staging = stages.read_current(root, "staging", "clf")
+    staging = stages.StageRegistry(root).read_current("staging", "clf")
     assert staging.version == 1 and staging.source_version == 2 and staging.metrics == {"accuracy": 0.81}
     assert {c.name: c.passed for c in staging.checks}["prediction"] and staging.run.startswith("promote-")
 
     rollback_pipeline.pipeline(stage="demo", stages_root=root, served_model_name="clf")
-    current = stages.read_current(root, "demo", "clf")
+    current = stages.StageRegistry(root).read_current("demo", "clf")
     assert current.action == "rollback" and current.version == 1 and current.verified
-    assert stages.list_versions(root, "demo", "clf") == [1]
+    assert stages.StageRegistry(root).list_versions("demo", "clf") == [1]
 
     # demo now serves version 1, which is not what was asked for: refused, and staging is unchanged.
     with pytest.raises(RuntimeError):
         promote_pipeline.pipeline(
             source_stage="demo", target_stage="staging", version=2, stages_root=root, served_model_name="clf"
         )
-    assert stages.read_current(root, "staging", "clf").version == 1
+    assert stages.StageRegistry(root).read_current("staging", "clf").version == 1
     # prod only from staging.
     with pytest.raises(RuntimeError):
         promote_pipeline.pipeline(source_stage="demo", target_stage="prod", stages_root=root, served_model_name="clf")
-    assert stages.read_current(root, "prod", "clf") is None
+    assert stages.StageRegistry(root).read_current("prod", "clf") is None
 
 
 def test_compile_module_lists_both():

@@ -1,5 +1,6 @@
-"""A local run whose first step fails: the console says which, why, and where the log is; the run
-still gets its report (what ran, the failing step, its error and log tail)."""
+"""A local run whose first step fails: the console says which, why (its own error line, no
+traceback), and where the log is; the run still gets its report (what ran, the failing step, its
+error and log tail)."""
 
 import io
 import re
@@ -24,8 +25,9 @@ def test_a_failing_step_prints_its_error_and_log_tail_and_gets_a_report(tmp_path
     error = next(line for line in lines if line.startswith("error: step 'Convert to TFRecords' failed: "))
     assert str(missing) in error and "Error" in error
     log = result.run_dir / "logs" / "convert-to-tfrecords.log"
-    assert f"last lines of its log ({log}):" in text
-    assert [line for line in lines if line.startswith("  | ")], "no log tail printed"
+    # the step's own output is its error alone (no traceback): said once, then where the whole log is
+    assert lines[lines.index(error) + 1] == f"Its log: {log}", text
+    assert "Traceback" not in text and not [line for line in lines if line.startswith("  | ")]
     not_run = next(line for line in lines if line.startswith("-- not run: "))
     assert (
         not_run.startswith("-- not run: Validate the data, Train, ") and "Run report" in not_run

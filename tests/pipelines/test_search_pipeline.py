@@ -99,6 +99,8 @@ def test_make_search_runs_the_rungs_under_kfp_local_and_a_failed_trial_is_a_row(
     assert f"make run CONFIG={folder}/best.yaml" in out and "| trial | rung reached |" in out
 
     (chart,) = tmp_path.glob("search-*/join-search/chart")
+    results = chart.parent.parent / "search.html"  # make search says where its results page is
+    assert f"results page: {results}" in out and results.read_bytes() == chart.read_bytes()
     page = tmp_path / "frontier.html"  # the artifact has no extension: served as a page, as the UI does
     page.write_bytes(chart.read_bytes())
     _frontier_page_draws_both_charts(page, tmp_path)

@@ -101,11 +101,13 @@ def test_legacy_pod_slices_are_one_pod_with_the_tpu_annotation(tmp_path, preset,
 
 def test_a_pod_slice_scales_the_global_batch_and_learning_rate_with_its_cores():
     # What a cell on tpu-v3-128 trains with: 128 replicas (one per core), as the trainer computes it.
-    from components.sweep.grid import grid_settings, plan_grid
+    from components.sweep.config import SweepConfig
+    from components.sweep.grid import plan_grid
     from trainer.config import TrainConfig
     from trainer.training.setup import resolve_global_batch, scaled_learning_rate
 
-    defaults, context = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)
+    settings = SweepConfig(model="retinanet", source="shapes", epochs=4, batch_size_per_replica=16)
+    defaults, context = settings.grid_defaults(), settings.key_context()
     (cell,) = plan_grid(
         [{"accelerator": "tpu-v3-128", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 128}],
         defaults,

@@ -49,7 +49,7 @@ def fanout(tmp_path_factory):
 @pytest.mark.slow
 def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path, fanout):
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     ds, _ = fanout
     manifest = json.load(open(os.path.join(ds.path, "dataset.json")))
@@ -65,10 +65,12 @@ def test_fanout_runs_under_kfp_local_and_equals_a_single_pod_conversion(tmp_path
 def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, fanout):
     # The fan-out pipeline publishes a pointer dataset.json (its shards stay where the pods wrote
     # them); every consumer must find the shards through the one reader, trainer.tfrecords.
+    from components.benchmark.config import BenchmarkConfig
     from components.benchmark.run import run_benchmark
     from components.evaluate.run import run_evaluation
     from components.promote.run import promote
-    from trainer.config import BenchmarkConfig, EvaluateConfig, PromoteConfig, TrainConfig
+    from components.serving.config import PromoteConfig
+    from trainer.config import EvaluateConfig, TrainConfig
     from trainer.train import train
 
     # kfp.local follows the finalize step's changed artifact URI to the shards; an orchestrator that
@@ -96,8 +98,8 @@ def test_the_fanout_dataset_trains_evaluates_benchmarks_and_promotes(tmp_path, f
 
 
 def test_a_pointer_manifest_leads_to_the_shards(tmp_path):
+    from components.convert.config import ConvertConfig
     from components.convert.run import finalize_step, plan_step, shards_step
-    from trainer.config import ConvertConfig
     from trainer.tfrecords import load_dataset_info
 
     staged, pointer = str(tmp_path / "staged"), str(tmp_path / "pointer")

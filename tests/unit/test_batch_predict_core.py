@@ -19,6 +19,7 @@ from tests.eval_bench_fixtures import tiny_assets
 from trainer import model_folder
 from trainer.batch_predict import BatchPredictError, load_predictor, score_encoded, score_images
 from trainer.tasks import Task, TaskError, get_task
+from trainer.tasks.base import Prediction
 
 THRESHOLD = 0.2  # the detector's, low enough for a few boxes per shapes image after 48 steps
 
@@ -85,7 +86,7 @@ def test_classifier_records_equal_serving_default(classifier, tmp_path):
         np.testing.assert_allclose([c["score"] for c in record["classes"]], served[picked], atol=1e-5)
         # the top 3 of the served scores, up to ties within the tolerance
         assert min(served[picked]) >= np.delete(served, picked).max() - 1e-5
-        assert task.predicted_classes(record) == [record["classes"][0]["class"]]
+        assert task.prediction().predicted_classes(record) == [record["classes"][0]["class"]]
 
 
 def _served_boxes(served: dict[str, np.ndarray], i: int, names: tuple[str, ...], size: tuple[int, int]) -> list:
@@ -141,7 +142,7 @@ def test_detector_boxes_equal_serving_default_on_images_of_any_size(detector, tm
         assert all(d["class_id"] == predictor.input.class_names.index(d["class"]) + 1 for d in found)
         theirs = _served_boxes(served, i, predictor.input.class_names, (height, width))
         assert _assert_same_detections(ours, theirs, max(width, height)) > 0  # boxes compared on every image
-        assert task.predicted_classes(record) == [d["class"] for d in record["detections"]]
+        assert task.prediction().predicted_classes(record) == [d["class"] for d in record["detections"]]
 
     top = score_encoded(predictor, task, images[:2], score_threshold=0.0, top_k=2)
     assert [len(r["detections"]) for _, r in top.records] == [2, 2]
@@ -208,21 +209,21 @@ def test_coco_results_load_in_pycocotools_and_a_classifier_writes_none(detector,
     results = [
         entry
         for i, record in result.records
-        for entry in task.coco_results(record, chosen[i]["id"], category_ids=category_ids)
+        for entry in task.prediction().coco_results(record, chosen[i]["id"], category_ids=category_ids)
     ]
     assert results and set(results[0]) == {"image_id", "category_id", "bbox", "score"}
     detections = COCO(str(coco_file)).loadRes(results)
     assert len(detections.getAnnIds()) == len(results)
     first = result.records[0][1]["detections"][0]
-    x, y, w, h = task.coco_results(result.records[0][1], 7)[0]["bbox"]
+    x, y, w, h = task.prediction().coco_results(result.records[0][1], 7)[0]["bbox"]
     assert [x, y, x + w, y + h] == pytest.approx(first["box"])
 
     refused = "classification' writes no COCO results: only a detection task has boxes; leave coco off"
     with pytest.raises(TaskError, match=refused):
-        classifier[0].coco_results({"classes": []}, 1)
+        classifier[0].prediction().coco_results({"classes": []}, 1)
     with pytest.raises(TaskError, match="writes no COCO results"):
-        classifier[0].check_batch_prediction(coco=True)
-    task.check_batch_prediction(coco=True, labels=True)
+        classifier[0].prediction().check(coco=True)
+    task.prediction().check(coco=True)
 
 
 def test_prediction_metrics_on_known_cases():
@@ -232,7 +233,7 @@ def test_prediction_metrics_on_known_cases():
         {"classes": [{"class": "b", "index": 1, "score": 0.6}, {"class": "a", "index": 0, "score": 0.4}]},
         {"classes": []},
     ]
-    assert classification.prediction_metrics(records, ["a", "a", "b"], ["a", "b"]) == {
+    assert classification.prediction().metrics(records, ["a", "a", "b"], ["a", "b"]) == {
         "accuracy": pytest.approx(1 / 3),
         "top_k_accuracy": pytest.approx(2 / 3),
         "num_examples": 3.0,
@@ -240,7 +241,7 @@ def test_prediction_metrics_on_known_cases():
         "recall/b": 0.0,
     }
     with pytest.raises(TaskError, match=r"labels \['c'\] are not classes of the model"):
-        classification.prediction_metrics(records[:1], ["c"], ["a", "b"])
+        classification.prediction().metrics(records[:1], ["c"], ["a", "b"])
 
     detection = get_task("detection")
     names = ["square", "circle", "triangle"]
@@ -251,12 +252,12 @@ def test_prediction_metrics_on_known_cases():
         {"detections": [wrong], "width": 40, "height": 40},
     ]
     truths = [[{"box": [10, 20, 50, 40], "class": "square"}], [{"box": [5, 5, 30, 30], "class": "circle"}]]
-    metrics = detection.prediction_metrics(records, truths, names)
+    metrics = detection.prediction().metrics(records, truths, names)
     # square found exactly (AP 1), circle missed (AP 0), triangle has no true box (left out)
     assert metrics["ap50"] == pytest.approx(0.5) and metrics["ap"] == pytest.approx(0.5)
     assert metrics["num_examples"] == 2.0
     with pytest.raises(TaskError, match="1 labels for 2 scored images"):
-        detection.prediction_metrics(records, truths[:1], names)
+        detection.prediction().metrics(records, truths[:1], names)
 
 
 def _bare_task() -> Task:
@@ -272,15 +273,24 @@ def _bare_task() -> Task:
 
 def test_a_task_without_batch_prediction_is_refused_by_name_and_bad_settings_and_folders_too(classifier, tmp_path):
     bare = _bare_task()
-    with pytest.raises(TaskError, match="task 'bare' does not implement prediction_input, which batch prediction"):
+    missing = r"task 'bare' does no batch prediction: its prediction\(\) gives no Prediction; give the task a"
+    assert bare.prediction() is None
+    with pytest.raises(TaskError, match=missing):
         score_images(str(tmp_path), bare, [], score_threshold=0.5, top_k=1)
-    with pytest.raises(TaskError, match="does not implement prediction_records"):
-        bare.prediction_records({}, None, class_names=[], score_threshold=0.5, top_k=1)
-    with pytest.raises(TaskError, match="does not implement prediction_metrics, so it scores no labels: give no"):
-        type(bare).prediction_input = lambda self, d: None
-        type(bare).prediction_records = lambda self, *a, **k: []
-        bare.check_batch_prediction(labels=True)
-    assert bare.predicted_classes({}) == []
+    with pytest.raises(TaskError, match=missing):
+        load_predictor(str(tmp_path), bare)
+
+    # A facet must load an export and make records; the rest has defaults a task may leave.
+    class Partial(Prediction):
+        def load(self, saved_model_dir):
+            return None
+
+    with pytest.raises(TypeError, match="abstract method.*records"):
+        Partial(bare)
+    facet = type("Minimal", (Partial,), {"records": lambda self, *args, **kwargs: []})(bare)
+    assert (facet.predicted_classes({}), facet.truth({}), facet.metrics([{}], ["a"], ["a"])) == ([], None, {})
+    with pytest.raises(TaskError, match="task 'bare' writes no COCO results: only a detection task has boxes"):
+        facet.check(coco=True)
 
     task, predictor = classifier
     with pytest.raises(BatchPredictError, match="score_threshold must be in"):

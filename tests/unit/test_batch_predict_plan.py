@@ -14,14 +14,10 @@ import pytest
 
 from components.batch_predict import inputs
 from components.batch_predict.config import PredictConfig
-from components.batch_predict.run import (
-    PredictError,
-    ShardResult,
-    join,
-    plan,
-    read_manifest,
-    shard_name,
-)
+from components.batch_predict.join import join
+from components.batch_predict.plan import plan, read_manifest
+from components.batch_predict.run import PredictError, shard_name
+from components.batch_predict.score import ShardResult
 from trainer import storage
 from trainer.configbase import ConfigError
 from trainer.tasks import TaskError
@@ -134,8 +130,10 @@ def test_bad_input_fails_in_planning_with_one_clear_line(tmp_path):
         plan(PredictConfig(data=str(folder), output_uri=str(tmp_path / "o"), model_dir=str(tmp_path / "not-a-model")))
     with pytest.raises(inputs.InputError, match="no such folder, or it is empty"):
         plan(_config(tmp_path, tmp_path / "empty"))
-    with pytest.raises(TaskError, match="writes no COCO results: only a detection task has boxes"):
-        plan(_config(tmp_path, folder, coco="on"))
+    with pytest.raises(TaskError, match="prediction_options.coco: task 'classification' takes no prediction options"):
+        plan(_config(tmp_path, folder, prediction_options={"coco": True}))
+    with pytest.raises(ConfigError, match="predict.coco: renamed; set predict.prediction_options.coco instead"):
+        PredictConfig.from_dict({"data": "x", "output_uri": "y", "model_dir": "m", "coco": "on"}, _prefix="predict.")
     (tmp_path / "a-file").write_text("")
     _model(tmp_path / "m")
     with pytest.raises(PredictError, match="cannot write under .*a-file/o"):
@@ -222,6 +220,9 @@ def test_the_cli_says_bad_input_in_one_line_with_status_2(tmp_path, capsys):
 def test_planning_imports_no_tensorflow():
     import subprocess
 
-    code = "import components.batch_predict.run, components.batch_predict.page, sys; print('tensorflow' in sys.modules)"
+    code = (
+        "import components.batch_predict.plan, components.batch_predict.join, components.batch_predict.page, sys; "
+        "print('tensorflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     assert out.stdout.strip() == "False"

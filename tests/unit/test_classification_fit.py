@@ -140,7 +140,7 @@ def _photo_folder(root, sizes):
 @pytest.fixture(scope="module")
 def mixed_dataset(tmp_path_factory):
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
 
     root = tmp_path_factory.mktemp("mixed")
     folder = _photo_folder(root / "photos", MIXED)

@@ -1,27 +1,50 @@
 import dataclasses
 
 import pytest
+import yaml
 
-from trainer.config import Config, ConfigError, ConvertConfig, EvaluateConfig, PromoteConfig, TrainConfig
+from components.convert.config import ConvertConfig
+from components.run_config import read_run_yaml, sections
+from components.serving.config import PromoteConfig
+from trainer.config import ConfigError, EvaluateConfig, TrainConfig
 
 
 def test_yaml_round_trip_keeps_every_value():
-    cfg = Config(
-        convert=ConvertConfig(source="/data/flowers", splits={"train": 0.9, "test": 0.1}, resize=(224, 224)),
-        train=TrainConfig(model="mnist_cnn", epochs=7, accelerator="tpu"),
-        evaluate=EvaluateConfig(value_thresholds={"accuracy": 0.8}),
+    cfg = {
+        "convert": ConvertConfig(source="/data/flowers", splits={"train": 0.9, "test": 0.1}, resize=(224, 224)),
+        "train": TrainConfig(model="mnist_cnn", epochs=7, accelerator="tpu"),
+        "evaluate": EvaluateConfig(value_thresholds={"accuracy": 0.8}),
+    }
+    again = read_run_yaml(yaml.safe_dump({name: section.to_dict() for name, section in cfg.items()}))
+    assert {name: again[name] for name in cfg} == cfg
+    assert again["convert"].resize == (224, 224)
+    assert dict(again["evaluate"].value_thresholds) == {"accuracy": 0.8}
+    assert again["train"].fingerprint() == cfg["train"].fingerprint() != TrainConfig(epochs=8).fingerprint()
+
+
+def test_a_whole_run_file_has_a_section_for_every_step_config_the_steps_declare():
+    from components.batch_predict.config import PredictConfig
+    from components.validate.config import ValidateConfig
+
+    known = sections()
+    assert {"convert", "validate", "train", "evaluate", "benchmark", "promote", "monitor", "predict", "sweep"} <= set(
+        known
     )
-    again = Config.from_yaml(cfg.to_yaml())
-    assert again == cfg
-    assert again.convert.resize == (224, 224)
-    assert dict(again.evaluate.value_thresholds) == {"accuracy": 0.8}
-    assert again.fingerprint() == cfg.fingerprint()
-    assert again.replace(train=TrainConfig(epochs=8)).fingerprint() != cfg.fingerprint()
+    assert (known["validate"], known["predict"]) == (ValidateConfig, PredictConfig)
+    predict = "predict: {data: photos/, output_uri: out/, model_dir: model/, batch_size: 32}\n"
+    run = read_run_yaml("validate:\n  near_duplicates: true\n" + predict)
+    assert run["validate"].near_duplicates is True and run["predict"].batch_size == 32
+    assert set(run) == {"validate", "predict"}  # a section left out is its step's defaults
+    with pytest.raises(
+        ConfigError,
+        match=r"^trian: no step takes this section; the sections are benchmark, convert, evaluate, monitor, predict, ",
+    ):
+        read_run_yaml("trian:\n  epochs: 3\n")
 
 
 def test_unknown_key_is_an_error_that_lists_the_known_keys():
     with pytest.raises(ConfigError, match=r"train.epoch: unknown key in TrainConfig; known keys: model, epochs"):
-        Config.from_yaml("train:\n  epoch: 3\n")
+        read_run_yaml("train:\n  epoch: 3\n")
 
 
 @pytest.mark.parametrize(
@@ -59,7 +82,7 @@ def test_yaml_that_is_not_a_mapping_is_rejected(tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
-        Config.from_yaml(path)
+        read_run_yaml(path)
 
 
 def test_one_rule_for_numbers_that_arrive_as_floats():

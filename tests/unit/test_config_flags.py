@@ -6,17 +6,11 @@ from typing import Optional
 
 import pytest
 
+from components.benchmark.config import BenchmarkConfig
 from components.cli import add_config_flags, field_docs, flags_to_fields, load_section
-from trainer.config import (
-    BenchmarkConfig,
-    ConfigBase,
-    ConfigError,
-    ConvertConfig,
-    EvaluateConfig,
-    MonitorConfig,
-    PromoteConfig,
-    TrainConfig,
-)
+from components.convert.config import ConvertConfig
+from components.serving.config import MonitorConfig, PromoteConfig
+from trainer.config import ConfigBase, ConfigError, EvaluateConfig, TrainConfig
 
 SECTIONS = (ConvertConfig, TrainConfig, EvaluateConfig, BenchmarkConfig, PromoteConfig, MonitorConfig)
 

@@ -9,9 +9,12 @@ from pipelines.tools.console import (
     QuietConsole,
     display_names,
     duration,
+    error_line,
+    own_output,
     previous_durations,
     previous_run_dir,
     progress_figures,
+    upstream_steps,
 )
 
 CYAN, GREEN, RED, RESET = "\x1b[96m", "\x1b[92m", "\x1b[91m", "\x1b[0m"
@@ -302,3 +305,159 @@ def test_durations_and_figures_read_shortly():
     fields = progress.parse(progress.format_line("benchmark", 3, 9, "batches", rate=2.5, eta_s=2.4))
     assert progress_figures(fields) == ["2.5 batches/s", "~2s left"]
     assert progress_figures({"step": "x", "done": 1, "total": 2, "unit": "", "metric": "val_map"}) == []
+
+
+# ------------------------------------------------------------------ a failure's first cause
+
+PREDICT_NAMES = {
+    "plan-batch-prediction": "Plan the shards",
+    "predict-shard": "Score a shard",
+    "join-batch-prediction": "Join the predictions",
+}
+# The batch prediction's DAG: the shards after the plan, the join (the exit task) after all of them.
+PREDICT_UPSTREAM = {
+    "plan-batch-prediction": frozenset(),
+    "predict-shard": frozenset({"plan-batch-prediction"}),
+    "join-batch-prediction": frozenset({"plan-batch-prediction", "predict-shard"}),
+}
+PLAN_ERROR = (
+    "components.batch_predict.run.PredictError: staging serves no model named 'nosuch' under out/stages; "
+    "it serves ['classifier', 'detector']"
+)
+JOIN_ERROR = (
+    "components.batch_predict.run.PredictError: no manifest.json under out/: the planning step did not finish "
+    "(see its log)"
+)
+KFP_WARNING = (
+    "/venv/lib/python3.11/site-packages/kfp/local/subprocess_task_handler.py:81: RuntimeWarning: You may be "
+    'attemping to run a task that uses custom or non-Python base image "ltp:0.1.0"'
+)
+
+
+def _traceback(function, error):
+    # as kfp's executor_main leaves it in a step's output: frames, then the exception line
+    return [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "/venv/kfp/dsl/executor.py", line 453, in execute',
+        "    result = self.func(**func_kwargs)",
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "/work/components/batch_predict/run.py", line 141, in {function}',
+        "    raise PredictError(",
+        error,
+        "",
+    ]
+
+
+def _predict_run(tmp_path, *, upstream=PREDICT_UPSTREAM, shards_fail=False):
+    """The console of a make predict whose plan fails (a stage without the model), and whose exit
+    task then fails for want of the plan; or whose two shards fail each for its own reason."""
+    out = io.StringIO()
+    console = QuietConsole(out, tmp_path / "logs", PREDICT_NAMES, tty=False, upstream=upstream)
+    warning = [KFP_WARNING, "  warnings.warn("]
+    lines = [f"09:16:10.055 - INFO - Running pipeline: {CYAN}'batch-predict'{RESET}", RULE]
+    if shards_fail:
+        lines += _task("plan-batch-prediction", [*EXECUTOR_ECHO, "3 images in 2 shards"])
+        for n in (1, 2):
+            body = [*EXECUTOR_ECHO, *_traceback("score", f"OSError: shard {n}: disk full")]
+            lines += _task("predict-shard", body, "FAILURE")
+        lines += _task("join-batch-prediction", [*EXECUTOR_ECHO, *_traceback("join", JOIN_ERROR)], "FAILURE")
+    else:
+        plan = [*EXECUTOR_ECHO, "planning: 3 images under photos/", *_traceback("model_from_stage", PLAN_ERROR)]
+        lines += _task("plan-batch-prediction", plan, "FAILURE")
+        lines += _task("join-batch-prediction", [*EXECUTOR_ECHO, *_traceback("join", JOIN_ERROR)], "FAILURE")
+    for i, line in enumerate(lines):  # kfp.local's own warning, as a task starts
+        if "Executing task" in line:
+            lines[i + 1 : i + 1] = warning
+    _feed(console, lines)
+    console.close_pending()
+    return console, out
+
+
+def test_the_first_failed_step_s_own_error_comes_first_and_the_exit_task_s_as_its_consequence(tmp_path):
+    console, out = _predict_run(tmp_path)
+    lines = out.getvalue().splitlines()
+    # each FAILED line says why, in short
+    assert lines[1].startswith("FAILED Plan the shards") and lines[1].endswith(
+        "PredictError: staging serves no model named 'nosuch' under out/stages; it serves ['classifier', 'detector']"
+    )
+    assert lines[3].startswith("FAILED Join the predictions") and "PredictError: no manifest.json" in lines[3]
+    failure = console.failure("Pipeline 'batch-predict' finished with status FAILURE. Inner task failed: 'x'.")
+    assert failure.step == "Plan the shards" and failure.error == PLAN_ERROR
+    assert failure.then == (f"Join the predictions failed as a consequence: {JOIN_ERROR}",)
+    assert failure.log.endswith("plan-batch-prediction.log")
+    # the tail is the step's own output: no executor echo, no kfp warning, no traceback
+    assert failure.log_tail.splitlines() == ["planning: 3 images under photos/", PLAN_ERROR]
+    printed = io.StringIO()
+    console.out = printed
+    console.print_failure(failure)
+    text = printed.getvalue()
+    assert text.splitlines()[:2] == [
+        f"error: step 'Plan the shards' failed: {PLAN_ERROR}",
+        f"then: Join the predictions failed as a consequence: {JOIN_ERROR}",
+    ]
+    assert text.index(PLAN_ERROR) < text.index(JOIN_ERROR)  # the cause before its consequence
+    assert "error: step 'Join the predictions'" not in text
+    assert "Traceback" not in text and 'File "' not in text and "^^^" not in text
+    assert f"last lines of the log of 'Plan the shards' ({failure.log}):" in text
+    assert len(text.splitlines()) == 5
+
+
+def test_the_run_report_says_the_first_cause_first_and_then_its_consequence(tmp_path):
+    from components.report.run import ReportInputs, render
+
+    console, _ = _predict_run(tmp_path)
+    failure = console.failure()
+    page = render(ReportInputs(run="r", steps=console.records(relative_to=tmp_path), failure=failure))
+    banner = page[page.index('<div class="banner bad">') :].split("</div>", 1)[0]
+    assert banner.index("Plan the shards") < banner.index("staging serves no model named")
+    assert banner.index("staging serves no model named") < banner.index("then: Join the predictions failed as a")
+    assert "Traceback" not in page.split("<pre>", 1)[1].split("</pre>", 1)[0]
+
+
+def test_a_step_that_fails_beside_the_first_is_not_called_its_consequence(tmp_path):
+    console, _ = _predict_run(tmp_path, shards_fail=True)
+    failure = console.failure()
+    assert failure.step == "Score a shard" and failure.error == "OSError: shard 1: disk full"
+    assert failure.then == (
+        "Score a shard failed on its own too: OSError: shard 2: disk full",
+        f"Join the predictions failed as a consequence: {JOIN_ERROR}",
+    )
+    # without the DAG, every later failure is taken for a consequence of the first
+    console, _ = _predict_run(tmp_path / "no-dag", upstream=None, shards_fail=True)
+    assert console.failure().then[0] == "Score a shard failed as a consequence: OSError: shard 2: disk full"
+
+
+def test_kfp_local_s_own_error_stands_in_only_for_a_lone_failure_without_an_error_line(tmp_path):
+    console = QuietConsole(io.StringIO(), tmp_path / "logs", NAMES, tty=False)
+    _feed(console, _task("train-model", ["Killed"], "FAILURE"))
+    console.close_pending()
+    assert console.failure("Pipeline 'p' finished with status FAILURE.").error.startswith("Pipeline 'p' finished")
+    assert console.failure().error == "the step failed"
+
+
+def test_the_steps_upstream_follow_groups_and_an_exit_task_waits_for_its_whole_body():
+    from pipelines import batch_predict, end_to_end
+
+    upstream = upstream_steps(batch_predict.pipeline)
+    assert upstream["plan-batch-prediction"] == frozenset()
+    assert upstream["predict-shard"] == {"plan-batch-prediction"}  # through its loop
+    assert upstream["join-batch-prediction"] == {"plan-batch-prediction", "predict-shard"}  # the exit task
+    main = upstream_steps(end_to_end.pipeline)
+    assert "convert-to-tfrecords" in main["promote-model-3"] and "promote-model-3" not in main["promote-model-2"]
+
+
+def test_own_output_leaves_out_kfp_s_lines_the_executor_s_echo_and_traceback_frames():
+    chained = [
+        "KeyError: 'x'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        *_traceback("f", "ValueError: bad value"),
+    ]
+    body = [*EXECUTOR_ECHO, TRAIN_PROGRESS[0], "working", *chained]
+    lines = [KFP_WARNING, "  warnings.warn(", *("    " + line for line in body)]
+    lines.insert(0, "09:16:10.070 - INFO - Streamed logs:")
+    assert own_output(lines) == ["working", "KeyError: 'x'", "ValueError: bad value"]
+    assert error_line(lines) == "ValueError: bad value"
+    assert error_line(["    KeyboardInterrupt", "    all is well"]) is None

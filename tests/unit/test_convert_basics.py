@@ -6,7 +6,7 @@ import os
 import pytest
 
 from components.convert import ConvertError, convert
-from trainer.config import ConvertConfig
+from components.convert.config import ConvertConfig
 from trainer.tfrecord_wire import iter_records
 from trainer.tfrecords import load_dataset_info
 

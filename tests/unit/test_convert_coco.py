@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from components.convert import ConvertError, convert
+from components.convert.config import ConvertConfig
 from components.convert.run import summarize
-from trainer.config import ConvertConfig
 from trainer.tfrecord_wire import iter_records
 from trainer.tfrecords import REJECTED_NAME, DatasetInfo
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from components.convert import convert, imaging
-from trainer.config import ConvertConfig
+from components.convert import convert
+from components.convert.config import ConvertConfig
+from components.image_input import imaging
 from trainer.tfrecord_wire import iter_records
 from trainer.tfrecords import DatasetInfo
 
@@ -213,7 +214,7 @@ def test_empty_class_folders_are_warned_about_counted_and_left_out(tmp_path, cap
     (src / "fish" / "notes.txt").write_text("no images here")  # files, but none an image
     (src / ".cache").mkdir()  # hidden: not a class folder
     config = ConvertConfig(source=str(src), splits={"train": 1.0}, workers=1)
-    with caplog.at_level("WARNING", logger="components.convert.sources"):
+    with caplog.at_level("WARNING", logger="components.image_input.sources"):
         manifest = convert(config, str(tmp_path / "out"))
     assert manifest["classes"] == ["cat", "dog"]  # a folder without images is no class
     assert manifest["empty_classes"] == ["bird", "fish"]

@@ -5,10 +5,11 @@ import dataclasses
 import pytest
 
 from components.convert.component import convert_to_tfrecords, plan_tfrecords
+from components.convert.config import ConvertConfig
 from components.convert.run import config_from_params
 from components.params import none_if_empty
 from pipelines.tfrecords import pipeline as tfrecords_pipeline
-from trainer.config import ConfigError, ConvertConfig
+from trainer.config import ConfigError
 
 # Parameters of the convert components that are not ConvertConfig fields.
 # Not conversion settings: the steps' own, and the Secret every pipeline takes (pipelines/platform.py).

@@ -6,8 +6,8 @@ import google_crc32c
 import pytest
 
 from components.convert import convert, pool
+from components.convert.config import ConvertConfig
 from components.convert.plan import make_plan
-from trainer.config import ConvertConfig
 from trainer.tfrecord_wire import crc32c_b64, iter_records
 
 # Fashion-MNIST in three splits, several shards each, each shard written as several chunks.

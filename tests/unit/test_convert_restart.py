@@ -9,7 +9,7 @@ import time
 import pytest
 
 from components.convert import convert
-from trainer.config import ConvertConfig
+from components.convert.config import ConvertConfig
 
 CONFIG = dict(source="fashion-mnist", limit_per_split=1500, target_shard_mb=0.05, workers=1)
 
@@ -24,7 +24,7 @@ def test_killed_conversion_resumes_to_the_same_dataset(tmp_path, workers):
     out = tmp_path / "killed"
     config = {**CONFIG, "workers": workers}
     code = (
-        "from components.convert import convert; from trainer.config import ConvertConfig; "
+        "from components.convert import convert; from components.convert.config import ConvertConfig; "
         f"convert(ConvertConfig(**{config!r}), {str(out)!r})"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=os.getcwd())

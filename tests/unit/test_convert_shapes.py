@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from components.convert import convert, shapes, sources
-from trainer.config import ConvertConfig
+from components.convert import convert
+from components.convert.config import ConvertConfig
+from components.image_input import shapes, sources
 
 
 def _digest(folder):

@@ -11,9 +11,10 @@ import pytest
 from PIL import Image
 
 from components.convert import ConvertError, convert, make_plan
+from components.convert.config import ConvertConfig
 from components.convert.plan import assign_splits, shard_count
-from components.convert.sources import Item
-from trainer.config import ConfigError, ConvertConfig
+from components.image_input.sources import Item
+from trainer.config import ConfigError
 from trainer.tfrecord_wire import iter_records
 
 
@@ -185,7 +186,7 @@ def test_many_shards_and_gzip(tmp_path):
 
 
 def test_idx_images_decode_in_the_background_to_the_same_array(tmp_path):
-    from components.convert.sources import IdxImages, read_idx
+    from components.image_input.sources import IdxImages, read_idx
 
     src = tmp_path / "idx"
     src.mkdir()
@@ -223,7 +224,7 @@ def test_corrupt_idx_images_fail_before_anything_changes(tmp_path, damage, messa
 
 
 def test_png_batches_are_byte_identical_to_one_image_at_a_time():
-    from components.convert.imaging import encode_png, encode_png_batch
+    from components.image_input.imaging import encode_png, encode_png_batch
 
     rng = np.random.default_rng(1)
     for shape in [(9, 28, 28), (5, 7, 3, 1), (4, 6, 5, 2), (3, 5, 4, 3), (2, 3, 3, 4), (0, 4, 4)]:
@@ -236,8 +237,8 @@ def test_png_batches_are_byte_identical_to_one_image_at_a_time():
 
 
 def test_the_registry_names_every_kind_once_and_the_cli_offers_them(tmp_path, capsys):
-    from components.convert import sources
     from components.convert.__main__ import main
+    from components.image_input import sources
 
     names = sources.kind_names()
     assert names == tuple(k.name for k in sources.kinds()) and len(set(names)) == len(names)
@@ -264,7 +265,7 @@ def test_the_registry_names_every_kind_once_and_the_cli_offers_them(tmp_path, ca
 def test_coco_boxes_are_typed_and_frozen(pictures, tmp_path):
     import dataclasses
 
-    from components.convert import sources
+    from components.image_input import sources
 
     coco = {
         "images": [{"id": 1, "file_name": "p0.png", "width": 5, "height": 4}],

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from components.convert.config import ConvertConfig
 from components.convert.convert import convert
 from components.convert.plan import assign_splits
 from components.convert.publish import extra_columns
-from components.convert.sources import ConvertError, Item
+from components.image_input.sources import ConvertError, Item
 from components.validate.run import validate
-from trainer.config import ConvertConfig
 from trainer.tfrecords import DatasetInfo
 
 

@@ -226,7 +226,7 @@ def test_the_built_in_shapes_keep_the_detector_tuned_for_them():
 @pytest.mark.slow
 def test_the_records_give_the_fit_the_boxes_of_the_coco_file(tmp_path):
     from components.convert import convert
-    from trainer.config import ConvertConfig
+    from components.convert.config import ConvertConfig
     from trainer.tfrecords import load_dataset_info
 
     coco = varied_coco.generate(tmp_path / "coco", varied_coco.VariedSpec(count=40, seed=5, crowd=0.5))

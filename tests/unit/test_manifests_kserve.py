@@ -8,9 +8,9 @@ import re
 import kubernetes_validate
 import pytest
 
+from components.serving.config import STAGES
 from components.serving.targets.kserve import PODMONITOR, TEMPLATE_NAME, render_inference_service
 from tests.unit.test_manifests_serving import KUBERNETES_VERSION, MANIFESTS, objects, one
-from trainer.config import STAGES
 
 FLAG = "--monitoring_config_file="
 

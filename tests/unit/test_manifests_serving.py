@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from components import kube as kubeapi
+from components.serving.config import STAGES
 from components.serving.targets import kubernetes as kube
-from trainer.config import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

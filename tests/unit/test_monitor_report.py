@@ -11,10 +11,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from components.monitor.run import MonitorReport, ObjectiveResult, StageStatus, status_line
 from components.serving.checks import CheckResult
+from components.serving.config import LoadTestConfig, MonitorConfig
 from components.serving.load import LoadTestRecord
 from components.serving.metrics import ServingMetrics, status_code_name
 from components.serving.stages import StageEntry
-from trainer.config import ConfigError, LoadTestConfig, MonitorConfig
+from trainer.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

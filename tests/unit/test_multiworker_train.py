@@ -107,8 +107,9 @@ def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, mon
 
 
 def test_a_killed_detector_worker_restarts_the_set_which_resumes_to_the_same_weights(tmp_path, monkeypatch):
-    from components.convert import convert, shapes
-    from trainer.config import ConvertConfig
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
 
     coco = shapes.generate(tmp_path / "coco", count=48, seed=3)
     convert(ConvertConfig(source=str(coco), workers=1), str(tmp_path / "ds"))

@@ -128,8 +128,8 @@ def test_no_runtime_module_needs_the_dev_extra():
     """scikit-learn (dev only) is imported by no runtime module: the digits data ships in the package."""
     assert not [m for m in _imports() if m.split(".")[0] == "sklearn"]
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "digits.npz" in package_data["components.convert"]
-    assert (ROOT / "components" / "convert" / "digits.npz").is_file()
+    assert "digits.npz" in package_data["components.image_input"]
+    assert (ROOT / "components" / "image_input" / "digits.npz").is_file()
 
 
 def test_the_tpu_vm_image_gets_keras_hub_without_tensorflow_text():
@@ -165,7 +165,7 @@ def test_digits_source_works_without_scikit_learn(tmp_path):
 import sys
 sys.modules["sklearn"] = None  # importing it now raises ImportError, as in the image
 from components.convert.convert import convert
-from trainer.config import ConvertConfig
+from components.convert.config import ConvertConfig
 m = convert(ConvertConfig(source="digits", limit_per_split=20, workers=1), {str(tmp_path / "ds")!r}, log=lambda s: None)
 print(m["source"]["fingerprint"], {{k: v["count"] for k, v in m["splits"].items()}})
 """
@@ -182,7 +182,7 @@ def test_shipped_digits_are_scikit_learns():
 
     import sklearn
 
-    from components.convert import sources
+    from components.image_input import sources
 
     images, labels = sources.digits.digits_file()[:2]
     d = datasets.load_digits()

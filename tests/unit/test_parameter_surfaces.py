@@ -83,7 +83,9 @@ def field_of(cls: type[ConfigBase], name: str) -> tuple[str, Any]:
     base = match[1] if match else name
     hints = typing.get_type_hints(cls)
     f = next(f for f in dataclasses.fields(cls) if f.name == base)
-    default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+    default = f.default
+    if default is dataclasses.MISSING:  # a required field: its factory's, or none
+        default = NO_DEFAULT if f.default_factory is dataclasses.MISSING else f.default_factory()
     annotation = hints[base]
     if match:
         item = [a for a in typing.get_args(annotation) if a is not type(None)][0]

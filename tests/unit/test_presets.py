@@ -45,8 +45,9 @@ def _two_class_coco(coco: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory):
     """The suite's 3-class shapes dataset (tests/detection_fixtures.py) and a 2-class one of other images."""
-    from components.convert import convert, shapes
-    from trainer.config import ConvertConfig
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
 
     root = tmp_path_factory.mktemp("presets")
     generated = shapes.generate(root / "coco-two", count=40, seed=2)

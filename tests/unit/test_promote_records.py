@@ -11,7 +11,8 @@ from components.cli import flags_to_fields, load_section
 from components.promote import __main__ as cli
 from components.promote.run import PromotionResult, render_report
 from components.serving.checks import CheckResult
-from trainer.config import STAGES, ConfigError, PromoteConfig
+from components.serving.config import STAGES, PromoteConfig
+from trainer.config import ConfigError
 
 CHECKS = (
     CheckResult("health", True, "version 3 AVAILABLE", {"version": 3}),

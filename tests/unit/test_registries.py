@@ -8,9 +8,9 @@ the evaluation renderers.
 import pytest
 
 from components import launchers
-from components.convert import sources
-from components.convert.sources import SourceKind
 from components.evaluate import renderers
+from components.image_input import sources
+from components.image_input.sources import SourceKind
 from components.launchers import Launcher, LaunchError
 from trainer.extensions import EXTENSIONS_ENV
 from trainer.registry import Registry

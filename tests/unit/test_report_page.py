@@ -117,7 +117,7 @@ def records(tmp_path):
             action="promote", version=version, model_uri=f"/m/{version}", run=run, model_name="classifier",
             checks=checks, metrics={"accuracy": accuracy},
         )  # fmt: skip
-        stages.record(root, "demo", entry)
+        stages.StageRegistry(root).record("demo", entry)
     return ReportInputs(
         title="pets: run report",
         run="run-b",
@@ -297,8 +297,12 @@ def test_each_headline_is_the_headline_of_the_task_the_record_names(records, tmp
         model = tmp_path / name
         model.mkdir()
         (model / "training.json").write_text(json.dumps({"task": task}))
-        stages.record(root, "demo", stages.StageEntry("promote", 1, str(model), "r", model_name=name, metrics=metrics))
-    stages.record(root, "demo", stages.StageEntry("promote", 1, "/gone", "r", model_name="old", metrics={"ap50": 0.7}))
+        stages.StageRegistry(root).record(
+            "demo", stages.StageEntry("promote", 1, str(model), "r", model_name=name, metrics=metrics)
+        )
+    stages.StageRegistry(root).record(
+        "demo", stages.StageEntry("promote", 1, "/gone", "r", model_name="old", metrics={"ap50": 0.7})
+    )
     stage_html = _one("stages", stages=report_records.read_stages(root))
     assert "serves classifier version 1 from run r, test accuracy 0.9000" in stage_html
     assert "serves detector version 1 from run r, test AP@0.5 0.5000" in stage_html

@@ -161,6 +161,21 @@ def test_a_budget_and_epochs_make_one_schedule_whoever_set_them():
         run_local.run_parameters(_args("--budget", "90s", "--epochs", "3"))
 
 
+def test_a_cost_budget_on_an_accelerator_without_a_price_names_the_accelerator_not_epochs_nobody_set():
+    # make run SET='cost_budget=0.5 accelerator_type=nvidia-tesla-zz accelerator_count=1'
+    with pytest.raises(ParameterError) as caught:
+        run_local.run_parameters(_args("--set", "cost_budget=0.5 accelerator_type=nvidia-tesla-zz accelerator_count=1"))
+    (line,) = caught.value.problems
+    assert line.startswith("cost_budget: no price for 'nvidia-tesla-zz' (nvidia-tesla-zz x 1) in the price table")
+    assert "epochs" not in line
+    # a field refused alone for its own value still gets its own line beside it
+    with pytest.raises(ParameterError) as caught:
+        run_local.run_parameters(
+            _args("--set", "cost_budget=0.5 accelerator_type=nvidia-tesla-zz accelerator_count=1 learning_rate=20")
+        )
+    assert [line.split(":")[0] for line in caught.value.problems] == ["learning_rate", "cost_budget"]
+
+
 def test_make_run_prints_each_bad_parameter_on_its_own_line_and_starts_nothing(tmp_path, capsys):
     root = tmp_path / "out"
     argv = ["--task", "detection", "--pipeline-root", str(root), "--set", "epochs=-1 learning_rate=99"]

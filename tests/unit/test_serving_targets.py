@@ -2,6 +2,7 @@
 
 import pytest
 
+from components.serving.config import LOAD_TESTS, STAGES, MonitorConfig, PromoteConfig
 from components.serving.stages import StageRegistry
 from components.serving.targets import (
     Endpoints,
@@ -16,7 +17,7 @@ from components.serving.targets import (
 from components.serving.targets.kserve import KServeTarget
 from components.serving.targets.kubernetes import KubernetesTarget
 from components.serving.targets.local import LocalTarget
-from trainer.config import LOAD_TESTS, STAGES, ConfigError, MonitorConfig, PromoteConfig
+from trainer.config import ConfigError
 
 GCS = StageRegistry("gs://bucket/stages")
 

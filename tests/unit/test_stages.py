@@ -180,16 +180,6 @@ def test_records_are_kept_per_model_name(tmp_path):
         registry.record("demo", StageEntry("promote", 3, "/m", "run-6"))
 
 
-def test_the_module_functions_are_the_registrys_for_callers_outside_the_package(tmp_path):
-    root = str(tmp_path / "stages")
-    assert stages.publish(fake_saved_model(tmp_path / "a"), root, "demo", "clf") == 1
-    stages.record(root, "demo", entry("promote", 1, "/m/a", "run-1"))
-    assert stages.list_versions(root, "demo", "clf") == [1]
-    assert stages.read_current(root, "demo", "clf") == StageRegistry(root).read_current("demo", "clf")
-    assert [e.run for e in stages.read_history(root, "demo", "clf")] == ["run-1"]
-    assert list(stages.served_models(root, "demo")) == ["clf"]
-
-
 def test_the_gates_baseline_is_prods_model_of_the_same_name(tmp_path):
     from components.evaluate.run import read_baseline
 

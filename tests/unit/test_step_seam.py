@@ -98,3 +98,42 @@ def test_a_step_whose_component_is_not_declared_is_caught(probe_step, tmp_path):
     sys.modules.pop("components.probe.component", None)
     with pytest.raises(AssertionError, match=r"does not declare \['forgotten'\]"):
         test_every_component_of_a_step_is_declared()
+
+
+def step_names_outside_surfaces(paths, names) -> list[str]:
+    """``file:line: name`` for every string literal that is a component's compiled name (``train-model``)
+    outside the steps' surface declarations: the rest of the project asks a surface (or the
+    component's ``.name``) which components do what, rather than spelling their names.
+
+    A step's ``__main__.py`` is left out: its subcommands are the command line's words.
+    """
+    import ast
+
+    found = []
+    for path in paths:
+        if path.name in ("surface.py", "__main__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                found.append(f"{path}:{node.lineno}: {node.value}")
+    return found
+
+
+def _project_sources():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return sorted(p for package in ("components", "pipelines", "trainer") for p in (root / package).rglob("*.py"))
+
+
+def test_no_step_name_is_spelled_outside_its_surface():
+    assert step_names_outside_surfaces(_project_sources(), set(surfaces())) == []
+
+
+def test_the_step_name_check_can_fail(tmp_path):
+    planted = tmp_path / "platform.py"
+    planted.write_text('LONG_STEPS = frozenset({"train-model", "run-notebook"})\nOTHER = "train-a-model"\n')
+    assert step_names_outside_surfaces([planted], set(surfaces())) == [
+        f"{planted}:1: train-model",
+        f"{planted}:1: run-notebook",
+    ]

@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from components.sweep.cell import CellResult, read_row, resolve_rows_root, run_cell_recorded, write_row
-from components.sweep.grid import AcceleratorEntry, GridCell, GridError, grid_settings, plan_grid
+from components.sweep.config import SweepConfig
+from components.sweep.grid import AcceleratorEntry, GridCell, GridError, plan_grid
 from components.sweep.table import (
     GridRow,
     best_cells,
@@ -23,7 +24,8 @@ from trainer.benchmark import BenchmarkError
 from trainer.budget.pricing import hourly_cost, load_price_table, parse_price_table
 
 TPU = {"accelerator": "tpu-v3-8", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 8}
-DEFAULTS, CONTEXT = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes", 0)
+SETTINGS = SweepConfig(model="retinanet", source="shapes", epochs=4, batch_size_per_replica=16)
+DEFAULTS, CONTEXT = SETTINGS.grid_defaults(), SETTINGS.key_context()
 
 
 def test_cells_get_every_field_ints_back_and_the_strategy_their_resource_implies():
@@ -45,7 +47,7 @@ def test_repeats_are_cells_of_their_own_with_stable_keys():
     # The same grid again has the same keys (what the join and a cached re-run rely on) ...
     assert [c.key for c in plan_grid(grid, DEFAULTS, CONTEXT)] == [c.key for c in cells]
     # ... other data does not.
-    _, other = grid_settings("retinanet", {}, 4, 0, 16, 1e-3, "shapes:300", 0)
+    other = SETTINGS.replace(source="shapes:300").key_context()
     assert plan_grid(grid, DEFAULTS, other)[0].key != cells[0].key
 
 

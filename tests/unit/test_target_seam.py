@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from components.run_config import read_run_yaml
+from components.serving.config import LOAD_TESTS, STAGES, PromoteConfig
 from components.serving.stages import StageRegistry
 from components.serving.targets import ServingTarget, TargetError, TargetSettings, get_target, target_class
 from components.serving.targets import target_names as registered_names
-from trainer.config import LOAD_TESTS, STAGES, Config, ConfigError, PromoteConfig
+from trainer.config import ConfigError
 from trainer.configbase import ConfigBase
 from trainer.extensions import EXTENSIONS_ENV
 
@@ -180,7 +182,7 @@ def test_the_old_kserve_mode_gets_one_line_naming_its_new_key():
     with pytest.raises(
         ConfigError, match=r"^promote\.kserve_mode: renamed; set promote\.serving_options\.mode instead$"
     ):
-        Config.from_yaml("promote:\n  kserve_mode: standard\n")
+        read_run_yaml("promote:\n  kserve_mode: standard\n")
 
 
 # ---- a target from outside the package, promoted to and rolled back in a fresh process

@@ -179,6 +179,124 @@ def test_the_task_knowledge_check_reports_what_is_planted():
     ]
 
 
+# A task's model and built-in data are the task's to name (its run_defaults, its model builders):
+# the pipelines and their tools (pipelines/, pipelines/tools/) take them from the task
+# (``get_task(TASK).run_defaults``, as pipelines/flow.py, sweep.py and search.py do), so a default, a
+# comparison or a flag's value never spells them. A pipeline module names at most its task (``TASK``);
+# docstrings are prose, not defaults.
+GENERIC_MODEL = "auto"  # TrainConfig.model's "the task chooses": no task's name
+
+
+def _declared_models(path: Path) -> set[str]:
+    """The model builders a task's model.py names: the keys of its ``MODELS``, its ``MODEL_NAME``."""
+    names = set()
+    for node in ast.parse(path.read_text()).body if path.is_file() else []:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if not isinstance(target, ast.Name):
+            continue
+        if target.id == "MODELS" and isinstance(value, ast.Dict):
+            names |= {k.value for k in value.keys if isinstance(k, ast.Constant)}
+        elif target.id == "MODEL_NAME" and isinstance(value, ast.Constant):
+            names.add(value.value)
+    return names
+
+
+def task_owned_names(root: Path = ROOT) -> dict[str, str]:
+    """Each built-in task's model and data names -> whose and what: its run defaults' data and grid
+    data (the built-in kind, before a ``:``) and model, and the model builders its model.py names.
+    """
+    owned = {}
+    for name in sorted(task_packages(root)):
+        defaults = get_task(name).run_defaults
+        owned.update({data.split(":")[0]: f"{name}'s data" for data in (defaults.data, defaults.grid_data) if data})
+        models = {defaults.model, *_declared_models(root / "trainer" / "tasks" / name / "model.py")}
+        owned.update({model: f"{name}'s model" for model in models - {GENERIC_MODEL}})
+    return owned
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    bodies = [n.body for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    return {id(b[0].value) for b in bodies if b and isinstance(b[0], ast.Expr) and isinstance(b[0].value, ast.Constant)}
+
+
+def task_names_hard_coded(sources: Mapping[str, str], owned: Mapping[str, str]) -> list[str]:
+    """``path:line: ...`` for each text in pipelines/ that is a task's model or data name (``shapes:400`` too).
+
+    Args:
+        sources: relative path (with /) -> the module's source.
+        owned: a task's model or data name -> whose and what (:func:`task_owned_names`).
+    """
+    found = []
+    for path, source in sources.items():
+        if not path.startswith("pipelines/"):
+            continue
+        tree = ast.parse(source, filename=path)
+        prose = _docstrings(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in prose:
+                continue
+            whose = owned.get(node.value) or owned.get(node.value.split(":")[0])
+            if whose:
+                found.append((path, node.lineno, node.col_offset, f"{node.value!r} is {whose}"))
+    return [f"{path}:{line}: {what}; take it from the task's run_defaults" for path, line, _, what in sorted(found)]
+
+
+def test_the_task_owned_names_are_found():
+    owned = task_owned_names()
+    assert {"retinanet", "mnist_cnn", "transfer_classifier"} <= {n for n, w in owned.items() if w.endswith("model")}
+    assert {"fashion-mnist", "shapes"} <= {n for n, w in owned.items() if w.endswith("data")}
+    assert GENERIC_MODEL not in owned
+
+
+def test_no_pipeline_or_tool_spells_a_task_s_model_or_data():
+    assert task_names_hard_coded(_layer_sources(), task_owned_names()) == []
+
+
+@pytest.mark.parametrize("name", ["classification", "detection"])
+def test_the_sweep_and_search_forms_are_a_task_s_run_defaults(name):
+    import inspect
+
+    from pipelines import search, sweep
+
+    defaults = get_task(name).run_defaults
+    for module in (sweep, search):
+        form = inspect.signature(module.build(task=name).pipeline_func).parameters
+        assert (form["source"].default, form["model"].default) == (defaults.data, defaults.model), module.NAME
+    ranked = inspect.signature(search.build(task=name).pipeline_func).parameters["search"].default["metric"]
+    assert ranked == get_task(name).headline_metric
+
+
+def test_the_hard_coded_name_check_reports_what_is_planted():
+    owned = {
+        "shapes": "detection's data",
+        "retinanet": "detection's model",
+        "fashion-mnist": "classification's data",
+        "mnist_cnn": "classification's model",
+    }
+    planted = {
+        "pipelines/sweep.py": (
+            '"""The grid on shapes with retinanet."""\n'
+            "def pipeline(source: str = 'shapes', model: str = 'retinanet', limit: int = 0):\n"
+            '    """retinanet"""\n'
+        ),
+        "pipelines/tools/run_sweep.py": (
+            "LOCAL = {'source': 'shapes:400', 'models': ['auto', 'mnist_cnn']}\n"
+            "if args.model != 'retinanet':\n"
+            "    print('the fashion-mnist default')\n"
+        ),
+        "pipelines/end_to_end.py": "TASK = 'classification'\nsource = get_task(TASK).run_defaults.data\n",
+        "components/sweep/grid.py": "MODEL = 'mnist_cnn'\n",  # outside the rule's reach: a component's literal
+    }
+    assert task_names_hard_coded(planted, owned) == [
+        "pipelines/sweep.py:2: 'shapes' is detection's data; take it from the task's run_defaults",
+        "pipelines/sweep.py:2: 'retinanet' is detection's model; take it from the task's run_defaults",
+        "pipelines/tools/run_sweep.py:1: 'shapes:400' is detection's data; take it from the task's run_defaults",
+        "pipelines/tools/run_sweep.py:1: 'mnist_cnn' is classification's model; take it from the task's run_defaults",
+        "pipelines/tools/run_sweep.py:2: 'retinanet' is detection's model; take it from the task's run_defaults",
+    ]
+
+
 def _step(run_dir: Path, step: str, artifacts: Mapping[str, Mapping], parameters: Optional[dict] = None) -> None:
     (run_dir / step).mkdir(parents=True)
     data = {"artifacts": {k: {"artifacts": [{"metadata": dict(v)}]} for k, v in artifacts.items()}}

@@ -69,6 +69,27 @@ def get_task(name: str | None, options: Mapping[str, Any] | None = None) -> Task
     return _TASKS.get(name or DEFAULT_TASK)(options)
 
 
+def check_step_options(field: str, options: Mapping[str, Any] | None) -> None:
+    """Checks a step's task settings (``evaluation_options``, ...) before the model's task is known.
+
+    Some registered task must take them (:meth:`Task.step_options`); the step asks the model's
+    own task again when it knows it.
+
+    Raises:
+        TaskError: no task takes them; the message is that of a task that takes such settings.
+    """
+    if not options:
+        return
+    refusals = []
+    for task_type in task_types().values():
+        try:
+            task_type.step_options(field, options)
+            return
+        except TaskError as err:
+            refusals.append((field not in task_type.step_options_types, str(err)))
+    raise TaskError(min(refusals)[1])
+
+
 def task_of_manifest(info: DatasetInfo, options: Mapping[str, Any] | None = None) -> Task:
     """The task a dataset was converted for (``dataset.json``'s ``task``)."""
     return get_task(info.task, options)
@@ -99,6 +120,7 @@ __all__ = [
     "ServingSchema",
     "Task",
     "TaskError",
+    "check_step_options",
     "get_task",
     "register",
     "task_names",

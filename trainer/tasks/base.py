@@ -12,20 +12,24 @@ them from the instance. A task answers, each in one place:
 4. **Evaluation**: its scalar metrics, the direction in which each is better (:attr:`Task.metrics`,
    what the gate reads), its headline and quality metrics (summaries, reports, sweep tables), the
    default gate thresholds and how an exported model is scored (:meth:`Task.evaluate`, whose
-   result is an :class:`EvaluationResultBase`).
+   result is an :class:`EvaluationResultBase`); its own settings of the evaluation and of batch
+   prediction (a classifier's top-k, a detector's COCO results), which the steps' configs hold as
+   one mapping each and the task reads strictly (:meth:`Task.step_options`).
 5. **Serving checks**: the response schema of ``serving_default`` and what a known example must
    answer (:attr:`Task.serving`, :meth:`Task.check_prediction`, :meth:`Task.matches`).
 6. **Run-form defaults**: epochs, the served model name and the built-in data of a quick run
    (:attr:`Task.run_defaults`).
-7. **Batch prediction**: how an exported model scores image files offline (``trainer.batch_predict``):
-   the decoding ``serving_default`` does, as a function of one image that the scoring maps over
-   its own batches, and the tensor signature it feeds (:meth:`Task.prediction_input`); a batch of
-   that signature's outputs as one JSON record per image (:meth:`Task.prediction_records`); the
-   classes a record predicts, for counts per class (:meth:`Task.predicted_classes`); COCO results
-   of a record (:meth:`Task.coco_results`, detection only); the task's metrics on a scored set
-   whose labels are given (:meth:`Task.prediction_metrics`). A task without them, one from
-   outside this tree say, works everywhere else; batch prediction refuses it with an error that
-   names the method (:meth:`Task.check_batch_prediction`).
+7. **Batch prediction**, optional: a facet, the task's :class:`Prediction` (:meth:`Task.prediction`;
+   None for a task without it, one from outside this tree say, which works everywhere else and
+   which batch prediction refuses in one line naming what is missing, :func:`prediction_of`). It
+   says how an exported model scores image files offline (``trainer.batch_predict``): the decoding
+   ``serving_default`` does, as a function of one image that the scoring maps over its own
+   batches, and the tensor signature it feeds (:meth:`Prediction.load`); a batch of that
+   signature's outputs as one JSON record per image (:meth:`Prediction.records`); the classes a
+   record predicts, for counts per class (:meth:`Prediction.predicted_classes`); COCO results of a
+   record (:meth:`Prediction.coco_results`, where :attr:`Prediction.writes_coco`: detection); a
+   converted record's label (:meth:`Prediction.truth`) and the task's metrics on a scored set
+   whose labels are given (:meth:`Prediction.metrics`).
 
 The attributes and the serving-check methods need no TensorFlow, so the gate and the serving
 checks import a task cheaply; the model-side methods import TensorFlow inside their bodies.
@@ -37,12 +41,15 @@ import abc
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from trainer.configbase import ConfigBase, ConfigError
 from trainer.errors import TaskError
 from trainer.records import Record
 from trainer.tfrecords import DatasetInfo
+
+if TYPE_CHECKING:
+    from trainer.config import EvaluateConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +115,10 @@ class RunDefaults:
             documentation, by run-form parameter name.
         time_budget: the train step's time budget of a local run (``make run``), chosen from the
             quality-for-time curve (docs/training.md); ``auto``: none, the run form's schedule.
+        grid_data: the built-in data of a grid of short runs on a CPU (``make sweep``: a few
+            hundred images, ``shapes:400``); empty: ``data``.
+        grid_model_options: the model options of such a grid's cells, which train a few steps
+            each (the detector's short warm-up); the grid's form defaults to none.
     """
 
     data: str
@@ -119,6 +130,8 @@ class RunDefaults:
     form: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
     time_budget: str = "auto"
+    grid_data: str = ""
+    grid_model_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +153,7 @@ class DataFit:
 
 @dataclasses.dataclass(frozen=True)
 class PredictionInput:
-    """What batch prediction needs of an exported model (:meth:`Task.prediction_input`).
+    """What batch prediction needs of an exported model (:meth:`Prediction.load`).
 
     Attributes:
         signature: the SavedModel's tensor signature (``ServingSchema.tensor_signature``), which
@@ -151,7 +164,7 @@ class PredictionInput:
             in [0, 1], float32 meta vector of a fixed length)``, traceable (``tf.function``,
             ``tf.map_fn``, ``tf.data.Dataset.map``): the decoding ``serving_default`` does in its
             graph, so the scores equal its scores; the meta vector
-            holds what :meth:`Task.prediction_records` needs of the original image (its size, for
+            holds what :meth:`Prediction.records` needs of the original image (its size, for
             one) and may be empty.
         class_names: the model's classes in class-index order, as the SavedModel records them.
         function: the tensor signature's concrete function, ``function(**{input_name: images})``.
@@ -212,16 +225,6 @@ def load_tensor_signature(saved_model_dir: str, signature: str, input_name: str)
             f"{input_name!r}: float32 [batch, height, width, channels] with a fixed image size"
         )
     return loaded, fn, tuple(int(d) for d in shape.as_list()[1:])
-
-
-def _no_batch_prediction(task: str, method: str) -> str:
-    """The error of a task that lacks a batch-prediction method: which one, and the way out."""
-    if method == "prediction_metrics":
-        return f"task {task!r} does not implement prediction_metrics, so it scores no labels: give no labels"
-    return (
-        f"task {task!r} does not implement {method}, which batch prediction needs: give the task "
-        "prediction_input and prediction_records (trainer/tasks/base.py, 7. Batch prediction)"
-    )
 
 
 class EvaluationResultBase(Record, abc.ABC):
@@ -289,14 +292,17 @@ class Task(abc.ABC):
     records_boxes: ClassVar[bool] = False
     """The converter's rule: records carry boxes (``dataset.json`` gets box statistics, and a
     resize, which would move the images away from their boxes, is refused)."""
-    prediction_top_k: ClassVar[int] = 5
-    """The most predictions a batch prediction keeps per image unless told (classes, boxes)."""
     slice_metrics: ClassVar[tuple[str, ...]] = ()
     """The metrics each slice of an evaluation is scored by (``trainer/slices.py``), the first
     orders the slice table; a task that scores no slices leaves it empty (and the gate refuses
     ``slice_thresholds`` for it, naming the task)."""
     builtin_slice_columns: ClassVar[tuple[str, ...]] = ()
     """The slice columns the task makes besides the records' extra columns (``class``, ``size``, ``area``)."""
+    step_options_types: ClassVar[Mapping[str, type[ConfigBase]]] = {}
+    """The task's own settings of a step after training, by the step config's mapping that holds
+    them (``evaluation_options``: ``EvaluateConfig``; ``prediction_options``: ``PredictConfig``),
+    read by :meth:`step_options`. A step's setting that one task reads lives here, not in the
+    step's config (``tests/unit/test_task_knobs.py``); a task without an entry takes none."""
 
     def __init__(self, options: Mapping[str, Any] | ConfigBase | None = None) -> None:
         self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})
@@ -306,6 +312,29 @@ class Task(abc.ABC):
         """The typed options from a mapping (strict: unknown keys and wrong types are errors)."""
         try:
             return cls.options_type.from_dict(options, _prefix="model_options.")
+        except ConfigError as err:
+            raise TaskError(str(err)) from None
+
+    @classmethod
+    def step_options(cls, field: str, options: Mapping[str, Any] | None = None) -> Optional[ConfigBase]:
+        """The task's typed settings of a step from the step config's mapping (strict); None: it takes none.
+
+        Args:
+            field: the step config's mapping (``evaluation_options``, ``prediction_options``).
+            options: its value.
+
+        Raises:
+            TaskError: a key the task does not take (naming those it takes) or a value it refuses.
+        """
+        given = dict(options or {})
+        options_type = cls.step_options_types.get(field)
+        if options_type is None:
+            if given:
+                what = field.replace("_", " ")
+                raise TaskError(f"{field}.{sorted(given)[0]}: task {cls.name!r} takes no {what}")
+            return None
+        try:
+            return options_type.from_dict(given, _prefix=f"{field}.")
         except ConfigError as err:
             raise TaskError(str(err)) from None
 
@@ -479,7 +508,7 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def evaluate(
-        self, saved_model_dir: str, dataset_dir: str, config: Any, limit: int | None = None
+        self, saved_model_dir: str, dataset_dir: str, config: EvaluateConfig, limit: int | None = None
     ) -> EvaluationResultBase:
         """Scores an exported model on a split through ``serving_default`` (``config``: EvaluateConfig)."""
 
@@ -495,29 +524,63 @@ class Task(abc.ABC):
     def known_examples(self, dataset_dir: str, split: str, count: int) -> list[tuple[bytes, Any]]:
         """``count`` (encoded image, expected answer) pairs from a split, for the serving checks."""
 
-    # ----------------------------------------------------------------- batch prediction
+    # ----------------------------------------------------------------- batch prediction (optional)
 
-    def check_batch_prediction(self, *, coco: bool = False, labels: bool = False) -> None:
-        """Checks, before any image is read, that the task can do what a batch prediction asks.
+    def prediction(self) -> Optional[Prediction]:
+        """The task's batch prediction (its :class:`Prediction`); None: the task does none."""
+        return None
 
-        Needs no TensorFlow: it asks which methods the task provides.
+
+def prediction_of(task: Task) -> Prediction:
+    """The task's batch prediction facet, asked for before any image is read.
+
+    Raises:
+        TaskError: the task has none; the one line names what is missing.
+    """
+    facet = task.prediction()
+    if facet is None:
+        raise TaskError(
+            f"task {task.name!r} does no batch prediction: its prediction() gives no Prediction; give the task "
+            "a Prediction with load and records (trainer/tasks/base.py, 7. Batch prediction)"
+        )
+    return facet
+
+
+def _no_coco(task: str) -> str:
+    return f"task {task!r} writes no COCO results: only a detection task has boxes; leave coco off"
+
+
+class Prediction(abc.ABC):
+    """A task's batch prediction (part 7), what :meth:`Task.prediction` returns: a facet of the task.
+
+    Args:
+        task: the task it belongs to (its name in messages, its options where it needs them).
+
+    Attributes:
+        top_k: the most predictions a batch prediction keeps per image unless told (classes, boxes).
+        writes_coco: its records hold boxes that :meth:`coco_results` writes as COCO results.
+    """
+
+    top_k: ClassVar[int] = 5
+    writes_coco: ClassVar[bool] = False
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def check(self, *, coco: bool = False) -> None:
+        """Checks, before any image is read, that the facet can do what a batch prediction asks.
 
         Args:
             coco: COCO results are asked for (:meth:`coco_results`).
-            labels: labels are given, so the task's metrics are asked for (:meth:`prediction_metrics`).
 
         Raises:
-            TaskError: the task lacks a method that is needed; the message names it.
+            TaskError: it cannot; the message says why.
         """
-        cls = type(self)
-        needed = ["prediction_input", "prediction_records"] + ["prediction_metrics"] * labels
-        for method in needed:
-            if getattr(cls, method) is getattr(Task, method):
-                raise TaskError(_no_batch_prediction(self.name, method))
-        if coco and cls.coco_results is Task.coco_results:
-            self.coco_results({}, 0)  # the base's one error for a task without boxes
+        if coco and not self.writes_coco:
+            raise TaskError(_no_coco(self.task.name))
 
-    def prediction_input(self, saved_model_dir: str) -> PredictionInput:
+    @abc.abstractmethod
+    def load(self, saved_model_dir: str) -> PredictionInput:
         """Loads an export for batch prediction: its tensor signature, the decoding that feeds it
         and its class names, all read from the SavedModel (no dataset needed).
 
@@ -525,11 +588,11 @@ class Task(abc.ABC):
             saved_model_dir: the export's folder (``<model>/saved_model``).
 
         Raises:
-            TaskError: the folder is not this task's export, or the task does not implement it.
+            TaskError: the folder is not this task's export.
         """
-        raise TaskError(_no_batch_prediction(self.name, "prediction_input"))
 
-    def prediction_records(
+    @abc.abstractmethod
+    def records(
         self,
         outputs: Mapping[str, Any],
         meta: Any,
@@ -546,14 +609,10 @@ class Task(abc.ABC):
             class_names: :attr:`PredictionInput.class_names`.
             score_threshold: what scores less is left out.
             top_k: the most entries a record keeps, highest scores first.
-
-        Raises:
-            TaskError: the task does not implement it.
         """
-        raise TaskError(_no_batch_prediction(self.name, "prediction_records"))
 
-    def prediction_truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
-        """A converted record's label in the form :meth:`prediction_metrics` takes, or None.
+    def truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
+        """A converted record's label in the form :meth:`metrics` takes, or None.
 
         Args:
             features: the record's features, name -> its values (bytes, ints or floats), as
@@ -571,27 +630,28 @@ class Task(abc.ABC):
         """A record's COCO results entries (``image_id``, ``category_id``, ``bbox`` [x, y, w, h] pixels, ``score``).
 
         Args:
-            record: one of :meth:`prediction_records`' records.
+            record: one of :meth:`records`' records.
             image_id: the image's id in the COCO file the results go with.
             category_ids: class name -> that file's category id; None: the label-map ids
                 (class index + 1).
 
         Raises:
-            TaskError: the task has no boxes (every task but detection).
+            TaskError: the task has no boxes (unless :attr:`writes_coco`).
         """
-        raise TaskError(f"task {self.name!r} writes no COCO results: only a detection task has boxes; leave coco off")
+        raise TaskError(_no_coco(self.task.name))
 
-    def prediction_metrics(
+    def metrics(
         self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
     ) -> dict[str, float]:
-        """The task's metrics on a scored set whose labels are given.
+        """The task's metrics on a scored set whose labels are given; none by default (the labels
+        are kept with the predictions, and nothing is scored).
 
         Args:
-            records: :meth:`prediction_records`' records, one per labelled image.
+            records: :meth:`records`' records, one per labelled image.
             truths: each image's label, in the task's form, in the same order.
             class_names: :attr:`PredictionInput.class_names`.
 
         Raises:
-            TaskError: the labels do not fit, or the task does not implement it.
+            TaskError: the labels do not fit.
         """
-        raise TaskError(_no_batch_prediction(self.name, "prediction_metrics"))
+        return {}

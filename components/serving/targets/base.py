@@ -132,7 +132,7 @@ class ServingTarget(abc.ABC):
 
     Attributes:
         name: the registry name (``PromoteConfig.target``, ``MonitorConfig.target``).
-        load_profile: which default load tests the target's stages run (``trainer.config.LOAD_TESTS``):
+        load_profile: which default load tests the target's stages run (``components.serving.config.LOAD_TESTS``):
             ``cluster`` (servers in a cluster) or ``loopback`` (a server on the step's machine).
         options_type: the target's typed options (a frozen ConfigBase whose ``_section`` is
             ``serving_options.``): unknown keys and wrong types are errors that name the valid ones.

@@ -59,9 +59,18 @@ def search_settings(
     limit_per_split: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The trials' defaults and key context from the pipeline's parameters (the plan and the join alike)."""
-    from components.sweep.grid import grid_settings
+    from components.sweep.config import SweepConfig
 
-    return grid_settings(model, model_options, 1, 0, batch_size_per_replica, learning_rate, source, limit_per_split)
+    settings = SweepConfig(
+        model=model,
+        source=source,
+        model_options=model_options,
+        epochs=1,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        limit_per_split=limit_per_split,
+    )
+    return settings.grid_defaults(), settings.key_context()
 
 
 def plan_and_record(

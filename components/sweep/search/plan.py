@@ -315,7 +315,7 @@ def plan_search(
         task_name: the run's task; None: the file's (``task``), else the default task.
         price_table: a YAML price table over the defaults; None for the defaults.
         defaults: grid cell settings for trials that leave them out (the pipeline's model,
-            model_options, epochs, ...; :func:`components.sweep.grid.grid_settings`).
+            model_options, epochs, ...; ``components.sweep.config.SweepConfig``).
         context: what else the trials depend on (the dataset's source and limit), part of their keys.
 
     Returns:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+from trainer.configbase import ConfigBase
 from trainer.tasks import register
-from trainer.tasks.base import Metric, PredictionInput, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.base import Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.classification import input as task_input
-from trainer.tasks.classification import prediction
 from trainer.tasks.classification.evaluation import (
     METRICS,
     SLICE_METRICS,
@@ -24,8 +24,12 @@ from trainer.tasks.classification.evaluation import (
     ClassificationEvaluation,
 )
 from trainer.tasks.classification.fit import SMALL_SIDE
-from trainer.tasks.classification.options import ClassifierOptions
+from trainer.tasks.classification.options import ClassifierEvaluationOptions, ClassifierOptions
+from trainer.tasks.classification.prediction import ClassificationPrediction
 from trainer.tfrecords import DatasetInfo
+
+if TYPE_CHECKING:
+    from trainer.config import EvaluateConfig
 
 AUTO = "auto"  # train.model: the task chooses from the dataset's images
 
@@ -46,6 +50,7 @@ class Classification(Task):
     slice_metrics: ClassVar[tuple[str, ...]] = SLICE_METRICS
     builtin_slice_columns: ClassVar[tuple[str, ...]] = ("class", "size")
     training_metrics: ClassVar[tuple[Metric, ...]] = TRAINING_METRICS
+    step_options_types: ClassVar[Mapping[str, type[ConfigBase]]] = {"evaluation_options": ClassifierEvaluationOptions}
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=("probabilities", "classes"))
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"accuracy": 0.8}
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
@@ -212,19 +217,20 @@ class Classification(Task):
         self,
         saved_model_dir: str,
         dataset_dir: str,
-        config: Any,
+        config: EvaluateConfig,
         limit: int | None = None,
         on_progress: Optional[Callable[..., None]] = None,
     ) -> ClassificationEvaluation:
         """Accuracy, top-k, loss, per-class metrics and the confusion matrix."""
         from trainer.tasks.classification.evaluation import evaluate_saved_model
 
+        own = self.step_options("evaluation_options", config.evaluation_options)
         return evaluate_saved_model(
             saved_model_dir,
             dataset_dir,
             config.split,
             config.batch_size,
-            config.top_k,
+            own.top_k,
             limit,
             on_progress,
             slice_columns=config.slice_columns,
@@ -247,33 +253,6 @@ class Classification(Task):
 
     # ----------------------------------------------------------------- batch prediction
 
-    def prediction_input(self, saved_model_dir: str) -> PredictionInput:
-        """``serving_tensors`` fed by ``serving_default``'s decoder; the classes of ``assets/labels.txt``."""
-        return prediction.prediction_input(saved_model_dir, self.serving)
-
-    def prediction_records(
-        self,
-        outputs: Mapping[str, Any],
-        meta: Any,
-        *,
-        class_names: Sequence[str],
-        score_threshold: float,
-        top_k: int,
-    ) -> list[dict[str, Any]]:
-        """``{"classes": [{"class", "index", "score"}, ...]}``: the top ``top_k`` at or over the threshold."""
-        return prediction.prediction_records(outputs, class_names, score_threshold, top_k)
-
-    def prediction_truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
-        """The record's class name; None for a record without a class."""
-        text = features.get("image/class/text") or [b""]
-        return text[0].decode("utf-8") or None
-
-    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
-        """The top class (none when every class scored under the threshold)."""
-        return prediction.predicted_classes(record)
-
-    def prediction_metrics(
-        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
-    ) -> dict[str, float]:
-        """Accuracy, top-k accuracy and recall per class; ``truths`` are class names."""
-        return prediction.prediction_metrics(records, truths, class_names)
+    def prediction(self) -> ClassificationPrediction:
+        """The classifier's batch prediction (``prediction.py``)."""
+        return ClassificationPrediction(self)

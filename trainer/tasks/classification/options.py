@@ -1,4 +1,5 @@
-"""The classifier's options (``TrainConfig.model_options``): the transfer classifier's arguments.
+"""The classifier's options: the transfer classifier's arguments (``TrainConfig.model_options``) and
+the evaluation's settings (``EvaluateConfig.evaluation_options``).
 
 ``mnist_cnn`` takes none; ``transfer_classifier`` takes all of them (``model.py``). Unset
 options are not passed, so each builder keeps its own defaults and refuses what it does not take.
@@ -42,3 +43,22 @@ class ClassifierOptions(ConfigBase):
     def builder_kwargs(self) -> dict[str, Any]:
         """The options that were given, as the builder's keyword arguments."""
         return {k: v for k, v in self.to_dict().items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierEvaluationOptions(ConfigBase):
+    """The classifier's settings of its evaluation (``EvaluateConfig.evaluation_options``).
+
+    Attributes:
+        top_k: the k of ``top_k_accuracy`` (the share whose right class is among the k likeliest),
+            clipped to the number of classes.
+    """
+
+    _section: ClassVar[str] = "evaluation_options."
+    _what: ClassVar[str] = "the classifier's evaluation options"
+
+    top_k: int = 3
+
+    def validate(self) -> None:
+        if self.top_k < 1:
+            self._fail("top_k", f"must be >= 1, got {self.top_k}")

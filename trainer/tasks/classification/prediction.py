@@ -1,4 +1,5 @@
-"""Classification's batch prediction: the export's decoding per image, top-k records, accuracy.
+"""Classification's batch prediction (the task's facet, :class:`ClassificationPrediction`): the
+export's decoding per image, top-k records, accuracy.
 
 Records are ``{"classes": [{"class": name, "index": i, "score": p}, ...]}``: the top ``top_k``
 classes by probability, highest first, those scoring less than the threshold left out (so a record
@@ -9,11 +10,18 @@ may be empty). The arithmetic on records is plain Python and NumPy; TensorFlow i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from trainer.tasks.base import PredictionInput, ServingSchema, TaskError, check_saved_model, load_tensor_signature
+from trainer.tasks.base import (
+    Prediction,
+    PredictionInput,
+    ServingSchema,
+    TaskError,
+    check_saved_model,
+    load_tensor_signature,
+)
 
 
 def prediction_input(saved_model_dir: str, schema: ServingSchema) -> PredictionInput:
@@ -117,3 +125,38 @@ def prediction_metrics(
         if of_class.any():
             metrics[f"recall/{name}"] = float(right[of_class].mean())
     return metrics
+
+
+class ClassificationPrediction(Prediction):
+    """A classifier's batch prediction: the top classes of each image, accuracy on labelled ones."""
+
+    def load(self, saved_model_dir: str) -> PredictionInput:
+        """``serving_tensors`` fed by ``serving_default``'s decoder; the classes of ``assets/labels.txt``."""
+        return prediction_input(saved_model_dir, self.task.serving)
+
+    def records(
+        self,
+        outputs: Mapping[str, Any],
+        meta: Any,
+        *,
+        class_names: Sequence[str],
+        score_threshold: float,
+        top_k: int,
+    ) -> list[dict[str, Any]]:
+        """``{"classes": [{"class", "index", "score"}, ...]}``: the top ``top_k`` at or over the threshold."""
+        return prediction_records(outputs, class_names, score_threshold, top_k)
+
+    def truth(self, features: Mapping[str, Sequence[Any]]) -> Optional[str]:
+        """The record's class name; None for a record without a class."""
+        text = features.get("image/class/text") or [b""]
+        return text[0].decode("utf-8") or None
+
+    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
+        """The top class (none when every class scored under the threshold)."""
+        return predicted_classes(record)
+
+    def metrics(
+        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
+    ) -> dict[str, float]:
+        """Accuracy, top-k accuracy and recall per class; ``truths`` are class names."""
+        return prediction_metrics(records, truths, class_names)

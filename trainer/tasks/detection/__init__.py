@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+from trainer.configbase import ConfigBase
 from trainer.tasks import register
-from trainer.tasks.base import DataFit, Metric, PredictionInput, RunDefaults, ServingSchema, Task, TaskError
+from trainer.tasks.base import DataFit, Metric, RunDefaults, ServingSchema, Task, TaskError
 from trainer.tasks.detection import input as task_input
-from trainer.tasks.detection import prediction
 from trainer.tasks.detection.evaluation import (
     MATCH_IOU,
     MATCH_SCORE,
@@ -28,8 +28,12 @@ from trainer.tasks.detection.evaluation import (
     box_iou,
 )
 from trainer.tasks.detection.export import OUTPUTS
-from trainer.tasks.detection.options import DetectorOptions
+from trainer.tasks.detection.options import DetectorOptions, DetectorPredictionOptions
+from trainer.tasks.detection.prediction import DetectionPrediction
 from trainer.tfrecords import DatasetInfo
+
+if TYPE_CHECKING:
+    from trainer.config import EvaluateConfig
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +66,7 @@ class Detection(Task):
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
     records_boxes: ClassVar[bool] = True
-    prediction_top_k: ClassVar[int] = 100
+    step_options_types: ClassVar[Mapping[str, type[ConfigBase]]] = {"prediction_options": DetectorPredictionOptions}
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
         data="shapes",
         limit=0,
@@ -71,6 +75,9 @@ class Detection(Task):
         model="retinanet",
         headline=("ap50", "ap"),
         time_budget="<=5m",
+        grid_data="shapes:400",
+        # The small preset suits shapes and a CPU already; a short warm-up for runs of few steps.
+        grid_model_options={"warmup_steps": 2},
         # The small RetinaNet, fitted to the data; 0.008 gives 1e-3 at batch 16.
         form={
             # Spelled out so the run form shows what is fitted to the data; a value typed over
@@ -308,7 +315,7 @@ class Detection(Task):
         self,
         saved_model_dir: str,
         dataset_dir: str,
-        config: Any,
+        config: EvaluateConfig,
         limit: int | None = None,
         on_progress: Optional[Callable[..., None]] = None,
     ) -> DetectionEvaluation:
@@ -368,43 +375,6 @@ class Detection(Task):
 
     # ----------------------------------------------------------------- batch prediction
 
-    def prediction_input(self, saved_model_dir: str) -> PredictionInput:
-        """``serving_tensors`` fed by ``serving_default``'s letterbox; the class names the export keeps.
-
-        The input size is the signature's, so the task's own options are not needed.
-        """
-        return prediction.prediction_input(saved_model_dir, self.serving)
-
-    def prediction_records(
-        self,
-        outputs: Mapping[str, Any],
-        meta: Any,
-        *,
-        class_names: Sequence[str],
-        score_threshold: float,
-        top_k: int,
-    ) -> list[dict[str, Any]]:
-        """``{"detections": [{"box", "class", "class_id", "score"}, ...], "width", "height"}``, boxes
-        ``[xmin, ymin, xmax, ymax]`` in the original image's pixels.
-        """
-        return prediction.prediction_records(outputs, meta, class_names, score_threshold, top_k)
-
-    def prediction_truth(self, features: Mapping[str, Sequence[Any]]) -> Any:
-        """The record's boxes (crowd boxes left out) in pixels with their class names."""
-        return prediction.truth_of_record(features)
-
-    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
-        """Every detection's class."""
-        return prediction.predicted_classes(record)
-
-    def coco_results(
-        self, record: Mapping[str, Any], image_id: int, *, category_ids: Optional[Mapping[str, int]] = None
-    ) -> list[dict[str, Any]]:
-        """The detections as COCO results, ``bbox`` ``[x, y, width, height]`` in pixels."""
-        return prediction.coco_results(record, image_id, category_ids)
-
-    def prediction_metrics(
-        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
-    ) -> dict[str, float]:
-        """COCO AP, AP@0.5, AP@0.75 and AR@100; ``truths``: lists of ``{"box": [xmin, ymin, xmax, ymax], "class"}``."""
-        return prediction.prediction_metrics(records, truths, class_names)
+    def prediction(self) -> DetectionPrediction:
+        """The detector's batch prediction (``prediction.py``)."""
+        return DetectionPrediction(self)

@@ -1,4 +1,5 @@
-"""The detector's options (``TrainConfig.model_options``): a preset, then overrides of its fields.
+"""The detector's options (``TrainConfig.model_options``): a preset, then overrides of its fields; and
+its settings of a batch prediction (``PredictConfig.prediction_options``).
 
 Defaults suit the built-in ``shapes`` data on a CPU; ``tpu-512`` is a ResNet-50-class RetinaNet
 at 512 px. Types are checked by :class:`trainer.configbase.ConfigBase` (kfp.local hands ints
@@ -187,3 +188,18 @@ class DetectorOptions(ConfigBase):
                 f"({2**coarsest}) so every pyramid level has whole cells; e.g. "
                 f"{max(32, round(size / 2**coarsest) * 2**coarsest)}"
             )
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectorPredictionOptions(ConfigBase):
+    """The detector's settings of a batch prediction (``PredictConfig.prediction_options``).
+
+    Attributes:
+        coco: also write ``coco_results.json`` (pycocotools' results format: one entry per kept
+            box, with the input COCO file's image and category ids where it has them).
+    """
+
+    _section: ClassVar[str] = "prediction_options."
+    _what: ClassVar[str] = "the detector's prediction options"
+
+    coco: bool = True

@@ -1,4 +1,5 @@
-"""Detection's batch prediction: letterboxing per image, boxes in the original pixels, COCO results and AP.
+"""Detection's batch prediction (the task's facet, :class:`DetectionPrediction`): letterboxing per
+image, boxes in the original pixels, COCO results and AP.
 
 ``serving_tensors`` returns boxes normalised to the letterboxed square (it is told a scale of 1
 and the square's size); the meta vector each image carries, ``[scale, height, width]``, maps them
@@ -20,7 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from trainer.tasks.base import PredictionInput, ServingSchema, TaskError, load_tensor_signature
+from trainer.tasks.base import Prediction, PredictionInput, ServingSchema, TaskError, load_tensor_signature
 from trainer.tasks.detection.export import OUTPUTS
 
 
@@ -211,3 +212,51 @@ def truth_of_record(features: Mapping[str, Sequence[Any]]) -> list[dict[str, Any
         for x0, y0, x1, y1, name, is_crowd in zip(*coords, names, crowd, strict=True)
         if not is_crowd
     ]
+
+
+class DetectionPrediction(Prediction):
+    """A detector's batch prediction: boxes in each image's pixels, COCO results, AP on labelled images."""
+
+    top_k = 100
+    writes_coco = True
+
+    def load(self, saved_model_dir: str) -> PredictionInput:
+        """``serving_tensors`` fed by ``serving_default``'s letterbox; the class names the export keeps.
+
+        The input size is the signature's, so the task's own options are not needed.
+        """
+        return prediction_input(saved_model_dir, self.task.serving)
+
+    def records(
+        self,
+        outputs: Mapping[str, Any],
+        meta: Any,
+        *,
+        class_names: Sequence[str],
+        score_threshold: float,
+        top_k: int,
+    ) -> list[dict[str, Any]]:
+        """``{"detections": [{"box", "class", "class_id", "score"}, ...], "width", "height"}``, boxes
+        ``[xmin, ymin, xmax, ymax]`` in the original image's pixels.
+        """
+        return prediction_records(outputs, meta, class_names, score_threshold, top_k)
+
+    def truth(self, features: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+        """The record's boxes (crowd boxes left out) in pixels with their class names."""
+        return truth_of_record(features)
+
+    def predicted_classes(self, record: Mapping[str, Any]) -> list[str]:
+        """Every detection's class."""
+        return predicted_classes(record)
+
+    def coco_results(
+        self, record: Mapping[str, Any], image_id: int, *, category_ids: Optional[Mapping[str, int]] = None
+    ) -> list[dict[str, Any]]:
+        """The detections as COCO results, ``bbox`` ``[x, y, width, height]`` in pixels."""
+        return coco_results(record, image_id, category_ids)
+
+    def metrics(
+        self, records: Sequence[Mapping[str, Any]], truths: Sequence[Any], class_names: Sequence[str]
+    ) -> dict[str, float]:
+        """COCO AP, AP@0.5, AP@0.75 and AR@100; ``truths``: lists of ``{"box": [xmin, ymin, xmax, ymax], "class"}``."""
+        return prediction_metrics(records, truths, class_names)

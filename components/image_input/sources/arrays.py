@@ -1,12 +1,38 @@
-"""What the array sources (IDX, .npz, the built-in digits and Fashion-MNIST) share."""
+"""What the array sources (IDX, .npz, the built-in digits and Fashion-MNIST) share: their items, and
+how batch prediction scores them (:class:`ArrayKind`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from components.convert.sources.base import Item, Source, SourceError
+from components.image_input.imaging import encode_png
+from components.image_input.sources.base import Item, Listing, PredictItem, Source, SourceError, SourceKind
+
+
+class ArrayKind(SourceKind):
+    """A kind whose images are arrays, not files. Scored, each image is a record of the source (its
+    place among the converted items, in the same order) that :meth:`prediction_reader` encodes
+    as PNG; no labels.
+    """
+
+    def prediction_listing(self, uri: str) -> Listing:
+        source = self.open(uri, None)
+        items = [PredictItem(uri, it.key, n + 1, record=n) for n, it in enumerate(source.items)]
+        return Listing(self.name, items, source.fingerprint, labelled=False)
+
+    def prediction_reader(self, uri: str) -> Callable[[str], bytes]:
+        source = self.open(uri, None)
+        pixels = self.arrays(source.spec())
+
+        def read(key: str) -> bytes:
+            name, i = source.items[int(key.rsplit("#", 1)[1])].ref
+            return encode_png(as_uint8(pixels[name][i]))
+
+        return read
 
 
 def array_source(
@@ -54,8 +80,6 @@ def array_source(
 
 def png_size_estimate(images: Any) -> int:
     """The mean PNG size of a sample of the images plus a record's overhead, for shard planning."""
-    from components.convert.imaging import encode_png
-
     if len(images) == 0:
         return 0
     head = getattr(images, "head", None)  # an IDX file being read: its first images only

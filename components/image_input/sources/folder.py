@@ -1,4 +1,4 @@
-"""Image folders: one subfolder per class, local or under a gs:// prefix."""
+"""Image folders: one subfolder per class, local or under a gs:// prefix (scored: every image under it)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,26 @@ import posixpath
 from collections import Counter
 from typing import Any
 
-from components.convert.imaging import EXTENSIONS
-from components.convert.sources.base import Item, Source, SourceError, SourceKind, fingerprint
+from components.image_input.imaging import EXTENSIONS
+from components.image_input.sources.base import (
+    Claim,
+    InputError,
+    Item,
+    Listing,
+    PredictItem,
+    Source,
+    SourceError,
+    SourceKind,
+    digest,
+    fingerprint,
+)
 from trainer import storage
 from trainer.storage import is_gcs
 
 log = logging.getLogger(__name__)
+
+# What batch prediction scores in a folder (any case): the image files; the others (a README, a label file) are skipped.
+IMAGE_SUFFIXES = tuple(EXTENSIONS)
 
 Walk = tuple[list[tuple[str, int]], Counter, list[Any], set[str]]
 
@@ -140,11 +154,11 @@ def _class_names(
 
 
 class FolderKind(SourceKind):
-    """An image folder with one subfolder per class: any folder no other kind claims."""
+    """An image folder with one subfolder per class: any folder no other kind claims (it claims last)."""
 
     name = "folder"
     description = "an image folder (one subfolder per class)"
-    fallback = True
+    claim = Claim.ANY_FOLDER
 
     def matches(self, uri: str) -> bool:
         return storage.isdir(uri)
@@ -167,6 +181,27 @@ class FolderKind(SourceKind):
         # Empty folders join the fingerprint only when there are any: datasets made before stay up to date.
         fp_hash = fingerprint(fp + [("empty_classes", empty)] if empty else fp)
         return Source(self.name, uri, names, items, fp_hash, ignored=dict(skipped), empty_classes=empty)
+
+    def prediction_listing(self, uri: str) -> Listing:
+        """Every image file under the folder or ``gs://`` prefix, at any depth, by relative path; no labels.
+
+        Raises:
+            InputError: nothing under it, or no image file among what is.
+        """
+        files = storage.list_info(uri)
+        if not files:
+            raise InputError(
+                f"{uri}: no such folder, or it is empty; give a folder (or gs:// prefix) of images, a CSV/JSONL "
+                "list, a COCO file or a converted dataset"
+            )
+        images = [f for f in files if f.path.lower().endswith(IMAGE_SUFFIXES)]
+        if not images:
+            raise InputError(
+                f"{uri}: {len(files)} files but no image among them (e.g. {files[0].path}); image files end in "
+                f"{', '.join(IMAGE_SUFFIXES)}"
+            )
+        items = [PredictItem(storage.join(uri, f.path), f.path, i + 1) for i, f in enumerate(images)]
+        return Listing(self.name, items, digest(f"{f.path}\t{f.size}:{f.version}" for f in images), labelled=False)
 
 
 FOLDER = FolderKind()

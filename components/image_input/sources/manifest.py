@@ -1,26 +1,40 @@
-"""CSV and JSONL manifests: one row per image with its path, label and maybe split and extra fields."""
+"""CSV and JSONL manifests: one row per image with its path, label and maybe split and extra fields.
+
+Scored (batch prediction), a manifest is a list of paths: column ``path`` (or ``image``,
+``file_name``, ``uri``), the label optional.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
 import posixpath
 from typing import Any
 
-from components.convert.imaging import EXTENSIONS
-from components.convert.sources.base import (
+from components.image_input.imaging import EXTENSIONS
+from components.image_input.sources.base import (
+    InputError,
     Item,
+    Listing,
+    PredictItem,
     Source,
     SourceError,
     SourceKind,
     base_dir,
+    digest,
     fingerprint,
     has_suffix,
     resolve,
+    version,
 )
+from trainer import storage
 from trainer.storage import is_gcs, read_bytes
+
+# Column names a CSV/JSONL list may give its image paths under when scored, the first one present wins.
+PATH_COLUMNS = ("path", "image", "file_name", "uri")
 
 
 def _read_csv(uri: str, text: str) -> list[dict[str, Any]]:
@@ -140,6 +154,55 @@ class ManifestKind(SourceKind):
                 "manifest's folder or absolute; fix or drop those rows"
             )
         return Source(self.name, uri, names, items, fingerprint([read_bytes(uri), *fp]))
+
+    def prediction_listing(self, uri: str) -> Listing:
+        """The images the list names, as kind ``list``; labels when every row has one.
+
+        A listed file that does not exist stays an item: scoring lists it among the failures with
+        its reason, and scores the others.
+
+        Raises:
+            InputError: no such list, no path column, or no rows.
+        """
+        try:
+            text = storage.read_text(uri)
+        except FileNotFoundError:
+            raise InputError(f"{uri}: no such file; give a CSV or JSONL list of image paths") from None
+        rows = _rows_to_score(uri, text, self.name)
+        if not rows:
+            raise InputError(f"{uri}: the list is empty; give one image path per row (column 'path')")
+        column = next((c for c in PATH_COLUMNS if c in rows[0]), None)
+        if column is None:
+            raise InputError(f"{uri}: no path column; expected one of {list(PATH_COLUMNS)}, got {sorted(rows[0])}")
+        base = base_dir(uri)
+        labelled = all(str(r.get("label") or "").strip() for r in rows)
+        items = []
+        for i, row in enumerate(rows):
+            path = str(row.get(column) or "").strip()
+            if not path:
+                raise InputError(f"{uri}, row {i + 1}: the {column!r} column is empty")
+            label = str(row["label"]).strip() if labelled else None
+            items.append(PredictItem(resolve(base, path), path, i + 1, label))
+        fp = digest([hashlib.sha256(text.encode()).hexdigest(), *(version(it.uri) for it in items)])
+        return Listing("list", items, fp, labelled)
+
+
+def _rows_to_score(uri: str, text: str, kind: str) -> list[dict[str, Any]]:
+    """A list's rows as batch prediction reads them: any columns, the label optional."""
+    if kind != "jsonl":
+        return list(csv.DictReader(io.StringIO(text)))
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            raise InputError(f"{uri}, line {n}: not JSON ({err}); write one object per line") from None
+        if not isinstance(row, dict):
+            raise InputError(f'{uri}, line {n}: expected an object such as {{"path": "a.jpg"}}, got {row!r}')
+        rows.append(row)
+    return rows
 
 
 CSV = ManifestKind("csv")

@@ -1,9 +1,15 @@
-"""The source kinds, in one list: detection, opening, and the workers' loaders go through it.
+"""The source kinds, in one list: detection, opening, the workers' loaders and batch prediction's
+listing go through it.
 
-Adding a built-in kind: a module with a :class:`~components.convert.sources.base.SourceKind`
-subclass and one line in :data:`BUILTIN_KINDS`. A kind defined outside the package (an extension
-module named in ``LTP_EXTENSIONS``, :mod:`trainer.extensions`) calls :func:`register_kind` when
-imported; the registry imports those modules when it is first looked up, in every process.
+Which kind a source is: the kinds are offered it in :func:`claim_order`: by each kind's ``claim``
+(a built-in name, then a file by its name, then a folder by what it holds, then any folder: the
+image folder with one subfolder per class, last), and in registry order among kinds of one claim.
+
+Adding a built-in kind: a module with a :class:`~components.image_input.sources.base.SourceKind`
+subclass (its ``claim`` says when it is offered a source) and one line in :data:`BUILTIN_KINDS`.
+A kind defined outside the package (an extension module named in ``LTP_EXTENSIONS``,
+:mod:`trainer.extensions`) calls :func:`register_kind` when imported; the registry imports those
+modules when it is first looked up, in every process.
 """
 
 from __future__ import annotations
@@ -15,21 +21,30 @@ from typing import Any
 
 import numpy as np
 
-from components.convert.sources.arrays import as_uint8
-from components.convert.sources.base import Item, Source, SourceError, SourceKind, exists
-from components.convert.sources.coco import COCO
-from components.convert.sources.digits import DIGITS
-from components.convert.sources.fashion_mnist import FASHION_MNIST
-from components.convert.sources.folder import FOLDER
-from components.convert.sources.idx import IDX
-from components.convert.sources.manifest import CSV, JSONL
-from components.convert.sources.npz import NPZ
-from components.convert.sources.shapes import SHAPES
+from components.image_input.sources.arrays import as_uint8
+from components.image_input.sources.base import (
+    Claim,
+    InputError,
+    Item,
+    Listing,
+    Source,
+    SourceError,
+    SourceKind,
+    exists,
+)
+from components.image_input.sources.coco import COCO
+from components.image_input.sources.digits import DIGITS
+from components.image_input.sources.fashion_mnist import FASHION_MNIST
+from components.image_input.sources.folder import FOLDER
+from components.image_input.sources.idx import IDX
+from components.image_input.sources.manifest import CSV, JSONL
+from components.image_input.sources.npz import NPZ
+from components.image_input.sources.shapes import SHAPES
 from trainer.registry import Registry
 from trainer.storage import is_gcs, read_bytes  # read_bytes: the workers' local fast path (os.read)
 
 BUILTIN_KINDS: tuple[SourceKind, ...] = (FOLDER, CSV, JSONL, NPZ, IDX, COCO, FASHION_MNIST, DIGITS, SHAPES)
-# Built-in kinds first, in detection order, then the extension modules' in the order they registered.
+# Built-in kinds first, then the extension modules' in the order they registered; claim_order sorts them.
 _KINDS: Registry[SourceKind] = Registry("source format", error=SourceError, ordered=True)
 for _kind in BUILTIN_KINDS:
     _KINDS.register(_kind.name, _kind)
@@ -42,8 +57,15 @@ def register_kind(source_kind: SourceKind) -> SourceKind:
         The kind, so that a module can write ``BRIGHTNESS = register_kind(BrightnessKind())``.
 
     Raises:
-        SourceError: another kind is registered under the same name.
+        SourceError: another kind is registered under the same name, or it is no SourceKind (or one
+            that says ``builtin`` instead of ``claim = Claim.NAME``).
     """
+    if not isinstance(source_kind, SourceKind):
+        raise SourceError(f"register_kind takes a SourceKind (components.image_input.sources), got {source_kind!r}")
+    if source_kind.builtin != (source_kind.claim is Claim.NAME):
+        raise SourceError(
+            f"source kind {source_kind.name!r} says builtin: a built-in name's kind sets claim = Claim.NAME instead"
+        )
     return _KINDS.register(source_kind.name, source_kind)
 
 
@@ -83,17 +105,25 @@ def is_builtin(uri: str) -> bool:
     return any(k.builtin and k.matches(uri) for k in kinds())
 
 
+def claim_order() -> tuple[SourceKind, ...]:
+    """The kinds in the order they are offered a source: by ``claim``, then in registry order."""
+    return tuple(sorted(kinds(), key=lambda k: k.claim))
+
+
 def detect(uri: str) -> str:
-    """The kind of a source from its name and, for folders, what is inside."""
-    registered = kinds()
-    for k in registered:
-        if k.builtin and k.matches(uri):
+    """The kind of a source: the first kind in :func:`claim_order` that claims it.
+
+    Raises:
+        SourceError: no such path (and no built-in name), or no kind claims it.
+    """
+    ordered = claim_order()
+    for k in ordered:
+        if k.claim is Claim.NAME and k.matches(uri):
             return k.name
     if not exists(uri):
         raise SourceError(f"source not found: {uri}; expected {expected()}")
-    candidates = [k for k in registered if not k.builtin and not k.fallback] + [k for k in registered if k.fallback]
-    for k in candidates:
-        if k.matches(uri):
+    for k in ordered:
+        if k.claim is not Claim.NAME and k.matches(uri):
             return k.name
     raise SourceError(f"unknown source format: {uri}; expected {expected()}")
 
@@ -117,6 +147,20 @@ def open_source(uri: str, kind_name: str | None = None, classes: list[str] | Non
     if not source.items:
         raise SourceError(f"no images in {uri}: the {source_kind.name} source lists none; expected {expected()}")
     return source
+
+
+def prediction_listing(uri: str) -> Listing:
+    """Lists a source's images for batch prediction (no image bytes are read): its kind's listing.
+
+    Raises:
+        SourceError: missing path, unknown format, or nothing to score (InputError).
+    """
+    uri = str(uri)
+    source_kind = kind(detect(uri))
+    listing = source_kind.prediction_listing(uri)
+    if not listing.items:
+        raise InputError(f"no images in {uri}: the {source_kind.name} source lists none; expected {expected()}")
+    return listing
 
 
 class Loader:

@@ -1,7 +1,12 @@
-"""COCO detection JSON: images, their boxes, and what the file gets wrong."""
+"""COCO detection JSON: images, their boxes, and what the file gets wrong.
+
+Converted, a COCO file is read strictly (:func:`open_coco`); scored (batch prediction), leniently
+(:func:`coco_listing`): its images with their ids, the annotations' boxes as the labels.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -9,19 +14,25 @@ import posixpath
 from collections import Counter
 from typing import Any
 
-from components.convert.imaging import EXTENSIONS
-from components.convert.sources.base import (
+from components.image_input.imaging import EXTENSIONS
+from components.image_input.sources.base import (
     Box,
     ImageBoxes,
+    InputError,
     Item,
+    Listing,
+    PredictItem,
     Source,
     SourceError,
     SourceKind,
     base_dir,
+    digest,
     fingerprint,
     has_suffix,
     resolve,
+    version,
 )
+from trainer import storage
 from trainer.storage import is_gcs, read_bytes
 from trainer.tfrecords import NO_LABEL
 
@@ -193,6 +204,53 @@ def open_coco(uri: str, kind: str) -> Source:
     return Source(kind, uri, names, items, fp_hash, task="detection", rejected=orphans)
 
 
+def _coco_truth(data: dict[str, Any], uri: str) -> dict[int, list[dict[str, Any]]]:
+    """Image id -> its boxes as batch prediction's labels (crowd boxes left out), in pixels, by class name."""
+    names = {c.get("id"): str(c.get("name")) for c in data.get("categories") or [] if isinstance(c, dict)}
+    truth: dict[int, list[dict[str, Any]]] = {}
+    for ann in data.get("annotations") or []:
+        if not isinstance(ann, dict) or ann.get("iscrowd"):
+            continue
+        x, y, w, h = (float(v) for v in ann["bbox"])
+        if ann.get("category_id") not in names:
+            raise InputError(f"{uri}: annotation {ann.get('id')} names category {ann.get('category_id')}, not listed")
+        truth.setdefault(int(ann["image_id"]), []).append(
+            {"box": [x, y, x + w, y + h], "class": names[ann["category_id"]]}
+        )
+    return truth
+
+
+def coco_listing(uri: str) -> Listing:
+    """The images of a COCO file to score (``images``: ``id``, ``file_name`` relative to the file's folder).
+
+    The file's ids are kept (the COCO results use them); its annotations, where it has any, are
+    the labels. An image file that is missing stays an item (its prediction lists it).
+
+    Raises:
+        InputError: not JSON, or no ``images`` list.
+    """
+    text = storage.read_text(uri)
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise InputError(f"{uri}: not JSON ({err}); give a COCO file with an 'images' list") from None
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list) or not images:
+        raise InputError(f"{uri}: no 'images' list (or it is empty); a COCO file lists its images with ids")
+    labelled = "annotations" in data
+    truth = _coco_truth(data, uri) if labelled else {}
+    base = base_dir(uri)
+    items = []
+    for image in images:
+        try:
+            image_id, name = int(image["id"]), str(image["file_name"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{uri}: every image needs an integer 'id' and a 'file_name', got {image!r}") from None
+        items.append(PredictItem(resolve(base, name), name, image_id, truth.get(image_id, []) if labelled else None))
+    fp = digest([hashlib.sha256(text.encode()).hexdigest(), *(version(it.uri) for it in items)])
+    return Listing("coco", items, fp, labelled)
+
+
 class CocoKind(SourceKind):
     """A COCO detection ``.json`` file (``images``, ``annotations``, ``categories``)."""
 
@@ -204,6 +262,9 @@ class CocoKind(SourceKind):
 
     def open(self, uri: str, classes: list[str] | None) -> Source:
         return open_coco(uri, self.name)
+
+    def prediction_listing(self, uri: str) -> Listing:
+        return coco_listing(uri)
 
 
 COCO = CocoKind()

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from components.convert.sources.base import Source, SourceKind, stamp
-from components.convert.sources.idx import idx_arrays, is_idx_name, open_idx
+from components.image_input.sources.arrays import ArrayKind
+from components.image_input.sources.base import Claim, Source, stamp
+from components.image_input.sources.idx import idx_arrays, is_idx_name, open_idx
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_CLASSES = [
@@ -35,12 +36,12 @@ def fashion_mnist_dir() -> str:
     return os.path.join(os.path.expanduser("~"), ".keras", "datasets", "fashion-mnist")
 
 
-class FashionMnistKind(SourceKind):
+class FashionMnistKind(ArrayKind):
     """The built-in name ``fashion-mnist``: its train and test files, ten named classes."""
 
     name = "fashion-mnist"
     description = "fashion-mnist"
-    builtin = True
+    claim = Claim.NAME
 
     def matches(self, uri: str) -> bool:
         return uri == self.name

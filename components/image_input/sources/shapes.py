@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from components.convert.sources.base import Source, SourceError, SourceKind, fingerprint
-from components.convert.sources.coco import open_coco
+import dataclasses
+
+from components.image_input.sources.base import Claim, Listing, Source, SourceError, SourceKind, fingerprint
+from components.image_input.sources.coco import coco_listing, open_coco
 
 
 def _count(uri: str) -> int:
     if uri == "shapes":
-        from components.convert.shapes import DEFAULT_COUNT
+        from components.image_input.shapes import DEFAULT_COUNT
 
         return DEFAULT_COUNT
     text = uri.split(":", 1)[1]
@@ -22,13 +24,13 @@ class ShapesKind(SourceKind):
 
     name = "shapes"
     description = "shapes (detection; shapes:<count> for another count)"
-    builtin = True
+    claim = Claim.NAME
 
     def matches(self, uri: str) -> bool:
         return uri == self.name or uri.startswith(f"{self.name}:")
 
     def open(self, uri: str, classes: list[str] | None) -> Source:
-        from components.convert import shapes
+        from components.image_input import shapes
 
         count = _count(uri)
         src = open_coco(str(shapes.cached(count)), "coco")
@@ -36,6 +38,12 @@ class ShapesKind(SourceKind):
         # Where the cache lives is no part of the data: the fingerprint does not depend on it.
         src.fingerprint = fingerprint(["shapes", shapes.GENERATOR_VERSION, count, src.fingerprint])
         return src
+
+    def prediction_listing(self, uri: str) -> Listing:
+        """The generated images with their ids and boxes (the cache's COCO file, as kind ``shapes``)."""
+        from components.image_input import shapes
+
+        return dataclasses.replace(coco_listing(str(shapes.cached(_count(uri)))), kind=self.name)
 
 
 SHAPES = ShapesKind()

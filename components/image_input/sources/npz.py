@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from components.convert.sources.arrays import array_source
-from components.convert.sources.base import Source, SourceError, SourceKind, fingerprint, has_suffix, stamp
+from components.image_input.sources.arrays import ArrayKind, array_source
+from components.image_input.sources.base import Source, SourceError, fingerprint, has_suffix, stamp
 from trainer.storage import read_bytes
 
 _NPZ_PAIRS = (("images", "labels"), ("x", "y"), ("x_train", "y_train"), ("x_test", "y_test"))
@@ -38,7 +38,7 @@ def npz_arrays(uri: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], 
     return images, labels, names
 
 
-class NpzKind(SourceKind):
+class NpzKind(ArrayKind):
     """A ``.npz`` file: ``images``+``labels``, ``x``+``y`` or ``x_train``+``y_train`` (and ``x_test``+``y_test``)."""
 
     name = "npz"

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from components.convert.sources.arrays import array_source
-from components.convert.sources.base import Source, SourceError, SourceKind, fingerprint
+from components.image_input.sources.arrays import ArrayKind, array_source
+from components.image_input.sources.base import Claim, Source, SourceError, fingerprint
 
 # 1,797 8x8 images, shipped so that the built-in source needs neither scikit-learn (about 150 MB with
 # SciPy, in no image) nor a download. Made by ``load_digits()`` of the scikit-learn version stored
@@ -26,18 +26,18 @@ def digits_file() -> tuple[np.ndarray, np.ndarray, str]:
     if not os.path.isfile(DIGITS_FILE):
         raise SourceError(
             f"the built-in digits data is missing: expected {DIGITS_FILE}, part of the package; "
-            "reinstall lean-tpu-pipelines (its package data includes components/convert/digits.npz)"
+            "reinstall lean-tpu-pipelines (its package data includes components/image_input/digits.npz)"
         )
     with np.load(DIGITS_FILE, allow_pickle=False) as z:
         return z["images"], z["labels"].astype(np.int64), str(z["sklearn_version"])
 
 
-class DigitsKind(SourceKind):
+class DigitsKind(ArrayKind):
     """The built-in name ``digits``: ten classes ``0``..``9``, no given splits."""
 
     name = "digits"
     description = "digits"
-    builtin = True
+    claim = Claim.NAME
 
     def matches(self, uri: str) -> bool:
         return uri == self.name

@@ -1,16 +1,22 @@
-"""What every source kind shares: the scanned records, the kind interface, fingerprints and paths."""
+"""What every source kind shares: the scanned records, the prediction listing, the kind interface,
+the order in which kinds claim a source, fingerprints and paths.
+"""
 
 from __future__ import annotations
 
+import abc
+import dataclasses
+import enum
 import hashlib
 import os
 import posixpath
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from trainer import storage
+from trainer import records, storage
 from trainer.storage import is_gcs
 
 
@@ -88,25 +94,99 @@ class Source:
         return {"kind": self.kind, "uri": self.uri, **self.options}
 
 
-class SourceKind:
+class InputError(SourceError):
+    """An input cannot be listed for prediction; the message says what was found and what is expected."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictItem(records.Record):
+    """One image to score (batch prediction): where its bytes are, the name its prediction carries.
+
+    Attributes:
+        uri: where its bytes are: a local path or ``gs://`` URI; for an item with a ``record``,
+            the container the record is in (a converted dataset's TFRecord file, an array source).
+        path: the name its prediction carries: relative to the input's folder where it has one.
+        image_id: the COCO image id (from a COCO input; else assigned, 1-based, in list order).
+        label: the truth where the input gives one: a class name, or (COCO) a list of
+            ``{"box": [xmin, ymin, xmax, ymax] pixels, "class": name}``.
+        record: the image's index in ``uri`` (converted datasets, array sources); None for a file.
+    """
+
+    _what = "batch prediction item"
+    _omit_empty = ("label", "record")
+
+    uri: str
+    path: str
+    image_id: int
+    label: Any = None
+    record: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """An input, listed for prediction.
+
+    Attributes:
+        kind: what it is: the source kind's name (``list`` for both CSV and JSONL), or
+            ``dataset`` (a converted dataset, which batch prediction lists itself). The items
+            of a listing whose items have a ``record`` are read by the kind of that name
+            (:meth:`SourceKind.prediction_reader`).
+        items: the images in a stable order.
+        fingerprint: sha256 of what was listed (paths, sizes, versions): equal when nothing changed.
+        labelled: whether the input gives labels (then the join scores the predictions).
+    """
+
+    kind: str
+    items: list[PredictItem]
+    fingerprint: str
+    labelled: bool
+
+
+class Claim(enum.IntEnum):
+    """When a kind is offered a source (:func:`~.registry.detect`): the lower first, and the
+    registry's order among kinds of one claim.
+
+    Attributes:
+        NAME: a built-in name (``digits``, ``shapes:500``), matched before any path is looked at.
+        FILE: a file, by its name (``.csv``, ``.jsonl``, ``.npz``, ``.json``).
+        LAYOUT: a folder by what it holds (IDX files; a Pascal VOC root's ``Annotations/``, a YOLO
+            ``data.yaml``): before any folder is taken for an image folder.
+        ANY_FOLDER: any folder: the image folder with one subfolder per class, the last resort.
+    """
+
+    NAME = 0
+    FILE = 1
+    LAYOUT = 2
+    ANY_FOLDER = 3
+
+
+class SourceKind(abc.ABC):
     """One kind of source. A module per kind subclasses this; the registry lists one instance each.
+
+    A kind serves both steps that read images: the convert step (:meth:`open`, :meth:`arrays`)
+    and batch prediction (:meth:`prediction_listing`, :meth:`prediction_reader`). Both are
+    abstract where they must be: a kind that converts but cannot be scored cannot be made.
 
     Attributes:
         name: the kind's name (``--format``, ``source_format``, ``dataset.json`` ``source.format``).
         description: what the kind looks like, for error messages ("a .npz file").
-        builtin: a built-in name rather than a path: matched before any existence check.
-        fallback: matched only when no other kind matches (an image folder: any folder).
+        claim: when the kind is offered a source (:class:`Claim`).
     """
 
     name: str = ""
     description: str = ""
-    builtin: bool = False
-    fallback: bool = False
+    claim: Claim = Claim.FILE
 
+    @property
+    def builtin(self) -> bool:
+        """A built-in name rather than a path: matched before any existence check."""
+        return self.claim is Claim.NAME
+
+    @abc.abstractmethod
     def matches(self, uri: str) -> bool:
         """Whether ``uri`` (existing, unless the kind is built in) is of this kind."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def open(self, uri: str, classes: list[str] | None) -> Source:
         """Scans the source into items (no image bytes are read).
 
@@ -114,7 +194,23 @@ class SourceKind:
             uri: the path, gs:// URI or built-in name.
             classes: the declared class names, or None.
         """
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    def prediction_listing(self, uri: str) -> Listing:
+        """The images of the source to score (batch prediction), in a stable order, with a
+        fingerprint that changes when they do. Labels are optional: only where the input gives
+        them (a list's ``label`` column, a COCO file's boxes); an image the source names but that
+        is missing stays an item (its prediction lists it as unreadable).
+
+        Raises:
+            SourceError: nothing to score there; the message says what was found.
+        """
+
+    def prediction_reader(self, uri: str) -> Callable[[str], bytes]:
+        """Reads one prediction item's bytes, given its ``uri`` (``<uri>#<record>`` for an item
+        with a record): files through storage, unless the kind's items are records of its own.
+        """
+        return storage.read_bytes
 
     def arrays(self, spec: dict[str, Any]) -> dict[str, np.ndarray]:
         """The worker's loader: the pixels of an array source by array name; empty when items are files."""
@@ -164,3 +260,18 @@ def resolve(base: str, path: str) -> str:
 def has_suffix(uri: str, suffix: str) -> bool:
     """Whether the source's name ends with ``suffix`` (any case, a trailing slash ignored)."""
     return uri.lower().rstrip("/").endswith(suffix)
+
+
+def digest(lines: Iterable[str]) -> str:
+    """The sha256 of text lines: a prediction listing's fingerprint."""
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def version(uri: str) -> str:
+    """``size:version`` of a file, ``missing`` when there is none (its prediction lists it)."""
+    info = storage.stat(uri)
+    return "missing" if info is None else f"{info.size}:{info.version}"

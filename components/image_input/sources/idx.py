@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from components.convert.sources.arrays import array_source
-from components.convert.sources.base import Source, SourceError, SourceKind, fingerprint, stamp
+from components.image_input.sources.arrays import ArrayKind, array_source
+from components.image_input.sources.base import Claim, Source, SourceError, fingerprint, stamp
 from trainer import storage
 from trainer.storage import is_gcs, read_bytes
 
@@ -181,11 +181,12 @@ def idx_arrays(folder: str) -> dict[str, np.ndarray]:
     return {name: images.array() for name, images in pending.items()}
 
 
-class IdxKind(SourceKind):
-    """A local folder of IDX files, one images and one labels file per split."""
+class IdxKind(ArrayKind):
+    """A local folder of IDX files, one images and one labels file per split (claimed by them, before ``folder``)."""
 
     name = "idx"
     description = "a folder of IDX files"
+    claim = Claim.LAYOUT
 
     def matches(self, uri: str) -> bool:
         return storage.isdir(uri) and not is_gcs(uri) and any(is_idx_name(n) for n in os.listdir(uri))
