@@ -3,7 +3,7 @@
 Each step folder's ``surface.py`` lists its components' :class:`Surface` in ``SURFACES``: the config
 section a component's parameters repeat (names, types, defaults), the parameters that are no field,
 and the step's line in ``make run``'s console. ``pipelines/tools/params.py`` builds a run's step configs
-from it (a value a step refuses fails before anything runs), ``tests/unit/test_parameter_surfaces.py``
+from it (a value a step refuses fails before anything runs), ``tests/unit/architecture/test_parameter_surfaces.py``
 checks the components against their sections through it, and ``pipelines/tools/run_local.py`` asks it for
 a finished step's line. A new step is its folder and this declaration; nothing else lists it.
 """

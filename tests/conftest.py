@@ -21,27 +21,27 @@ os.environ.setdefault("LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefi
 SLOWEST_FIRST = (
     "tests/components/test_detection_flow.py",  # 58 s; builds the shared tiny detector
     "tests/components/test_tpu_preset.py",  # 81 s
-    "tests/unit/test_multiworker_train.py",  # 86 s
+    "tests/unit/train/test_multiworker_train.py",  # 86 s
     "tests/pipelines/test_end_to_end_local.py",  # 59 s
     "tests/pipelines/test_sweep_pipeline.py",  # 41 s
     "tests/pipelines/test_toy_task_local.py",  # 35 s
-    "tests/unit/test_train_budget.py",  # 29 s; a budgeted training, killed and resumed
+    "tests/unit/train/test_train_budget.py",  # 29 s; a budgeted training, killed and resumed
     "tests/components/test_promote_flow.py",  # 33 s
     "tests/components/test_promote_contract.py",  # 19 s
     "tests/unit/test_presets.py",  # 21 s with the shared detector
     "tests/components/test_notebook_step.py",  # 26 s
     "tests/pipelines/test_monitor_pipeline.py",  # 26 s
     "tests/pipelines/test_promote_pipelines.py",  # 25 s
-    "tests/unit/test_source_seam.py",  # 25 s; a process converts and batch-predicts the toy source kind
+    "tests/unit/architecture/test_source_seam.py",  # 25 s; a process converts and batch-predicts the toy source kind
     "tests/unit/test_classification_fit.py",  # 22 s
     "tests/pipelines/test_gpu_vs_tpu_pipeline.py",  # 21 s
     "tests/integration/test_model_server.py",  # 21 s
     "tests/components/test_step_clis_by_task.py",  # 20 s
     "tests/pipelines/test_notebook_pipeline.py",  # 19 s
-    "tests/unit/test_packaging.py",  # 18 s
+    "tests/unit/architecture/test_packaging.py",  # 18 s
     "tests/components/test_promote_cli.py",  # 18 s
     "tests/components/test_evaluate_cli.py",  # 15 s
-    "tests/unit/test_train.py",  # 15 s
+    "tests/unit/train/test_train.py",  # 15 s
 )
 
 

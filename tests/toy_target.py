@@ -2,7 +2,7 @@
 
 ``LTP_EXTENSIONS=tests.toy_target`` registers it (``trainer/extensions.py``), with nothing outside
 ``tests/`` changed: the proof that a target is one module, its settings included
-(``tests/unit/test_target_seam.py`` promotes and rolls back through it). Its own setting is
+(``tests/unit/architecture/test_target_seam.py`` promotes and rolls back through it). Its own setting is
 ``region`` (``serving_options.region``), which names the URLs it gives; it splits traffic when the
 step sets ``canary_steps``.
 

@@ -1,7 +1,7 @@
 """The one skeleton of the local runners: a pipeline under kfp.local behind the quiet console.
 
 Every ``make`` target that runs a pipeline on this machine goes through this module; nothing else
-in ``pipelines/tools/`` calls kfp.local or builds the console (``tests/unit/test_local_runners.py``):
+in ``pipelines/tools/`` calls kfp.local or builds the console (``tests/unit/architecture/test_local_runners.py``):
 
 - :func:`execute` runs a pipeline once (kfp.local in this Python, each step's output in the
   quiet console and in its own log under ``<run folder>/logs/``), then prints, when a step

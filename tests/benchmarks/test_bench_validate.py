@@ -8,7 +8,7 @@ The opt-in near-duplicate check (every image decoded and hashed) is timed apart.
 medians of three. Target: the library call under 10 s on both datasets, with no TensorFlow import.
 
 Prints; asserts only what holds whatever the speed (no leakage or label conflict on either clean
-dataset). tests/unit/test_validate_read.py shows the library call imports no TensorFlow.
+dataset). tests/unit/validate/test_validate_read.py shows the library call imports no TensorFlow.
 """
 
 from __future__ import annotations

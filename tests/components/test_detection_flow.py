@@ -1,9 +1,9 @@
 """Detection through every step on a real (small) RetinaNet: export, evaluation and gate, serving
 and its checks, REST against in-process mAP, the benchmark, weights from a path.
 
-A killed training's resumption is tested once for the process (tests/unit/test_train_resume.py:
+A killed training's resumption is tested once for the process (tests/unit/train/test_train_resume.py:
 killed by SIGKILL at its first checkpoint, resumed by another) and once for the detector's state
-(tests/unit/test_multiworker_train.py: a detector worker killed after the first checkpoint, the
+(tests/unit/train/test_multiworker_train.py: a detector worker killed after the first checkpoint, the
 set resuming from it to the same weights on both workers)."""
 
 import base64

@@ -1,6 +1,6 @@
 """The steps' command lines: real runs on the tiny dataset and model, and bad input.
 
-``--help`` of every step (and that it does not import TensorFlow) is tests/unit/test_layout.py.
+``--help`` of every step (and that it does not import TensorFlow) is tests/unit/architecture/test_layout.py.
 The runs call ``main()`` in process: the tiny assets are built here anyway, and a subprocess would
 pay TensorFlow's import again.
 """

@@ -302,7 +302,7 @@ class Task(abc.ABC):
     """The task's own settings of a step after training, by the step config's mapping that holds
     them (``evaluation_options``: ``EvaluateConfig``; ``prediction_options``: ``PredictConfig``),
     read by :meth:`step_options`. A step's setting that one task reads lives here, not in the
-    step's config (``tests/unit/test_task_knobs.py``); a task without an entry takes none."""
+    step's config (``tests/unit/architecture/test_task_knobs.py``); a task without an entry takes none."""
 
     def __init__(self, options: Mapping[str, Any] | ConfigBase | None = None) -> None:
         self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})

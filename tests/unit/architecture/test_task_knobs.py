@@ -27,7 +27,7 @@ from trainer.config import ConfigBase, ConfigError, EvaluateConfig
 from trainer.tasks import TaskError, get_task, task_types
 from trainer.tasks.base import Task
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # The step configs a task's methods are handed (Task.evaluate's ``config``).
 HANDED_TO_TASKS: tuple[type[ConfigBase], ...] = (EvaluateConfig,)

@@ -11,7 +11,7 @@ from components.image_input import sources
 from components.image_input.sources import SourceError, SourceKind, register_kind
 from trainer.extensions import EXTENSIONS_ENV, extension_modules
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_variable_lists_module_names(monkeypatch):

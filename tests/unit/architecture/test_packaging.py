@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("trainer", "components", "pipelines")
 # What the Dockerfile installs: the base dependencies plus one of these extras (VARIANT).
 CONTAINER_EXTRAS = ("cpu", "gpu", "tpu", "tpu-vm")

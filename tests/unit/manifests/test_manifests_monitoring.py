@@ -21,9 +21,16 @@ import yaml
 
 from components.monitor import rules
 from components.serving.metrics import METRICS_PATH
-from tests.unit.test_manifests_serving import KUBERNETES_VERSION, STAGES, container, deployment, objects, stage
+from tests.unit.manifests.test_manifests_serving import (
+    KUBERNETES_VERSION,
+    STAGES,
+    container,
+    deployment,
+    objects,
+    stage,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "manifests" / "monitoring"
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(

@@ -8,7 +8,7 @@ from trainer import distribute
 from trainer.config import ConfigError, TrainConfig
 from trainer.distribute import choose_precision, cpu_bf16_units, gpu_precision
 
-CPUINFO = Path(__file__).parent / "cpuinfo"
+CPUINFO = Path(__file__).parents[1] / "cpuinfo"  # tests/unit/cpuinfo
 AVX2 = (CPUINFO / "amd-epyc-avx2.txt").read_text()
 BF16 = (CPUINFO / "amd-epyc-avx512-bf16.txt").read_text()
 AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"

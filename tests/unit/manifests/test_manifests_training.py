@@ -11,7 +11,7 @@ from components.launchers import WorkerSet
 from components.launchers.cluster import ClusterSettings, worker_pod
 from components.launchers.job import IndexedJobLauncher
 from components.launchers.jobset import JobSetLauncher
-from tests.unit.test_manifests_serving import KUBERNETES_VERSION, PIPELINE_SA, _grants, objects, one
+from tests.unit.manifests.test_manifests_serving import KUBERNETES_VERSION, PIPELINE_SA, _grants, objects, one
 
 SETTINGS = ClusterSettings(namespace="kubeflow-user-example-com", pod_name="p", pod_uid="u-1")
 WORKERS = WorkerSet(workers=2, config_path="c.yaml", model_dir="m", argv=("python", "-m", "trainer.worker"))

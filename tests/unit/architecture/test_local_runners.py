@@ -21,7 +21,7 @@ import pytest
 from pipelines.tools import run_predict, run_search, run_sweep
 from pipelines.tools.runner import Finished, Summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOOLS = ROOT / "pipelines" / "tools"
 SKELETON = "runner.py"
 # What runs a pipeline under kfp.local behind the console: only the skeleton may name these.

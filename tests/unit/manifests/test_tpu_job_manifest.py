@@ -12,7 +12,7 @@ from components.images import PROJECT_IMAGE, TF_VERSION
 from pipelines import accelerators
 from trainer.config import TrainConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KUSTOMIZE_DIR = ROOT / "manifests" / "tpu-job"
 BIN = Path(sys.executable).parent
 

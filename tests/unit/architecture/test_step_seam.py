@@ -16,7 +16,7 @@ import pytest
 import components
 from components.surface import step_folders, surface_of, surfaces
 from pipelines.tools import params, run_local
-from tests.unit.test_parameter_surfaces import component_disagreements
+from tests.unit.architecture.test_parameter_surfaces import component_disagreements
 
 COMPONENT = textwrap.dedent(
     """
@@ -122,7 +122,7 @@ def step_names_outside_surfaces(paths, names) -> list[str]:
 def _project_sources():
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return sorted(p for package in ("components", "pipelines", "trainer") for p in (root / package).rglob("*.py"))
 
 

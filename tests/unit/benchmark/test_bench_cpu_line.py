@@ -4,7 +4,7 @@ from pathlib import Path
 
 from tests.benchmarks.cpu import cpu_line, versus
 
-CPUINFO = Path(__file__).parent / "cpuinfo"
+CPUINFO = Path(__file__).parents[1] / "cpuinfo"  # tests/unit/cpuinfo
 
 
 def test_a_cpu_with_bf16_units_names_them(monkeypatch):

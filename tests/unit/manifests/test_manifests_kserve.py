@@ -10,7 +10,7 @@ import pytest
 
 from components.serving.config import STAGES
 from components.serving.targets.kserve import PODMONITOR, TEMPLATE_NAME, render_inference_service
-from tests.unit.test_manifests_serving import KUBERNETES_VERSION, MANIFESTS, objects, one
+from tests.unit.manifests.test_manifests_serving import KUBERNETES_VERSION, MANIFESTS, objects, one
 
 FLAG = "--monitoring_config_file="
 

@@ -17,7 +17,7 @@ from components.serving.metrics import ServingMetrics, status_code_name
 from components.serving.stages import StageEntry
 from trainer.config import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_monitor_config_validation():

@@ -36,7 +36,7 @@ from trainer import storage
 from trainer.extensions import EXTENSIONS_ENV
 from trainer.registry import Registry
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _png(seed: int, size: tuple[int, int] = (6, 5)) -> bytes:

@@ -26,7 +26,7 @@ from trainer.config import ConfigError
 from trainer.configbase import ConfigBase
 from trainer.extensions import EXTENSIONS_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UNKNOWN_KEY = "no_such_option"
 
 
@@ -264,7 +264,7 @@ def test_a_target_from_an_extension_module_is_promoted_to_and_rolled_back(tmp_pa
     from tests.toy_target import read_log
 
     root = str(tmp_path / "stages")
-    code = f"from tests.unit.test_target_seam import drive_toy_target; drive_toy_target({root!r})"
+    code = f"from tests.unit.architecture.test_target_seam import drive_toy_target; drive_toy_target({root!r})"
     env = {**os.environ, "PYTHONPATH": str(ROOT), EXTENSIONS_ENV: "tests.toy_target"}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _HOSTS = (
     ("deb", "debian", "org"),  # the Debian archive's

@@ -14,7 +14,7 @@ from trainer.tfrecord_read import IMAGE_FEATURE, iter_split_features, parse_exam
 from trainer.tfrecord_wire import encode_example
 from trainer.tfrecords import DatasetError, load_dataset_info
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _fields(**extra):

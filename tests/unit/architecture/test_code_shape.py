@@ -11,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("components", "pipelines", "trainer")
 MAX_BODY_LINES = 60
 # A module over this many lines holds several jobs: split it along them (docs/ARCHITECTURE.md).

@@ -15,7 +15,7 @@ from components import kube as kubeapi
 from components.serving.config import STAGES
 from components.serving.targets import kubernetes as kube
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "manifests"
 # The Kubernetes version the objects must be valid for (strict: unknown fields are errors).
 KUBERNETES_VERSION = "1.33.0"

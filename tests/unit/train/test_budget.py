@@ -41,7 +41,7 @@ from trainer.budget.pricing import (
 )
 from trainer.config import ConfigError, TrainConfig
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # A calibration's figures: 20 s of start-up and calibration (5 s of it timing steps), 50 ms steps,
 # 3 s evaluations, 10 s for the export.
 MEASURED = {"elapsed_s": 20.0, "calibration_s": 5.0, "step_s": 0.05, "eval_s": 3.0, "export_s": 10.0}

@@ -16,7 +16,7 @@ from components.evaluate.renderers import renderers_of
 from trainer.extensions import EXTENSIONS_ENV
 from trainer.tasks import RunDefaults, Task, TaskError, get_task, task_names, task_types
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_tasks_are_registered():

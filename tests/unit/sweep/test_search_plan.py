@@ -13,7 +13,7 @@ from components.sweep.search.selection import TrialRow, pareto_frontier, pick, r
 from components.sweep.search.space import Objective, SearchError, SearchSpec
 from trainer.budget.pricing import hourly_cost, load_price_table
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CASE_STUDY = ROOT / "components" / "sweep" / "case_study_search.yaml"
 TPU3 = {"accelerator": "tpu-v3-8", "accelerator_type": "cloud-tpus.google.com/v3", "accelerator_count": 8}
 TPU2 = {"accelerator": "tpu-v2-8", "accelerator_type": "cloud-tpus.google.com/v2", "accelerator_count": 8}
