@@ -105,7 +105,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     args = _parser().parse_args(argv)
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.promote.run import PromotionError, promote, promote_version, render_report, rollback
+    from components.promote.result import PromotionError, render_report
+    from components.promote.rollback import rollback
+    from components.promote.run import promote, promote_version
     from trainer.tasks import TaskError
 
     run_id = args.run_id or "cli-" + datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -54,7 +54,8 @@ def promote_model(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.params import none_if_empty
-    from components.promote.run import promote, render_report
+    from components.promote.result import render_report
+    from components.promote.run import promote
     from components.serving.config import PromoteConfig
     from components.serving.stages import resolve_stages_root
 
@@ -106,7 +107,8 @@ def rollback_stage(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.promote.run import render_report, rollback
+    from components.promote.result import render_report
+    from components.promote.rollback import rollback
     from components.serving.config import PromoteConfig
     from components.serving.stages import resolve_stages_root
 
@@ -166,7 +168,8 @@ def promote_version(
 
     configure_tensorflow_env()  # before anything imports TensorFlow
     from components.params import none_if_empty
-    from components.promote import run as promotion
+    from components.promote.result import render_report
+    from components.promote.run import promote_version as promote_stage_version
     from components.serving.config import PromoteConfig
     from components.serving.stages import resolve_stages_root
 
@@ -179,9 +182,9 @@ def promote_version(
         canary_steps=none_if_empty(canary_steps),
         allow_contract_change=allow_contract_change,
     )
-    result = promotion.promote_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
+    result = promote_stage_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
     with open(report.path, "w") as f:
-        f.write(promotion.render_report(result))
+        f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result.version, "source_version": result.source_version})
     if result.contract_change:
         report.metadata["contract_change"] = result.contract_change

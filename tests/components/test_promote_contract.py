@@ -10,7 +10,9 @@ import functools
 
 import pytest
 
-from components.promote.run import promote, promote_version, render_report, rollback
+from components.promote.result import render_report
+from components.promote.rollback import rollback
+from components.promote.run import promote, promote_version
 from components.serving.checks import CheckResult
 from components.serving.config import PromoteConfig
 from components.serving.contract import REMEDY, ContractChangeError, read_contract

@@ -6,7 +6,9 @@ import shutil
 import pytest
 
 from components.kube import RolloutTimeout
-from components.promote.run import PromotionError, promote, render_report, rollback
+from components.promote.result import PromotionError, render_report
+from components.promote.rollback import rollback
+from components.promote.run import promote
 from components.serving import stages
 from components.serving.checks import KnownExample, ServingChecksError, http_json, run_checks
 from components.serving.config import LoadTestConfig, PromoteConfig

@@ -203,7 +203,7 @@ def stage_store(tmp_path, monkeypatch):
 def checks(fake, monkeypatch):
     """The serving checks replaced by stand-ins that pass, except at the canary share ``fail_at``
     or while the InferenceService serves ``fail_version``; ``seen`` lists (canary share, URL) of each run."""
-    from components.promote import run
+    from components.promote import verify
     from components.serving.checks import ChecksReport, ServingChecksError
 
     state = {"fail_at": None, "fail_version": None, "seen": []}
@@ -222,8 +222,8 @@ def checks(fake, monkeypatch):
             raise ServingChecksError("prediction: wrong answers", report)
         return report
 
-    monkeypatch.setattr(run, "run_checks", run_checks)
-    monkeypatch.setattr(run, "check_load", lambda url, *args: _passing("load"))
+    monkeypatch.setattr(verify, "run_checks", run_checks)
+    monkeypatch.setattr(verify, "check_load", lambda url, *args: _passing("load"))
     return state
 
 
@@ -251,7 +251,8 @@ def test_a_new_version_goes_through_every_canary_step_checked_against_the_canary
 
 
 def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, kserve, api, stage_store, checks):
-    from components.promote.run import PromotionError, promote_version
+    from components.promote.result import PromotionError
+    from components.promote.run import promote_version
     from components.serving.config import PromoteConfig
 
     root, demo_version = stage_store
@@ -273,7 +274,8 @@ def test_checks_failing_at_50_percent_roll_the_canary_back_and_record_it(fake, k
 
 
 def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, api, stage_store, checks):
-    from components.promote.run import promote_version, rollback
+    from components.promote.rollback import rollback
+    from components.promote.run import promote_version
     from components.serving.config import PromoteConfig
 
     root, demo_version = stage_store
@@ -289,7 +291,8 @@ def test_a_rollback_by_hand_reapplies_the_earlier_version(fake, kserve, api, sta
 
 
 def test_standard_mode_replaces_without_a_canary_and_rolls_back(fake, api, stage_store, checks, caplog):
-    from components.promote.run import PromotionError, promote_version
+    from components.promote.result import PromotionError
+    from components.promote.run import promote_version
     from components.serving.config import PromoteConfig
 
     FakeKServe(mode="Standard").install(fake)

@@ -23,7 +23,7 @@ def test_serves_each_stage_with_a_model_and_stops_on_ctrl_c(tmp_path):
     root = str(tmp_path / "stages")
     export_tiny_model(str(tmp_path / "m"), steps=5)
     for stage in ("demo", "prod"):  # staging serves nothing
-        version = stages.StageRegistry(str(tmp_path / "m")).publish(root, stage, "clf")
+        version = stages.StageRegistry(root).publish(str(tmp_path / "m"), stage, "clf")
         stages.StageRegistry(root).record(
             stage, StageEntry(action="promote", version=version, model_uri="m", run="r", model_name="clf")
         )

@@ -156,14 +156,14 @@ def test_targets_parse_their_own_options_strictly(tmp_path):
 
 
 def test_a_step_builds_its_target_from_its_config_and_refuses_one_built_for_another_root(tmp_path):
-    from components.promote.run import _target_of
+    from components.promote.verify import target_of
 
     config = PromoteConfig(target="local", stages_root=str(tmp_path), serving_options={"port": 8600})
-    target = _target_of(config, None)
+    target = target_of(config, None)
     assert (target.name, target.options.port, target.stages.root) == ("local", 8600, str(tmp_path))
     elsewhere = get_target("local", StageRegistry(str(tmp_path / "other")))
     with pytest.raises(TargetError, match=r"built for the stage registry under '.*other', but the step's stages_root"):
-        _target_of(config, elsewhere)
+        target_of(config, elsewhere)
 
 
 def test_the_old_kserve_mode_gets_one_line_naming_its_new_key():
@@ -229,7 +229,7 @@ def drive_toy_target(stages_root: str) -> None:
     """
     from kfp import dsl
 
-    from components.promote import run
+    from components.promote import result, verify
     from components.promote.component import promote_version, rollback_stage
     from components.serving.checks import KnownExample
     from components.serving.stages import StageExamples
@@ -238,7 +238,7 @@ def drive_toy_target(stages_root: str) -> None:
     stages = StageRegistry(stages_root)
     stages.save_examples("demo", "classifier", StageExamples("classification", (KnownExample(b"png", 1),)))
     seen, fail_canary = [], [False]
-    run.run_checks, run.check_load = _stand_in_checks(seen, fail_canary)
+    verify.run_checks, verify.check_load = _stand_in_checks(seen, fail_canary)
     common = dict(stage="staging", stages_root=stages_root, target="toy", model_name="classifier")
     options = {"region": "mars"}
     reports, errors = [], []
@@ -252,7 +252,7 @@ def drive_toy_target(stages_root: str) -> None:
                 canary_steps=[50, 100], **common,
             )  # fmt: skip
             reports.append(report.metadata)
-        except run.PromotionError as err:
+        except result.PromotionError as err:
             errors.append(str(err))
     back = dsl.Markdown(uri=f"{stages_root}-back.md")
     version = rollback_stage.python_func(report=back, run_id="run-back", serving_options=options, **common)

@@ -9,7 +9,7 @@ import pytest
 
 from components.cli import flags_to_fields, load_section
 from components.promote import __main__ as cli
-from components.promote.run import PromotionResult, render_report
+from components.promote.result import PromotionResult, render_report
 from components.serving.checks import CheckResult
 from components.serving.config import STAGES, PromoteConfig
 from trainer.config import ConfigError

@@ -118,7 +118,7 @@ def test_the_kubernetes_target_needs_gcs_and_waits_as_long_as_the_rollout():
 
 
 def test_a_promotions_serving_options_set_the_kserve_targets_mode():
-    from components.promote.run import _target_of
+    from components.promote.verify import target_of
 
     config = PromoteConfig(
         target="kserve", stages_root=GCS.root, serving_options={"mode": "standard"}, canary_steps=(20, 100)
@@ -131,7 +131,7 @@ def test_a_promotions_serving_options_set_the_kserve_targets_mode():
     # The config holds the options as given; the target they are for refuses what it does not take.
     odd = config.replace(serving_options={"mode": "Serverless"})
     with pytest.raises(TargetError, match="serving_options.mode: expected one of .*, got 'Serverless'"):
-        _target_of(odd, None)
+        target_of(odd, None)
     assert PromoteConfig.from_yaml(config.to_yaml()) == config
 
 

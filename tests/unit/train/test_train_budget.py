@@ -66,14 +66,18 @@ def test_a_killed_budgeted_training_resumes_its_plan_and_counts_the_time_it_spen
     assert f"- stopping: ended at step {summary.steps} of {plan['steps']}" in card
 
 
-def test_the_plan_is_reported_before_the_first_step_it_buys(tmp_path):
+def test_the_plan_is_reported_before_the_first_step_it_buys(tmp_path, monkeypatch):
+    # Its precision measurement stays its own: the process's cache is shared by the module's trainings.
+    monkeypatch.setenv("LTP_PRECISION_CACHE", str(tmp_path / "precision.json"))
     dataset = str(write_test_dataset(tmp_path / "ds", {"train": 64, "validation": 16}))
+    # A cap over a short schedule of its own: the plan is laid out as with any budget, and trains 8 steps.
+    capped = BUDGET.replace(time_budget=f"<={MIN_BUDGET_S:.0f}s", epochs=2, steps_per_epoch=4, patience="off")
     reports = []
-    summary = train(dataset, str(tmp_path / "model"), BUDGET.replace(patience="off"),
+    summary = train(dataset, str(tmp_path / "model"), capped,
                     on_progress=lambda done, total, **fields: reports.append((done, fields)))  # fmt: skip
     planned = [i for i, (_, fields) in enumerate(reports) if "plan" in fields]
     trained = [i for i, (done, fields) in enumerate(reports) if done > 0]
     assert len(planned) == 1 and trained and planned[0] < trained[0]
     line = reports[planned[0]][1]["plan"]
-    assert line.startswith(f"time_budget {MIN_BUDGET_S:.0f}s buys {summary.budget['steps']:,} steps")
-    assert f"at {summary.budget['price_key']}" in line and "$" in line
+    assert line.startswith(f"time_budget <={MIN_BUDGET_S:.0f}s buys {summary.budget['steps']:,} steps")
+    assert summary.budget["steps"] == 8 and f"at {summary.budget['price_key']}" in line and "$" in line
