@@ -252,6 +252,19 @@ def upstream_steps(pipeline: Any) -> dict[str, frozenset[str]]:
     return found
 
 
+def _step_indent(lines: list[str]) -> str:
+    """How far kfp.local indented a step's own output: four spaces, or more in a process where
+    its ``indented_print`` was left nested (two loop iterations run at once each wrap ``print``
+    and restore the other's wrapper), read off the KFP executor's first line.
+    """
+    for raw in lines:
+        line = strip_ansi(raw)
+        start = line.find("[KFP Executor")
+        if start >= 0 and not line[:start].strip():
+            return line[:start]
+    return "    "
+
+
 def own_output(lines: list[str]) -> list[str]:
     """A step's log lines as the step wrote them, less what says nothing of it to a person.
 
@@ -262,9 +275,10 @@ def own_output(lines: list[str]) -> list[str]:
     """
     out: list[str] = []
     skip = ""  # "echo": the executor input's JSON; "trace": a traceback's frames; "warning": its source line
+    pad = _step_indent(lines)
     for raw in lines:
         line = strip_ansi(raw).rstrip()
-        line = line[4:] if line.startswith("    ") else line  # kfp.local indents a step's output
+        line = line[len(pad) :] if line.startswith(pad) else line  # kfp.local indents a step's output
         if skip == "echo":
             skip = "" if line == "}" else skip
             continue

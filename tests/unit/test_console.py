@@ -461,3 +461,13 @@ def test_own_output_leaves_out_kfp_s_lines_the_executor_s_echo_and_traceback_fra
     assert own_output(lines) == ["working", "KeyError: 'x'", "ValueError: bad value"]
     assert error_line(lines) == "ValueError: bad value"
     assert error_line(["    KeyboardInterrupt", "    all is well"]) is None
+
+
+def test_a_step_s_output_indented_deeper_by_nested_kfp_prints_reads_the_same():
+    # Two loop iterations at once leave kfp.local's indented print wrapped in itself: a later step
+    # of the same process comes indented by 8, 12, ... spaces, the executor's echo and traceback too.
+    body = [*EXECUTOR_ECHO, "working", *_traceback("f", "ValueError: bad value")]
+    for depth in (4, 12, 28):
+        lines = ["09:16:10.070 - INFO - Streamed logs:", *(" " * depth + line for line in body)]
+        assert own_output(lines) == ["working", "ValueError: bad value"], depth
+        assert error_line(lines) == "ValueError: bad value", depth
