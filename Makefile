@@ -49,7 +49,7 @@ CONTAINER_TOOL ?=
 BASE_IMAGE ?=
 VARIANTS ?= cpu gpu tpu tpu-vm
 
-.PHONY: help setup data prometheus browser run serve sweep search predict submit test test-fast bench lint format compile upload images resolve clean
+.PHONY: help setup data prometheus browser run serve sweep search predict select submit test test-fast bench lint format compile upload images resolve clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -96,7 +96,7 @@ serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
 # SET reaches the command through the environment: its text may hold quotes of its own.
-run sweep search predict submit: export LTP_SET = $(SET)
+run sweep search predict select submit: export LTP_SET = $(SET)
 
 run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1 RUNNER=container
 	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
@@ -124,6 +124,16 @@ predict: $(STAMP) ## Score images with what a stage serves (kfp.local): DATA=fol
 	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(PREDICT_ROOT)' \
 	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
 
+# make select's OUT is where the pick goes, as make predict's; N how many images, DATASET the labelled
+# dataset whose images are never picked.
+select: $(STAMP) ## Pick the images worth labelling next (kfp.local): DATA=pool/ STAGE=staging MODEL=classifier (or MODEL_DIR=folder) N=100 DATASET=dataset/ OUT=dir CONFIG=select.yaml SET='strategy=margin seed=1'
+	@$(PY) -m pipelines.tools.run_select $(if $(DATA),--data '$(DATA)') $(if $(STAGE),--stage '$(STAGE)') \
+	  $(if $(MODEL),--model '$(MODEL)') $(if $(MODEL_DIR),--model-dir '$(MODEL_DIR)') $(if $(N),--count $(N)) \
+	  $(if $(DATASET),--dataset '$(DATASET)') --stages '$(or $(STAGES),$(PREDICT_ROOT)/stages)' \
+	  --output-uri '$(if $(filter command line,$(origin OUT)),$(OUT),$(PREDICT_ROOT)/selection)' \
+	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(PREDICT_ROOT)' \
+	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
 submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml SET='epochs=20' KFP_HOST=... (uploads or reuses the pipeline version; PREFLIGHT=off skips the TPU check)
 	@test -n "$(KFP_HOST)" || { echo "error: set KFP_HOST, e.g. make submit KFP_HOST=http://localhost:8080"; exit 2; }
 	@$(PY) -m pipelines.tools.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
@@ -141,6 +151,20 @@ test-fast: setup ## Run the tests that do not train, convert or start servers
 
 bench: setup ## Run the benchmarks (prints ratios against baselines)
 	$(PY) -m pytest -q -s -m benchmark tests/benchmarks
+
+# The peer benchmark's own virtualenv (PyTorch and Ultralytics, about 6 GB): made here only.
+PEER_VENV := .venv-peer
+PEER_STAMP := $(PEER_VENV)/.installed-stamp
+# make bench-peer knobs: LTP_PEER_SEEDS (1; 3 for reported figures), LTP_PEER_MINUTES (5; 2,5,10 for
+# the curve), LTP_PEER_MODELS (yolov8n.yaml; add yolo11n.yaml) in the environment
+$(PEER_STAMP): tests/benchmarks/peer/requirements.txt
+	@test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install -q -r tests/benchmarks/peer/requirements.txt
+	@touch $@
+
+bench-peer: setup $(PEER_STAMP) ## Our detector against Ultralytics YOLO at equal minutes (makes .venv-peer, ~6 GB)
+	$(PY) -m pytest -q -s -m benchmark tests/benchmarks/test_bench_peer.py
 
 lint: $(STAMP) ## ruff lint + format check
 	$(VENV)/bin/ruff check .

@@ -160,12 +160,38 @@ class ImageShape(_ManifestPart):
 
 
 @dataclasses.dataclass(frozen=True)
+class LabelSource(_ManifestPart):
+    """What a labelling tool's export (YOLO, Pascal VOC, Label Studio) gave and what was made of it.
+
+    Attributes:
+        tool: the layout the labels came in (the source kind's name: ``yolo``, ``voc``, ``label-studio``).
+        class_ids: class name -> the tool's own id of it (YOLO's class number), for every class; empty
+            where the tool names its classes (VOC, Label Studio).
+        rejected: label entries rejected while scanning (a bad label line, a rotated rectangle), each a
+            ``rejected.jsonl`` row naming its file and line.
+        rejected_reasons: them by kind of reason.
+    """
+
+    _omit_empty = ("class_ids",)
+
+    tool: str
+    rejected: int
+    rejected_reasons: dict[str, int]
+    class_ids: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
 class SourceInfo(_ManifestPart):
-    """Where the images came from: the source URI or built-in name, its kind and its fingerprint."""
+    """Where the images came from: the source URI or built-in name, its kind and its fingerprint;
+    for a labelling tool's export, what became of its labels (``labels``, absent otherwise).
+    """
+
+    _omit_empty = ("labels",)
 
     uri: str
     format: str
     fingerprint: str
+    labels: LabelSource | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,115 +14,12 @@ from typing import Any, Optional
 
 from components.batch_predict.config import PredictConfig
 from components.batch_predict.inputs import items_text, list_input, shard_ranges
-from components.batch_predict.run import ITEMS, MANIFEST, READY_MARKER, PredictError
-from trainer import model_folder, records, storage
+from components.batch_predict.run import ITEMS, MANIFEST, PredictError
+from components.serving.pinned import ModelRef, PinError, pin_model
+from trainer import records, storage
 from trainer.budget import pricing
-from trainer.tasks import Task, get_task, task_types
+from trainer.tasks import Task, get_task
 from trainer.tasks.base import prediction_of
-
-# --------------------------------------------------------------------------------------------
-# The model: a stage's version, pinned, or a folder
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelRef(records.Record):
-    """The model a batch prediction scores with, pinned when the shards are planned.
-
-    Attributes:
-        saved_model: the SavedModel folder (a stage's version folder, or a model folder's export).
-        sha256: its content hash (paths and bytes): what "the same model" means.
-        task: the model's task.
-        version: a stage's version number, else None.
-        stage: the stage it was resolved at, else None.
-        model_name: the served model name at that stage, else None.
-        model_uri: the model folder it came from, where known.
-    """
-
-    _what = "batch prediction model"
-    _omit_empty = ("version", "stage", "model_name", "model_uri")
-
-    saved_model: str
-    sha256: str
-    task: str
-    version: Optional[int] = None
-    stage: Optional[str] = None
-    model_name: Optional[str] = None
-    model_uri: str = ""
-
-    @property
-    def label(self) -> str:
-        """``staging/detector v3`` or ``sha256:1a2b3c4d5e6f``: the version each prediction names."""
-        if self.stage:
-            return f"{self.stage}/{self.model_name} v{self.version}"
-        return f"sha256:{self.sha256[:12]}"
-
-
-def _task_of_saved_model(saved_model: str) -> str:
-    """The task whose serving outputs a bare SavedModel's ``serving_default`` has (no training.json)."""
-    import tensorflow as tf  # only for a bare export, whose task nothing records
-
-    outputs = set(tf.saved_model.load(saved_model).signatures["serving_default"].structured_outputs)
-    for name, kind in task_types().items():
-        if kind.serving.outputs and set(kind.serving.outputs) <= outputs:
-            return name
-    return get_task(None).name
-
-
-def model_from_folder(model_dir: str) -> ModelRef:
-    """A model folder (``saved_model/`` inside) or a SavedModel folder, identified by its sha256.
-
-    Raises:
-        PredictError: the folder holds no SavedModel.
-    """
-    inner = model_folder.saved_model_dir(model_dir)
-    if storage.exists(storage.join(inner, READY_MARKER)):
-        saved_model = inner
-    elif storage.exists(storage.join(model_dir, READY_MARKER)):
-        saved_model = model_dir
-    else:
-        raise PredictError(
-            f"{model_dir} is not an exported model: no saved_model/{READY_MARKER} (a model folder the train step "
-            f"wrote) and no {READY_MARKER} (a SavedModel folder) inside"
-        )
-    summary = storage.read_json(model_folder.summary_path(model_dir)) if saved_model == inner else None
-    task = (summary or {}).get("task") or _task_of_saved_model(saved_model)
-    model_uri = model_dir if saved_model == inner else ""
-    return ModelRef(saved_model, storage.tree_sha256(saved_model), task, model_uri=model_uri)
-
-
-def model_from_stage(stages_root: str, stage: str, model_name: Optional[str]) -> ModelRef:
-    """The version ``stage`` serves of ``model_name`` now, pinned by number and content hash.
-
-    Raises:
-        PredictError: the stage serves no such model (the message lists what it serves).
-    """
-    from components.serving.stages import StageRegistry
-
-    registry = StageRegistry(stages_root)
-    name = model_name or _default_model_name(registry, stage)
-    entry = registry.read_current(stage, name)
-    if entry is None or entry.version is None:
-        served = sorted(registry.served_models(stage))
-        raise PredictError(
-            f"{stage} serves no model named {name!r} under {stages_root}; it serves {served or 'nothing'}. "
-            "Promote one there first, give model_name, or score a model folder (model_dir)"
-        )
-    saved_model = registry.version_path(stage, name, entry.version)
-    if not storage.exists(storage.join(saved_model, READY_MARKER)):
-        raise PredictError(f"{stage} records version {entry.version} of {name!r}, but {saved_model} holds no model")
-    sha = entry.sha256 or storage.tree_sha256(saved_model)
-    task = entry.task or get_task(None).name
-    return ModelRef(saved_model, sha, task, entry.version, stage, name, entry.model_uri)
-
-
-def _default_model_name(registry: Any, stage: str) -> str:
-    """The one model a stage serves; with several, the error asks which."""
-    served = sorted(registry.served_models(stage))
-    if len(served) == 1:
-        return served[0]
-    raise PredictError(f"{stage} serves {served or 'nothing'}: name the model to score (model_name)")
-
 
 # --------------------------------------------------------------------------------------------
 # The plan
@@ -204,13 +101,15 @@ class BatchPlan(records.Record):
 
 
 def resolve_model(config: PredictConfig, pipeline_root: str = "") -> ModelRef:
-    """The model the config names: a stage's current version, or a folder."""
-    if config.model_dir is not None:
-        return model_from_folder(config.model_dir)
-    from components.serving.stages import resolve_stages_root
+    """The model the config names: a stage's current version, or a folder (``components/serving/pinned.py``).
 
-    root = resolve_stages_root(config.stages_root, pipeline_root)
-    return model_from_stage(root, config.stage or "", config.model_name)
+    Raises:
+        PredictError: no such model (the message names what is there).
+    """
+    try:
+        return pin_model(config.model_dir, config.stage, config.model_name, config.stages_root, pipeline_root)
+    except PinError as err:
+        raise PredictError(str(err)) from None
 
 
 def resolve_settings(config: PredictConfig, task: Task) -> dict[str, Any]:

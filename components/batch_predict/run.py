@@ -26,7 +26,6 @@ COCO_RESULTS = "coco_results.json"
 COCO_IMAGES = "coco_images.json"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
-READY_MARKER = "saved_model.pb"
 # How many failed images a summary names one by one (all of them are counted).
 LISTED_FAILURES = 1000
 

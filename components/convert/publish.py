@@ -14,7 +14,7 @@ from components.convert.config import ConvertConfig
 from components.convert.markers import MARKERS, SHARD_RE, up_to_date, valid_marker
 from components.convert.plan import Plan, make_plan
 from components.convert.storage import Output
-from components.image_input.sources import ConvertError, Item
+from components.image_input.sources import ConvertError, Item, Source
 from trainer.tasks import task_types
 from trainer.tfrecords import (
     MANIFEST_NAME,
@@ -23,6 +23,7 @@ from trainer.tfrecords import (
     BoxStats,
     DatasetInfo,
     ImageShape,
+    LabelSource,
     ShardInfo,
     SourceInfo,
     SplitInfo,
@@ -96,7 +97,7 @@ class _Totals:
             dropped_reasons=dict(collections.Counter(_reason_kind(r["reason"]) for r in self.dropped)),
             crowd=boxes["crowd"],
             negatives=boxes["negatives"],
-            orphan_annotations=len(orphans),
+            orphan_annotations=sum(1 for r in orphans if "annotation_id" in r and r["reason"].startswith("orphan")),
         )
 
 
@@ -127,13 +128,21 @@ def extra_columns(items: list[Item]) -> dict[str, str]:
     return out
 
 
+def _labels(source: Source) -> LabelSource | None:
+    """A labelling tool's export: its name, its class ids and the label entries rejected while scanning."""
+    if source.label_tool is None:
+        return None
+    reasons = collections.Counter(_reason_kind(r["reason"]) for r in source.rejected)
+    return LabelSource(source.label_tool, len(source.rejected), dict(reasons), dict(source.class_ids))
+
+
 def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> DatasetInfo:
     source = plan.source
     with_boxes = task_types()[source.task].records_boxes
     return DatasetInfo(
         schema_version=SCHEMA_VERSION,
         task=source.task,
-        source=SourceInfo(source.uri, source.kind, source.fingerprint),
+        source=SourceInfo(source.uri, source.kind, source.fingerprint, _labels(source)),
         classes=tuple(source.classes),
         image=totals.image(),
         compression=config.compression,
@@ -175,9 +184,9 @@ def finalize_info(config: ConvertConfig, output: str, plan: Plan) -> DatasetInfo
         totals.add_split(split, [markers[shard.file] for shard in shards], plan.source.classes)
     info = _dataset_info(plan, config, totals)
     rejected = totals.rejected
-    if info.boxes is not None:
-        # One file for every rejection: images first, then dropped boxes and orphan annotations,
-        # which carry an ``annotation_id`` (their image, if any, was kept).
+    if info.boxes is not None or plan.source.label_tool is not None:
+        # One file for every rejection: images first, then dropped boxes, orphan annotations and a
+        # labelling tool's rejected label entries, which name their annotation, file or line.
         rejected = rejected + totals.dropped + plan.source.rejected
     planned = {s.file for s in plan.shards}
     for name in sizes:  # shards of an earlier, different plan must not look like part of this one

@@ -105,6 +105,11 @@ def summarize(info: DatasetInfo, output: str, verify: bool, seconds: float) -> t
         metrics["rejected_" + _metric_name(reason)] = n
     if info.boxes is not None:  # detection datasets
         metrics.update(_box_metrics(info.boxes))
+    labels = info.source.labels
+    if labels is not None:  # a labelling tool's export: its label entries rejected while scanning
+        metrics["labels_rejected"] = labels.rejected
+        for reason, n in labels.rejected_reasons.items():
+            metrics["labels_rejected_" + _metric_name(reason)] = n
     if verify:
         from components.convert.verify import verify as verify_dataset
 

@@ -159,7 +159,7 @@ def encode_chunk(items: list[sources.Item], opts: Options) -> ChunkResult:
 
 
 def _detection_boxes(item: sources.Item, info: imaging.ImageInfo, res: ChunkResult) -> dict[str, list] | None:
-    """An image's COCO boxes normalised by the image file's true size, or None when the image is rejected.
+    """An image's boxes normalised by the image file's true size, or None when the image is rejected.
 
     The declared width and height must be those of the file: boxes are in the declared frame, and
     scaling them by another size would misplace every one of them without a trace. Boxes partly
@@ -174,15 +174,19 @@ def _detection_boxes(item: sources.Item, info: imaging.ImageInfo, res: ChunkResu
         res.rejected.append(
             _reject(
                 item,
-                f"size mismatch: the COCO file declares {dw}x{dh} (width x height), the image file is "
+                f"size mismatch: the label file declares {dw}x{dh} (width x height), the image file is "
                 f"{width}x{height}{rotated}; its boxes are in the declared frame and cannot be placed: fix the "
-                "image's width and height in the COCO file (or annotate the file as it is)",
+                "image's width and height in the label file (COCO, VOC, Label Studio) or annotate the file as it is",
             )
         )
         return None
     out: dict[str, list] = {"boxes": [], "labels": [], "is_crowd": []}
+    scale = (width, height, width, height) if item.boxes.normalized else None
     for raw in item.boxes.boxes:
-        reason, box = _check_box(raw.bbox, width, height)
+        bbox = raw.bbox
+        if scale is not None and isinstance(bbox, (list, tuple)) and len(bbox) == 4 and all(map(_finite, bbox)):
+            bbox = [v * s for v, s in zip(bbox, scale, strict=True)]  # YOLO's fractions, in this file's pixels
+        reason, box = _check_box(bbox, width, height)
         if box is None:
             res.boxes["dropped"] += 1
             res.dropped.append({**_reject(item, reason), "annotation_id": raw.annotation_id, "bbox": raw.bbox})

@@ -35,6 +35,7 @@ PIPELINES = {
     "sweep": "pipelines.sweep",
     "batch_predict": "pipelines.batch_predict",
     "search": "pipelines.search",
+    "select": "pipelines.select",
 }
 
 

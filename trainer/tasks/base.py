@@ -30,6 +30,10 @@ them from the instance. A task answers, each in one place:
    record (:meth:`Prediction.coco_results`, where :attr:`Prediction.writes_coco`: detection); a
    converted record's label (:meth:`Prediction.truth`) and the task's metrics on a scored set
    whose labels are given (:meth:`Prediction.metrics`).
+8. **Selection**, optional: a facet, the task's :class:`~trainer.tasks.selection.Selection`
+   (:meth:`Task.selection`; None for a task without it): how unsure its model is of each scored
+   image, by the strategies it offers, and what a labelling tool shows a reviewer of each (the
+   select step, ``trainer/tasks/selection.py``).
 
 The attributes and the serving-check methods need no TensorFlow, so the gate and the serving
 checks import a task cheaply; the model-side methods import TensorFlow inside their bodies.
@@ -50,6 +54,7 @@ from trainer.tfrecords import DatasetInfo
 
 if TYPE_CHECKING:
     from trainer.config import EvaluateConfig
+    from trainer.tasks.selection import Selection
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,7 +305,8 @@ class Task(abc.ABC):
     """The slice columns the task makes besides the records' extra columns (``class``, ``size``, ``area``)."""
     step_options_types: ClassVar[Mapping[str, type[ConfigBase]]] = {}
     """The task's own settings of a step after training, by the step config's mapping that holds
-    them (``evaluation_options``: ``EvaluateConfig``; ``prediction_options``: ``PredictConfig``),
+    them (``evaluation_options``: ``EvaluateConfig``; ``prediction_options``: ``PredictConfig``;
+    ``selection_options``: ``SelectConfig``),
     read by :meth:`step_options`. A step's setting that one task reads lives here, not in the
     step's config (``tests/unit/architecture/test_task_knobs.py``); a task without an entry takes none."""
 
@@ -528,6 +534,12 @@ class Task(abc.ABC):
 
     def prediction(self) -> Optional[Prediction]:
         """The task's batch prediction (its :class:`Prediction`); None: the task does none."""
+        return None
+
+    def selection(self, options: Optional[ConfigBase] = None) -> Optional[Selection]:
+        """The task's uncertainty strategies (its :class:`~trainer.tasks.selection.Selection`), with its
+        typed ``selection_options``; None: the task picks no images to label.
+        """
         return None
 
 

@@ -11,7 +11,8 @@ convert (:meth:`SourceKind.open`) and lists its images to score (:meth:`SourceKi
 
 One module per kind, listed in :mod:`components.image_input.sources.registry`: ``folder`` (one
 subfolder per class), ``csv``/``jsonl`` manifests, ``npz``, ``idx`` (MNIST-style, optionally
-gzipped), ``coco`` (detection JSON), and the built-in ``fashion-mnist``, ``digits`` and ``shapes``
+gzipped), ``coco`` (detection JSON), the labelling tools' exports ``yolo``, ``voc`` and
+``label-studio`` (their shared parts in ``labels.py``), and the built-in ``fashion-mnist``, ``digits`` and ``shapes``
 (detection, generated: :mod:`components.image_input.shapes`). Local paths and gs:// URIs. An
 extension module (``LTP_EXTENSIONS``) adds its own kinds with :func:`register_kind`.
 """

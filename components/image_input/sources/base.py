@@ -52,10 +52,13 @@ class ImageBoxes:
     Attributes:
         boxes: the image's objects, in file order.
         declared: ``(width, height)`` the file declares for the image, None when it declares none.
+        normalized: the boxes are fractions of the image's width and height (YOLO's), not pixels:
+            the worker scales them by the image file's true size.
     """
 
     boxes: tuple[Box, ...]
     declared: tuple[Any, Any] | None = None
+    normalized: bool = False
 
 
 @dataclass(slots=True)
@@ -86,8 +89,13 @@ class Source:
     empty_classes: list[str] = field(default_factory=list)  # class folders without images (folder sources)
     options: dict[str, Any] = field(default_factory=dict)  # what a worker's loader needs
     task: str = "classification"  # what the dataset is for: a registered task's name, recorded in dataset.json
-    # What was rejected while scanning (COCO annotations of images that do not exist), as rejected.jsonl rows.
+    # What was rejected while scanning (COCO annotations of images that do not exist, a labelling tool's
+    # bad label lines), as rejected.jsonl rows.
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    # A labelling tool's export (yolo, voc, label-studio): its name, and the tool's own id of each class
+    # where it numbers them; recorded in dataset.json's source.labels with the rejected label entries.
+    label_tool: str | None = None
+    class_ids: dict[str, int] = field(default_factory=dict)
 
     def spec(self) -> dict[str, Any]:
         """Plain data from which a worker process rebuilds the loader."""

@@ -37,13 +37,19 @@ from components.image_input.sources.digits import DIGITS
 from components.image_input.sources.fashion_mnist import FASHION_MNIST
 from components.image_input.sources.folder import FOLDER
 from components.image_input.sources.idx import IDX
+from components.image_input.sources.label_studio import LABEL_STUDIO
 from components.image_input.sources.manifest import CSV, JSONL
 from components.image_input.sources.npz import NPZ
 from components.image_input.sources.shapes import SHAPES
+from components.image_input.sources.voc import VOC
+from components.image_input.sources.yolo import YOLO
 from trainer.registry import Registry
 from trainer.storage import is_gcs, read_bytes  # read_bytes: the workers' local fast path (os.read)
 
-BUILTIN_KINDS: tuple[SourceKind, ...] = (FOLDER, CSV, JSONL, NPZ, IDX, COCO, FASHION_MNIST, DIGITS, SHAPES)
+# Among kinds of one claim, this order: a Label Studio export (a .json list) before COCO (any .json).
+BUILTIN_KINDS: tuple[SourceKind, ...] = (
+    FOLDER, CSV, JSONL, NPZ, IDX, YOLO, VOC, LABEL_STUDIO, COCO, FASHION_MNIST, DIGITS, SHAPES
+)  # fmt: skip
 # Built-in kinds first, then the extension modules' in the order they registered; claim_order sorts them.
 _KINDS: Registry[SourceKind] = Registry("source format", error=SourceError, ordered=True)
 for _kind in BUILTIN_KINDS:

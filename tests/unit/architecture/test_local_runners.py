@@ -1,4 +1,4 @@
-"""The local runners (``make sweep``, ``make search``, ``make predict``) on one skeleton,
+"""The local runners (``make sweep``, ``make search``, ``make predict``, ``make select``) on one skeleton,
 ``pipelines/tools/runner.py``, and what each says at its end.
 
 - The skeleton's rule: in ``pipelines/tools/``, only ``runner.py`` runs a pipeline under kfp.local
@@ -7,7 +7,7 @@
   and shows the rule catches both.
 - Each tool's last lines from a finished run folder (no pipeline runs): ``make search`` says where
   its results page is; a failed run's lines add no error of their own (the failure said it).
-- ``make predict`` refuses a local ``DATA`` that is not there, one line, before anything starts.
+- ``make predict`` and ``make select`` refuse a local ``DATA`` that is not there, one line, before anything starts.
 """
 
 import ast
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.tools import run_predict, run_search, run_sweep
+from pipelines.tools import run_predict, run_search, run_select, run_sweep
 from pipelines.tools.runner import Finished, Summary
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -161,11 +161,36 @@ def test_make_predict_refuses_a_local_data_that_is_not_there_before_anything_sta
     assert not root.exists() and not out.exists()
 
 
-@pytest.mark.parametrize("tool", [run_sweep, run_search, run_predict])
+def test_make_select_refuses_what_is_not_there_and_ends_with_its_files(tmp_path, capsys):
+    root, out = tmp_path / "root", tmp_path / "out"
+    argv = ["--stages", str(tmp_path / "stages"), "--output-uri", str(out), "--pipeline-root", str(root)]
+    assert (
+        run_select.main(["--data", str(tmp_path), "--model-dir", str(tmp_path / "m"), "--dataset", "/gone", *argv]) == 2
+    )
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: MODEL_DIR {tmp_path / 'm'}: no such file or folder on this machine",
+        "error: DATASET /gone: no such file or folder on this machine",
+    ]
+    assert run_select.main(["--data", "fashion-mnist", "--model-dir", str(tmp_path), "--count", "0", *argv]) == 2
+    assert capsys.readouterr().err.strip() == "error: count: must be >= 1, got 0"
+    assert not root.exists() and not out.exists()
+    out.mkdir()
+    picks = [{"rank": 1}, {"rank": 2}]
+    files = {"label_studio": "label_studio.json", "cvat": "cvat_coco.zip"}
+    (out / "selection.json").write_text(json.dumps({"picks": picks, "pool": 40, "strategy": "margin", "files": files}))
+    summary = run_select.last_lines(_finished(tmp_path / "run", None, output_uri=str(out)))
+    assert summary.ok and summary.lines == [
+        f"picked: 2 of 40 images by margin: {out / 'selection.json'}",
+        f"label studio: {out / 'label_studio.json'}",
+        f"cvat: {out / 'cvat_coco.zip'}",
+    ]
+
+
+@pytest.mark.parametrize("tool", [run_sweep, run_search, run_predict, run_select])
 def test_each_runner_keeps_its_own_flags_beside_the_common_ones(tool):
     help_text = io.StringIO()
     tool.TOOL.parser().print_help(help_text)
     for flag in ("--config", "--set", "--pipeline-root", "--verbose"):
         assert flag in help_text.getvalue()
-    own = {run_sweep: "--grid", run_search: "--dry-run", run_predict: "--model-dir"}[tool]
+    own = {run_sweep: "--grid", run_search: "--dry-run", run_predict: "--model-dir", run_select: "--dataset"}[tool]
     assert own in help_text.getvalue()

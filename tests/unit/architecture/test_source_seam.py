@@ -32,6 +32,7 @@ from PIL import Image
 from components.batch_predict import inputs
 from components.image_input import sources
 from components.image_input.sources import Claim, Listing, SourceError, SourceKind, registry
+from tests import label_sets
 from trainer import storage
 from trainer.extensions import EXTENSIONS_ENV
 from trainer.registry import Registry
@@ -111,6 +112,9 @@ SAMPLES = {
     "npz": lambda root, mp: _npz(root / "npz"),
     "idx": lambda root, mp: _idx_folder(root / "idx"),
     "coco": lambda root, mp: _coco(root),
+    "yolo": lambda root, mp: label_sets.yolo(root / "yolo", label_sets.original(4, 2)),
+    "voc": lambda root, mp: label_sets.voc(root / "voc", label_sets.original(4, 2)),
+    "label-studio": lambda root, mp: label_sets.label_studio(root / "ls", label_sets.original(4, 2)),
     "fashion-mnist": _fashion_mnist,
     "digits": lambda root, mp: "digits",
     "shapes": lambda root, mp: "shapes:6",
@@ -185,7 +189,8 @@ def test_the_seam_check_sees_a_kind_that_batch_prediction_does_not(tmp_path, mon
 
 def test_the_kinds_claim_a_source_in_a_declared_order_with_folder_last():
     assert [k.name for k in sources.claim_order()] == [
-        "fashion-mnist", "digits", "shapes", "csv", "jsonl", "npz", "coco", "idx", "folder"
+        "fashion-mnist", "digits", "shapes", "csv", "jsonl", "npz", "label-studio", "coco", "idx", "yolo", "voc",
+        "folder"
     ]  # fmt: skip
     assert all(k.builtin == (k.claim is Claim.NAME) for k in sources.kinds())
     assert [k.name for k in sources.kinds() if k.claim is Claim.ANY_FOLDER] == ["folder"]
@@ -211,7 +216,7 @@ class VocLike(SourceKind):
 def test_a_layout_kind_registered_after_folder_is_offered_a_folder_before_folder(tmp_path, monkeypatch):
     voc = tmp_path / "voc"
     (voc / "Annotations").mkdir(parents=True)
-    _photos(voc / "JPEGImages")  # subfolders that folder would take for classes
+    _photos(voc / "Images")  # subfolders that folder would take for classes (no JPEGImages/: no real VOC root)
     photos = _photos(tmp_path / "photos")
     fresh = Registry("source format", error=SourceError, ordered=True)
     for kind in (*registry.BUILTIN_KINDS, VocLike()):  # last, as an extension module registers

@@ -23,6 +23,7 @@ from typing import ClassVar
 import pytest
 
 from components.batch_predict.config import PredictConfig
+from components.select.config import SelectConfig
 from trainer.config import ConfigBase, ConfigError, EvaluateConfig
 from trainer.tasks import TaskError, get_task, task_types
 from trainer.tasks.base import Task
@@ -32,7 +33,11 @@ ROOT = Path(__file__).resolve().parents[3]
 # The step configs a task's methods are handed (Task.evaluate's ``config``).
 HANDED_TO_TASKS: tuple[type[ConfigBase], ...] = (EvaluateConfig,)
 # The step configs that hold a mapping of the tasks' own settings, by that mapping's name.
-HOLDERS: dict[str, type[ConfigBase]] = {"evaluation_options": EvaluateConfig, "prediction_options": PredictConfig}
+HOLDERS: dict[str, type[ConfigBase]] = {
+    "evaluation_options": EvaluateConfig,
+    "prediction_options": PredictConfig,
+    "selection_options": SelectConfig,
+}
 
 
 def _fields(section: type) -> set[str]:

@@ -26,6 +26,7 @@ from trainer.tasks.classification.evaluation import (
 from trainer.tasks.classification.fit import SMALL_SIDE
 from trainer.tasks.classification.options import ClassifierEvaluationOptions, ClassifierOptions
 from trainer.tasks.classification.prediction import ClassificationPrediction
+from trainer.tasks.classification.selection import ClassificationSelection
 from trainer.tfrecords import DatasetInfo
 
 if TYPE_CHECKING:
@@ -256,3 +257,7 @@ class Classification(Task):
     def prediction(self) -> ClassificationPrediction:
         """The classifier's batch prediction (``prediction.py``)."""
         return ClassificationPrediction(self)
+
+    def selection(self, options: Optional[ConfigBase] = None) -> ClassificationSelection:
+        """The classifier's uncertainty strategies (``selection.py``)."""
+        return ClassificationSelection(self, options)

@@ -28,8 +28,9 @@ from trainer.tasks.detection.evaluation import (
     box_iou,
 )
 from trainer.tasks.detection.export import OUTPUTS
-from trainer.tasks.detection.options import DetectorOptions, DetectorPredictionOptions
+from trainer.tasks.detection.options import DetectorOptions, DetectorPredictionOptions, DetectorSelectionOptions
 from trainer.tasks.detection.prediction import DetectionPrediction
+from trainer.tasks.detection.selection import DetectionSelection
 from trainer.tfrecords import DatasetInfo
 
 if TYPE_CHECKING:
@@ -66,7 +67,10 @@ class Detection(Task):
     serving: ClassVar[ServingSchema] = ServingSchema(outputs=OUTPUTS)
     default_value_thresholds: ClassVar[Mapping[str, float]] = {"ap50": 0.5}
     records_boxes: ClassVar[bool] = True
-    step_options_types: ClassVar[Mapping[str, type[ConfigBase]]] = {"prediction_options": DetectorPredictionOptions}
+    step_options_types: ClassVar[Mapping[str, type[ConfigBase]]] = {
+        "prediction_options": DetectorPredictionOptions,
+        "selection_options": DetectorSelectionOptions,
+    }
     run_defaults: ClassVar[RunDefaults] = RunDefaults(
         data="shapes",
         limit=0,
@@ -378,3 +382,7 @@ class Detection(Task):
     def prediction(self) -> DetectionPrediction:
         """The detector's batch prediction (``prediction.py``)."""
         return DetectionPrediction(self)
+
+    def selection(self, options: Optional[ConfigBase] = None) -> DetectionSelection:
+        """The detector's uncertainty strategies (``selection.py``)."""
+        return DetectionSelection(self, options)

@@ -17,7 +17,7 @@ from trainer.tasks.base import TaskError
 
 AUTO = "auto"
 Auto = Literal["auto"]
-BOX_LOSSES = ("l1", "huber")
+BOX_LOSSES = ("l1", "huber", "giou", "l1+giou")
 # Model presets: ``model_options: {preset: tpu-512}`` starts from one and overrides fields.
 PRESETS: dict[str, dict[str, Any]] = {
     # A small ResNet of basic blocks and one head convolution, which suits a CPU; the input size,
@@ -203,3 +203,28 @@ class DetectorPredictionOptions(ConfigBase):
     _what: ClassVar[str] = "the detector's prediction options"
 
     coco: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectorSelectionOptions(ConfigBase):
+    """The detector's settings of a selection (``SelectConfig.selection_options``, docs/labels.md).
+
+    Attributes:
+        threshold: the score at which a box is taken for an object: boxes scoring near it are the
+            model's doubts (``threshold``, ``uncertainty``), boxes at or over it are what a reviewer
+            is shown to correct, and boxes at or over half of it are compared under the flip.
+        match_iou: a box and its mirror image's box (flipped back) are the same object when they
+            overlap by at least this IoU (``flip``, ``uncertainty``).
+    """
+
+    _section: ClassVar[str] = "selection_options."
+    _what: ClassVar[str] = "the detector's selection options"
+
+    threshold: float = 0.5
+    match_iou: float = 0.5
+
+    def validate(self) -> None:
+        for name in ("threshold", "match_iou"):
+            value = getattr(self, name)
+            if not 0.0 < value < 1.0:
+                self._fail(name, f"must be in (0, 1), got {value}")
