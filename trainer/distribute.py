@@ -188,16 +188,24 @@ def choose_precision(
     return PrecisionChoice("float32", "the CPU has no bf16 units oneDNN can use (bfloat16 would be emulated)")
 
 
-def precision_candidates(requested: str, choice: PrecisionChoice, kind: str, workers: int = 1) -> tuple[str, ...]:
+def precision_candidates(
+    requested: str, choice: PrecisionChoice, kind: str, workers: int = 1, cpuinfo: str | None = None
+) -> tuple[str, ...]:
     """The policies worth timing on this device for ``precision: auto``, the rule's ``choice`` first.
 
-    A CPU with native bf16 units or a GPU with tensor cores offers a real choice whose speed the
-    rule cannot know (bfloat16 trained at 0.89x of float32 on one CPU with ``avx512_bf16``, at
-    1.18x on another): ``trainer.budget.calibrate`` times each. A TPU computes in bfloat16; a policy set
-    in the config is kept; several workers (each would time and choose alone) keep the rule's.
+    A CPU with ``avx512_bf16`` units alone or a GPU with tensor cores offers a real choice whose
+    speed the rule cannot know (bfloat16 trained at 0.89x of float32 on one CPU with
+    ``avx512_bf16``, at 1.18x on another): ``trainer.budget.calibrate`` times each. A CPU with AMX
+    tiles (``amx_bf16``) does not: bfloat16 ran the detector's step 2.7x faster than float32 there,
+    and timing float32 would cost a budget half a minute (a second model built and traced). A TPU
+    computes in bfloat16; a policy set in the config is kept; several workers (each would time and
+    choose alone) keep the rule's.
     """
     if requested != "auto" or kind == "tpu" or workers > 1:
         return (choice.policy,)
+    if kind == "cpu" and choice.policy == "mixed_bfloat16":
+        if "amx_bf16" in cpu_flags(_read_cpuinfo() if cpuinfo is None else cpuinfo):
+            return (choice.policy,)
     others = {
         "mixed_bfloat16": ("mixed_float16",) if kind == "gpu" else ("float32",),
         "mixed_float16": ("float32",),

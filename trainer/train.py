@@ -29,7 +29,7 @@ from trainer import distribute
 from trainer.budget import limits
 from trainer.config import TrainConfig
 from trainer.errors import TrainingError
-from trainer.training.budgeting import cached_precision, lay_out_budget, with_budget
+from trainer.training.budgeting import cached_precision, lay_out_budget, replan, with_budget
 from trainer.training.checks import check_role, prepare
 from trainer.training.run import Fit, Run, write_state
 from trainer.training.setup import build, fit_to_data, resolve_settings, start
@@ -107,7 +107,7 @@ def train(
             report(fit.resumed_from, run.total_steps, plan=run.plan.headline())
     fit = watch(run, fit, report)
     started = time.perf_counter()
-    step = _run_epochs(run, fit)
+    run, step = _run_epochs(run, fit)
     train_seconds = time.perf_counter() - started
     stopped = stopped_early(fit)
     if step != run.total_steps and stopped is None:
@@ -122,52 +122,62 @@ def train(
     return summary
 
 
-def _fit_epochs(run: Run, fit: Fit) -> int:
+def _fit_epochs(run: Run, fit: Fit) -> tuple[Run, int]:
     """Fits the epochs not done yet, one ``model.fit`` each, saving a checkpoint and the history after each.
 
+    A budget's plan is laid out again once its first intervals have run (``budgeting.replan``).
+
     Returns:
-        The optimizer's step at the end.
+        The run (with its plan as trained) and the optimizer's step at the end.
     """
+    step = fit.resumed_from
+    epoch, done, started = step // run.settings.steps_per_epoch, 0, time.perf_counter()
+    while epoch < run.settings.epochs:
+        remaining = (epoch + 1) * run.settings.steps_per_epoch - step
+        if remaining > 0:
+            step = _fit_one_epoch(run, fit, epoch, remaining)
+            if fit.model.stop_training:  # the budget's guard or early stopping
+                break
+            done += 1
+            run = replan(run, fit, done, time.perf_counter() - started)
+        epoch += 1
+    return run, step
+
+
+def _fit_one_epoch(run: Run, fit: Fit, epoch: int, remaining: int) -> int:
+    """One ``model.fit`` of the epoch's ``remaining`` steps, then its checkpoint and history; the step after."""
     from trainer import callbacks
 
-    settings = run.settings
-    step = fit.resumed_from
-    for epoch in range(step // settings.steps_per_epoch, settings.epochs):
-        remaining = (epoch + 1) * settings.steps_per_epoch - step
-        if remaining <= 0:
-            continue
-        if remaining % settings.steps_per_execution:
-            # Keras runs whole executions only; checkpoints of this config always fall on them.
-            raise TrainingError(
-                f"the checkpoint at step {step} is not on a multiple of steps_per_execution "
-                f"({settings.steps_per_execution}); it was written with other settings. Train into a new "
-                "folder (or delete the checkpoints)"
-            )
-        result = fit.model.fit(
-            fit.train_ds,
-            initial_epoch=epoch,
-            epochs=epoch + 1,
-            steps_per_epoch=remaining,
-            validation_data=fit.val_ds,
-            validation_steps=fit.val_steps,
-            callbacks=fit.callbacks,
-            shuffle=False,  # the tf.data pipeline shuffles
-            verbose=2,
+    if remaining % run.settings.steps_per_execution:
+        # Keras runs whole executions only; checkpoints of this config always fall on them.
+        raise TrainingError(
+            f"the checkpoint at step {fit.resumed_from} is not on a multiple of steps_per_execution "
+            f"({run.settings.steps_per_execution}); it was written with other settings. Train into a new "
+            "folder (or delete the checkpoints)"
         )
-        step = callbacks.optimizer_step(fit.optimizer)
-        fit.saver.save(step)
-        fit.history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
-        write_state(run, fit.history, fit)
-        if fit.model.stop_training:  # the budget's guard or early stopping
-            break
+    result = fit.model.fit(
+        fit.train_ds,
+        initial_epoch=epoch,
+        epochs=epoch + 1,
+        steps_per_epoch=remaining,
+        validation_data=fit.val_ds,
+        validation_steps=fit.val_steps,
+        callbacks=fit.callbacks,
+        shuffle=False,  # the tf.data pipeline shuffles
+        verbose=2,
+    )
+    step = callbacks.optimizer_step(fit.optimizer)
+    fit.saver.save(step)
+    fit.history.append({"epoch": epoch + 1, "step": step, **{k: float(v[-1]) for k, v in result.history.items()}})
+    write_state(run, fit.history, fit)
     return step
 
 
-def _run_epochs(run: Run, fit: Fit) -> int:
+def _run_epochs(run: Run, fit: Fit) -> tuple[Run, int]:
     """The epochs: ``model.fit`` in one process, the multi-worker loop in a worker of a set.
 
     Returns:
-        The optimizer's step at the end.
+        The run (its plan as trained) and the optimizer's step at the end.
     """
     if run.role is None:
         return _fit_epochs(run, fit)
@@ -182,4 +192,4 @@ def _run_epochs(run: Run, fit: Fit) -> int:
     plan = multiworker.EpochPlan(
         settings.epochs, settings.steps_per_epoch, fit.resumed_from, bool(settings.jit_compile)
     )
-    return multiworker.run_epochs(fit, run.role.strategy, plan, on_epoch)
+    return run, multiworker.run_epochs(fit, run.role.strategy, plan, on_epoch)

@@ -118,6 +118,71 @@ def test_the_box_loss_is_the_one_the_options_name(name, expected):
     assert np.isclose(loss, expected, rtol=1e-3), loss
 
 
+def _giou_reference(t, p):
+    """1 - GIoU of boxes given as anchor offsets (centre, log size under the loss's soft bound), in NumPy."""
+    import numpy as np
+
+    def corners(d):
+        size = np.exp(4 * np.tanh(d[..., 2:] / 4))
+        return d[..., :2] - size / 2, d[..., :2] + size / 2
+
+    (t0, t1), (p0, p1) = corners(t), corners(p)
+    inter = np.prod(np.clip(np.minimum(t1, p1) - np.maximum(t0, p0), 0, None), axis=-1)
+    union = np.prod(t1 - t0, axis=-1) + np.prod(p1 - p0, axis=-1) - inter
+    hull = np.prod(np.maximum(t1, p1) - np.minimum(t0, p0), axis=-1)
+    return 1 - (inter / union - (hull - union) / hull)
+
+
+@pytest.mark.parametrize("name", ["giou", "l1+giou"])
+def test_the_iou_box_losses_score_the_decoded_boxes(name):
+    # The same boxes as above, 0.1 off on every offset: the loss is 1 - GIoU of the decoded boxes
+    # (compared in anchor units, where IoU is what it is in pixels), averaged over the matched
+    # anchors, plus the offsets' L1 (0.1) for l1+giou; exact targets give 0.
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.tasks.detection.model import box_loss, build_detector
+
+    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False,
+              "anchor_size": 2.5, "num_scales": 3, "aspect_ratios": [1.0], "warmup_steps": 1}  # fmt: skip
+    task = type(TASK)({**fitted, "box_loss": name})
+    model = build_detector(task.options, 3)
+    task.compile(model, "adam", steps_per_execution=1, jit_compile=False)
+    images = tf.zeros([2, 64, 64, 3])
+    y = {
+        "boxes": tf.constant([[[8.0, 8.0, 30.0, 28.0]], [[20.0, 24.0, 52.0, 60.0]]]),
+        "labels": tf.constant([[0.0], [2.0]]),
+    }
+    targets, labels = model.label_encoder(images=images, gt_boxes=y["boxes"], gt_classes=y["labels"])
+    labels = tf.reshape(labels, tf.shape(targets)[:2])
+    matched = (labels >= 0).numpy()
+    sure = tf.where(tf.one_hot(tf.cast(labels, tf.int32), 3) > 0, 30.0, -30.0)
+    loss = float(
+        model.compute_loss(
+            x=images, y=y, y_pred={"bbox_regression": targets + 0.1, "cls_logits": sure}, sample_weight=None
+        )
+    )
+    expected = _giou_reference(targets.numpy()[matched], targets.numpy()[matched] + 0.1).mean()
+    assert np.isclose(loss, expected + (0.1 if name == "l1+giou" else 0.0), rtol=1e-3), (loss, expected)
+    assert 0.0 < expected < 1.0
+    exact = box_loss(name)(targets, targets, sample_weight=tf.cast(labels >= 0, tf.float32))
+    assert float(exact) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_fresh_box_heads_start_every_box_at_its_anchor():
+    # The box head's kernel drawn at std 0.01 and its bias 0: whatever the features, the first
+    # offsets are small beside keras-hub's own draw (up to several anchor sizes).
+    import numpy as np
+
+    from trainer.tasks.detection.model import build_detector
+
+    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False,
+              "anchor_size": 2.5, "num_scales": 3, "aspect_ratios": [1.0], "warmup_steps": 1}  # fmt: skip
+    model = build_detector(type(TASK)(fitted).options, 3)
+    kernel = np.asarray(model.box_head.prediction_layer.kernel)
+    assert 0.005 < kernel.std() < 0.02 and not np.asarray(model.box_head.prediction_layer.bias).any()
+
+
 def test_an_unknown_box_loss_names_the_choices():
     with pytest.raises(TaskError, match="box_loss: unknown 'smooth'; choose one of l1, huber"):
         DetectorOptions.from_options({"box_loss": "smooth"})

@@ -31,6 +31,10 @@ EVALUATION_SHARE = 0.15
 # schedule cut short by the guard ends before its learning rate has decayed.
 MARGIN = 0.04
 STEP_MARGIN = 1.15
+# Intervals measured before the plan is laid out again (the first traces, fills caches), and the
+# margin on the measured interval then (smaller than STEP_MARGIN: the training's own intervals).
+REPLAN_AFTER = 2
+REPLAN_MARGIN = 1.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +137,10 @@ class BudgetPlan(records.Record):
         price_key: the price table's key of the step's accelerator; None: no price known.
         price_per_hour: its $/hour; None: no price known.
         predicted_cost: the predicted cost of the train step in US dollars; None: no price known.
+        own_steps: a cap's (``<=5m``) own schedule, the most a stretched plan may lay out; None: no cap.
+        replanned_from: the steps planned at the calibration, when the training's own intervals
+            laid the plan out again (faster or slower than the calibration's steps with their
+            margin); None: the calibration's plan held.
         extra: keys this code does not know (written by a newer version).
     """
 
@@ -154,6 +162,8 @@ class BudgetPlan(records.Record):
     price_key: Optional[str] = None
     price_per_hour: Optional[float] = None
     predicted_cost: Optional[float] = None
+    own_steps: Optional[int] = None
+    replanned_from: Optional[int] = None
     extra: Mapping[str, Any] = records.extra_field()
 
     def headline(self) -> str:
@@ -171,6 +181,8 @@ class BudgetPlan(records.Record):
         """The plan in one line (the log, the model card)."""
         cost = f", ${self.predicted_cost:.4f} at {self.price_key}" if self.predicted_cost is not None else ""
         resumed = f"; {self.spent_before_s:.0f}s spent before a restart" if self.spent_before_s else ""
+        if self.replanned_from:
+            resumed += f"; laid out again from {self.replanned_from} steps as the intervals ran"
         return (
             f"budget {self.limit}: {self.steps} steps ({self.evaluations} evaluations x {self.steps_per_evaluation}) "
             f"at {self.step_s * 1000:.1f} ms/step measured, evaluation ~{self.eval_s:.1f}s, "
@@ -251,6 +263,47 @@ def plan(
         price_key=budget.price_key,
         price_per_hour=budget.price_per_hour,
         predicted_cost=None if budget.cost(predicted) is None else round(budget.cost(predicted), 6),
+        own_steps=own_steps if budget.cap else None,
+    )
+
+
+def replanned(plan: BudgetPlan, *, done: int, interval_s: float, left_s: float) -> BudgetPlan:
+    """The plan laid out again from the training's own intervals: more intervals of the same
+    length where they ran faster than the calibration's steps with their margin predicted, fewer
+    where they ran slower.
+
+    The plan is laid out from a few steps timed during the calibration, counted 15% slower
+    (``STEP_MARGIN``); the training's own steps run with its callbacks and evaluations around them,
+    and on a busy or a quiet machine they can land either side of that: a sixth of a budget left
+    unused, or the guard stopping the schedule before its learning rate has decayed. Once ``done``
+    intervals have run, their mean ``interval_s`` (steps and evaluation, as they ran) says how
+    many fit in ``left_s`` (the budget's seconds left, less the margin and the export): at least
+    one more, never past a cap's own schedule; the schedule's length follows
+    (``schedules.set_total_steps``).
+
+    Args:
+        plan: the plan being trained.
+        done: the intervals finished.
+        interval_s: their mean seconds.
+        left_s: the budget's seconds left now.
+    """
+    if done >= plan.evaluations:
+        return plan
+    usable = left_s - plan.budget_s * MARGIN - plan.export_s
+    evaluations = done + max(int(usable // (interval_s * REPLAN_MARGIN)), 1)
+    if plan.own_steps is not None:
+        evaluations = min(evaluations, max(plan.own_steps // plan.steps_per_evaluation, done + 1))
+    if evaluations == plan.evaluations:
+        return plan
+    predicted = plan.budget_s - left_s + (evaluations - done) * interval_s + plan.export_s
+    cost = None if plan.price_per_hour is None else round(plan.price_per_hour * predicted / 3600, 6)
+    return dataclasses.replace(
+        plan,
+        steps=evaluations * plan.steps_per_evaluation,
+        evaluations=evaluations,
+        predicted_s=round(predicted, 3),
+        predicted_cost=cost,
+        replanned_from=plan.replanned_from or plan.steps,
     )
 
 

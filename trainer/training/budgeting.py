@@ -207,3 +207,30 @@ def _evaluation(fit: Fit) -> Optional[Any]:
             callback.on_epoch_end(0, logs)
 
     return evaluate
+
+
+def replan(run: Run, fit: Fit, done: int, seconds: float) -> Run:
+    """The run with its plan laid out again once this process's first intervals have run
+    (``layout.replanned``): the budget filled where the steps ran faster than calibrated, the
+    schedule ended in time where they ran slower.
+
+    Only a budgeted training in one process, without a rung's stop (a search's rungs share one
+    plan), from its start (a resumed one keeps the plan it resumed), after
+    ``layout.REPLAN_AFTER`` intervals (``done``, in ``seconds``).
+    """
+    from trainer.budget import schedules
+
+    plan = run.plan
+    alone = run.role is None and run.stop is None and not fit.resumed_from
+    if plan is None or not alone or done != layout.REPLAN_AFTER:
+        return run
+    again = layout.replanned(plan, done=done, interval_s=seconds / done, left_s=run.deadline.left_s())
+    if again is plan:
+        return run
+    schedules.set_total_steps(fit.optimizer, again.steps)
+    if fit.progress is not None:
+        fit.progress.set_total(again.steps)
+    log.info("the intervals ran at %.1fs each: %s", seconds / done, again.line())
+    run = _with_plan(run, again)
+    write_state(run, fit.history, fit)
+    return run

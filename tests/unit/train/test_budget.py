@@ -599,6 +599,32 @@ def test_a_cap_keeps_the_task_s_own_schedule_where_it_fits_and_fills_where_it_do
     assert parse_time_budget("<=5m") == 300.0 and Budget(300.0, cap=True).describe() == "time_budget <=5m"
 
 
+def test_a_plan_is_laid_out_again_from_its_own_intervals_either_way_never_past_a_cap():
+    numbers = dict(elapsed_s=30.0, calibration_s=10.0, eval_s=2.0, export_s=4.0, steps_per_execution=4)
+    planned = plan(Budget(seconds=300.0), step_s=0.3, **numbers)
+    per_interval = planned.steps_per_evaluation * 0.3 + 2.0  # as calibrated, without the step margin
+    # Two intervals ran at the calibrated speed: the 15% margin it planned with is given back.
+    left = 300.0 - 30.0 - 2 * per_interval
+    longer = budget_layout.replanned(planned, done=2, interval_s=per_interval, left_s=left)
+    assert longer.evaluations > planned.evaluations and longer.replanned_from == planned.steps
+    assert longer.steps == longer.evaluations * planned.steps_per_evaluation
+    assert longer.predicted_s <= 300.0 * (1 - budget_layout.MARGIN) + 1e-6
+    assert "laid out again from" in longer.line()
+    # A third slower than calibrated: fewer intervals, so the schedule ends (and decays) in time.
+    slow = 1.33 * per_interval
+    shorter = budget_layout.replanned(planned, done=2, interval_s=slow, left_s=300.0 - 30.0 - 2 * slow)
+    assert 2 < shorter.evaluations < planned.evaluations and shorter.predicted_s <= 300.0
+    # Out of time: one more interval at least (the guard stops it), the plan's own length when it fits.
+    assert budget_layout.replanned(planned, done=2, interval_s=per_interval, left_s=0.0).evaluations == 3
+    # A cap's own schedule bounds it.
+    capped = plan(Budget(seconds=300.0, cap=True), step_s=0.3, own_steps=planned.steps + 8, **numbers)
+    within = budget_layout.replanned(capped, done=2, interval_s=per_interval, left_s=left)
+    assert capped.own_steps == planned.steps + 8 and within.steps <= planned.steps + 8
+    assert plan(Budget(seconds=300.0), step_s=0.3, **numbers).own_steps is None
+    # A schedule whose intervals are all done is not laid out again.
+    assert budget_layout.replanned(planned, done=planned.evaluations, interval_s=1.0, left_s=250.0) is planned
+
+
 def test_a_budget_or_a_notebook_timeout_cannot_outlast_the_pipeline_s_deadline():
     from components.notebook.config import NotebookConfig
     from pipelines.platform import LONG_DEADLINE_S

@@ -30,6 +30,16 @@ def test_cpu_with_bf16_units_trains_in_bfloat16(text):
     assert choice.policy == "mixed_bfloat16" and "bf16" in choice.reason
 
 
+def test_only_a_cpu_with_avx512_bf16_alone_times_both_policies():
+    # avx512_bf16 alone is a real choice (0.89x to 1.18x): timed; AMX tiles are not: bf16 without timing.
+    bf16, amx = (choose_precision("auto", "cpu", cpuinfo=t, environ={}) for t in (BF16, AMX))
+    assert distribute.precision_candidates("auto", bf16, "cpu", cpuinfo=BF16) == ("mixed_bfloat16", "float32")
+    assert distribute.precision_candidates("auto", amx, "cpu", cpuinfo=AMX) == ("mixed_bfloat16",)
+    plain = choose_precision("auto", "cpu", cpuinfo=AVX2, environ={})
+    assert distribute.precision_candidates("auto", plain, "cpu", cpuinfo=AVX2) == ("float32",)
+    assert distribute.precision_candidates("auto", bf16, "cpu", workers=2, cpuinfo=BF16) == ("mixed_bfloat16",)
+
+
 @pytest.mark.parametrize(
     ("environ", "native"),
     [

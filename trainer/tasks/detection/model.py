@@ -159,12 +159,50 @@ def box_loss(name: str) -> Any:
     loss (delta 1) is quadratic there: the gradient shrinks with the error and the boxes stop
     tightening. L1 keeps a constant pull: on the built-in shapes, at the same schedule and time,
     test AP@[.5:.95] went from 0.48-0.58 to 0.59-0.64 (docs/detection.md, "Model and training").
+    ``giou`` scores the decoded boxes themselves (1 - generalised IoU, as YOLO's and DETR's box
+    losses do), the measure AP@[.5:.95] rewards; ``l1+giou`` adds the two.
     """
     import keras
 
     if name == "l1":
         return keras.losses.MeanAbsoluteError(reduction="sum")
-    return keras.losses.Huber(reduction="sum")
+    if name == "huber":
+        return keras.losses.Huber(reduction="sum")
+    return _iou_box_loss(l1=name == "l1+giou")
+
+
+def _iou_box_loss(l1: bool) -> Any:
+    """1 - GIoU of the boxes the offsets decode to (plus the offsets' L1 when ``l1``), per anchor.
+
+    IoU and GIoU are unchanged by scaling both boxes by the anchor's width and height, so the boxes
+    are compared in units of their anchor: centre = the offsets' first two values, size = exp of
+    the last two. The log sizes go through the same soft bound on both sides (the targets of
+    unmatched anchors are arbitrary, and weighted 0), so exact offsets score 0; it keeps a gradient
+    where a hard clip left boxes grown past it with none.
+    """
+    import keras
+    from keras import ops
+
+    def corners(deltas: Any) -> tuple[Any, Any]:
+        size = ops.exp(4.0 * ops.tanh(deltas[..., 2:] / 4.0))
+        return deltas[..., :2] - size / 2, deltas[..., :2] + size / 2
+
+    class GIoUBoxLoss(keras.losses.Loss):
+        def call(self, y_true: Any, y_pred: Any) -> Any:
+            return loss(y_true, y_pred)
+
+    def loss(y_true: Any, y_pred: Any) -> Any:
+        y_true, y_pred = ops.cast(y_true, "float32"), ops.cast(y_pred, "float32")
+        (t0, t1), (p0, p1) = corners(y_true), corners(y_pred)
+        overlap = ops.maximum(ops.minimum(t1, p1) - ops.maximum(t0, p0), 0.0)
+        inter = overlap[..., 0] * overlap[..., 1]
+        union = ops.prod(t1 - t0, axis=-1) + ops.prod(p1 - p0, axis=-1) - inter
+        hull = ops.prod(ops.maximum(t1, p1) - ops.minimum(t0, p0), axis=-1)
+        giou = inter / ops.maximum(union, 1e-7) - (hull - union) / ops.maximum(hull, 1e-7)
+        value = 1.0 - giou
+        return value + ops.mean(ops.abs(y_true - y_pred), axis=-1) if l1 else value
+
+    return GIoUBoxLoss(reduction="sum", name="giou_box_loss")
 
 
 def _prior_bias(model: Any) -> None:
@@ -177,6 +215,13 @@ def _prior_bias(model: Any) -> None:
     cls_bias.assign(np.full(cls_bias.shape, -math.log(99.0), dtype="float32"))
     box_bias = model.box_head.prediction_layer.bias
     box_bias.assign(np.zeros(box_bias.shape, dtype="float32"))
+    # Every box starts at its anchor (offsets about 0, as torchvision draws the head's kernel at
+    # std 0.01): a matched anchor already overlaps its object by IoU >= 0.5, where an IoU loss pulls
+    # the box in. keras-hub's own draw put the first boxes at up to 4x their anchor's size, and an
+    # IoU loss then shrank them to points with no gradient left.
+    box_kernel = model.box_head.prediction_layer.kernel
+    rng = np.random.default_rng(0)
+    box_kernel.assign(rng.normal(0.0, 0.01, box_kernel.shape).astype("float32"))
 
 
 def _detector_from_preset(opts: DetectorOptions, num_classes: int, source: Any) -> Any:
