@@ -20,8 +20,8 @@ from typing import Any, Optional
 
 from components.batch_predict.component import predict_shard
 from pipelines import batch_predict
-from pipelines.tools import params
-from pipelines.tools.params import Layer, ParameterError, RunParameters
+from pipelines.tools import params, runner
+from pipelines.tools.params import Layer, RunParameters
 from pipelines.tools.runner import Finished, Summary, Tool
 
 # Local shards: kfp.local runs two tasks at once on this machine's two cores.
@@ -59,15 +59,7 @@ def check_local_paths(args: argparse.Namespace, resolved: RunParameters) -> Opti
     Raises:
         ParameterError: the path is missing (``DATA /nonexistent: no such file or folder ...``).
     """
-    problems = []
-    for name, flag in (("data", "DATA"), ("model_dir", "MODEL_DIR")):
-        value = str(resolved.values.get(name) or "")
-        if value and "://" not in value and not Path(value).exists():
-            origin = resolved.origins.get(name, "default")
-            given = flag if origin == "flags" else f"{name} ({origin})"
-            problems.append(f"{given} {value}: no such file or folder on this machine")
-    if problems:
-        raise ParameterError(problems)
+    runner.check_local_paths(resolved, (("data", "DATA"), ("model_dir", "MODEL_DIR")))
     return None
 
 

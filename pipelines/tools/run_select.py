@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pipelines import select
-from pipelines.tools import params
-from pipelines.tools.params import Layer, ParameterError, RunParameters
+from pipelines.tools import params, runner
+from pipelines.tools.params import Layer, RunParameters
 from pipelines.tools.runner import Finished, Summary, Tool
 
 
@@ -55,15 +55,7 @@ def check_local_paths(args: argparse.Namespace, resolved: RunParameters) -> Opti
     Raises:
         ParameterError: the path is missing (``DATA /nonexistent: no such file or folder ...``).
     """
-    problems = []
-    for name, flag in (("data", "DATA"), ("model_dir", "MODEL_DIR"), ("dataset", "DATASET")):
-        value = str(resolved.values.get(name) or "")
-        if value and "://" not in value and not Path(value).exists() and not _builtin(name, value):
-            origin = resolved.origins.get(name, "default")
-            given = flag if origin == "flags" else f"{name} ({origin})"
-            problems.append(f"{given} {value}: no such file or folder on this machine")
-    if problems:
-        raise ParameterError(problems)
+    runner.check_local_paths(resolved, (("data", "DATA"), ("model_dir", "MODEL_DIR"), ("dataset", "DATASET")), _builtin)
     return None
 
 

@@ -65,6 +65,26 @@ def headline(run_dir: Optional[Path], step: str, task: Optional[str] = None) -> 
     return surface.headline(StepOutputs(arts, out.get("parameterValues", {}), task))
 
 
+def check_local_paths(
+    resolved: RunParameters, flags: Sequence[tuple[str, str]], exempt: Callable[[str, str], bool] = lambda n, v: False
+) -> None:
+    """Each of ``flags`` (parameter, flag) naming a local path that is not on this machine: one line
+    each, before anything runs; gs:// URIs and the values ``exempt(name, value)`` allows are not looked for.
+
+    Raises:
+        ParameterError: a path is missing (``DATA /nonexistent: no such file or folder ...``).
+    """
+    problems = []
+    for name, flag in flags:
+        value = str(resolved.values.get(name) or "")
+        if value and "://" not in value and not Path(value).exists() and not exempt(name, value):
+            origin = resolved.origins.get(name, "default")
+            given = flag if origin == "flags" else f"{name} ({origin})"
+            problems.append(f"{given} {value}: no such file or folder on this machine")
+    if problems:
+        raise ParameterError(problems)
+
+
 def _move_logs(console: Any, staging: Path, folder: Path) -> Path:
     """Moves the logs written while the run folder was unknown into ``<folder>/logs``."""
     folder.mkdir(parents=True, exist_ok=True)
