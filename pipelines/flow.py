@@ -22,6 +22,8 @@ from components.benchmark.config import BenchmarkConfig
 from components.convert.component import convert_to_tfrecords
 from components.convert.config import ConvertConfig
 from components.evaluate.component import evaluate_model
+from components.export.component import export_model
+from components.export.config import ExportConfig
 from components.launchers.identity import POD_FIELD_PATHS
 from components.promote.component import promote_model
 from components.report.component import build_report
@@ -78,6 +80,8 @@ _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form
     "benchmark_images": (BenchmarkConfig, "num_images"),
     "benchmark_batch_size": (BenchmarkConfig, "batch_size"),
     "benchmark_target_spread": (BenchmarkConfig, "target_spread"),
+    "export_formats": (ExportConfig, "export_formats"),
+    "export_tolerances": (ExportConfig, "export_tolerances"),
     "serving_target": (PromoteConfig, "target"),
     "stages_root": None,
     "served_model_name": (PromoteConfig, "model_name"),
@@ -321,6 +325,8 @@ def build(
     benchmark_images,
     benchmark_batch_size,
     benchmark_target_spread,
+    export_formats,
+    export_tolerances,
     serving_target,
     stages_root,
     served_model_name,
@@ -390,12 +396,29 @@ def build(
         accelerator="cpu-8",
     ).set_display_name("Benchmark inference")
 
+    exported = _export(trained, dataset, evaluated, export_formats, export_tolerances, benchmark_batch_size)
     target = {"target": serving_target, "serving_options": serving_options, "canary_steps": canary_steps}
     target["allow_contract_change"] = allow_contract_change  # a promotion may replace a served contract
     demo = _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, target)
-    demo.after(evaluated, benchmarked)
+    demo.after(evaluated, benchmarked, exported)
 
     _report(dataset, trained, evaluated, benchmarked, stages_root, validated).after(demo)
+
+
+def _export(trained, dataset, evaluated, export_formats, export_tolerances, batch_size):
+    """The blessed model's portable forms (written into its folder, so promotion carries them), each
+    checked against its tolerance and priced against the served SavedModel; a model the gate did
+    not bless gets none.
+    """
+    return export_model(
+        model=trained,
+        dataset=dataset,
+        blessed=evaluated.outputs["Output"],
+        export_formats=export_formats,
+        export_tolerances=export_tolerances,
+        batch_size=batch_size,
+        accelerator="cpu-8",
+    ).set_display_name("Export portable formats")
 
 
 def _report(dataset, trained, evaluated, benchmarked, stages_root, validated):

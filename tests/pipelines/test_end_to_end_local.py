@@ -43,6 +43,7 @@ def console_run(tmp_path_factory):
             change_thresholds={},
             benchmark_images=256,
             benchmark_batch_size=64,
+            export_formats=["litert_int8"],  # one conversion: the export step's own tests cover the others
             promote_to_prod=True,
         ),
         root,
@@ -118,6 +119,21 @@ def test_benchmark_timed_real_inference(local_run):
     assert bench["latency_p50_ms"] > 0
 
 
+def test_the_blessed_model_gets_its_checked_portable_form_and_its_card_says_so(local_run):
+    run_dir, stages_root, outputs = local_run
+    record = _task(outputs, "export-model")["parameters"]["Output"]
+    rows = {row["format"]: row for row in record["rows"]}
+    assert list(rows) == ["saved_model", "float32", "litert_int8"] and record["passed"] == ["litert_int8"]
+    assert rows["litert_int8"]["flex_ops"] == 0 and rows["litert_int8"]["agreement_served"] > 0.9
+    model = run_dir / "train-model" / "model"
+    assert (model / "export" / "model_int8.tflite").is_file()
+    assert "## Portable formats" in (model / "model_card.md").read_text()
+    from components.serving.stages import STAGES, StageRegistry
+
+    for stage in STAGES:  # each stage's entry says which forms passed (it serves the SavedModel)
+        assert StageRegistry(str(stages_root)).read_current(stage, "classifier").formats == tuple(record["passed"])
+
+
 def test_every_stage_serves_the_model_after_its_checks_passed(local_run):
     from components.serving import stages
 
@@ -155,8 +171,9 @@ def test_the_console_is_short_and_names_every_step_with_its_figures(console_run,
     assert "executor_input" not in text and "@@progress" not in text and "oneDNN" not in text
     ended = {m.group(1).strip(): line for line in lines if (m := re.match(r"^ok (.+?)\s{2,}\d", line))}
     for step in ("Convert to TFRecords", "Train", "Evaluate and gate", "Benchmark inference", "Promote to demo",
-                 "Promote to staging", "Promote to prod", "Run report"):  # fmt: skip
+                 "Promote to staging", "Promote to prod", "Run report", "Export portable formats"):  # fmt: skip
         assert step in ended, text
+    assert any(line.startswith("   litert_int8: passed: accuracy ") for line in lines), text  # one line a format
     assert "1,200 images converted, 0 rejected" in ended["Convert to TFRecords"]  # 400 per split
     accuracy = _task(outputs, "evaluate-model")["metrics"]["accuracy"]
     assert f"accuracy {accuracy:.4f}, blessed" in ended["Evaluate and gate"]

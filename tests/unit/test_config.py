@@ -37,7 +37,7 @@ def test_a_whole_run_file_has_a_section_for_every_step_config_the_steps_declare(
     assert set(run) == {"validate", "predict"}  # a section left out is its step's defaults
     with pytest.raises(
         ConfigError,
-        match=r"^trian: no step takes this section; the sections are benchmark, convert, evaluate, monitor, predict, ",
+        match=r"^trian: no step takes this section; the sections are benchmark, convert, evaluate, export, monitor, ",
     ):
         read_run_yaml("trian:\n  epochs: 3\n")
 

@@ -77,7 +77,7 @@ def test_a_wrong_type_is_one_line_each_naming_the_valid_form():
         "model_options: expected a mapping, e.g. {key: value} (Dict parameter), got 3 (SET)",
         "epochs.x (SET): epochs is not a mapping (Integer parameter); dotted names set keys of the mapping "
         "parameters: validation_policy, model_options, value_thresholds, change_thresholds, slice_thresholds, "
-        "slice_change_thresholds, serving_options",
+        "slice_change_thresholds, export_tolerances, serving_options",
         "learning_rate: expected a number (Float parameter), got True (SET)",
     ]
     with pytest.raises(ParameterError, match="SET 'oops': expected name=value, e.g. SET='epochs=20 "):

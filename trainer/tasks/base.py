@@ -34,6 +34,9 @@ them from the instance. A task answers, each in one place:
    (:meth:`Task.selection`; None for a task without it): how unsure its model is of each scored
    image, by the strategies it offers, and what a labelling tool shows a reviewer of each (the
    select step, ``trainer/tasks/selection.py``).
+9. **Portable forms**, optional: a facet, the task's :class:`~trainer.tasks.portable.Portable`
+   (:meth:`Task.portable`): the model body the export step converts to LiteRT and ONNX, its
+   inputs, the predictions and metrics of its raw outputs (``trainer/tasks/portable.py``).
 
 The attributes and the serving-check methods need no TensorFlow, so the gate and the serving
 checks import a task cheaply; the model-side methods import TensorFlow inside their bodies.
@@ -54,6 +57,7 @@ from trainer.tfrecords import DatasetInfo
 
 if TYPE_CHECKING:
     from trainer.config import EvaluateConfig
+    from trainer.tasks.portable import Portable
     from trainer.tasks.selection import Selection
 
 
@@ -539,6 +543,12 @@ class Task(abc.ABC):
     def selection(self, options: Optional[ConfigBase] = None) -> Optional[Selection]:
         """The task's uncertainty strategies (its :class:`~trainer.tasks.selection.Selection`), with its
         typed ``selection_options``; None: the task picks no images to label.
+        """
+        return None
+
+    def portable(self) -> Optional[Portable]:
+        """The task's side of the export step (its :class:`~trainer.tasks.portable.Portable`); None: the
+        task's models are served as SavedModels only.
         """
         return None
 

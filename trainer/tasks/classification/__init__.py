@@ -261,3 +261,9 @@ class Classification(Task):
     def selection(self, options: Optional[ConfigBase] = None) -> ClassificationSelection:
         """The classifier's uncertainty strategies (``selection.py``)."""
         return ClassificationSelection(self, options)
+
+    def portable(self) -> Any:
+        """The classifier's portable forms (``portable.py``)."""
+        from trainer.tasks.classification.portable import ClassificationPortable
+
+        return ClassificationPortable()

@@ -110,6 +110,8 @@ def export_saved_model(
 
     decode_one = _image_decoder(height, width, channels)
 
+    # One function under both signatures: the model's graph is traced once, not once per signature.
+    @tf.function(input_signature=[tf.TensorSpec([None, height, width, channels], tf.float32)])
     def _outputs(images):
         probabilities = tf.cast(model(images, training=False), tf.float32)
         return {

@@ -21,53 +21,77 @@ from trainer.tasks.detection.options import DetectorOptions
 OUTPUTS = ("detection_boxes", "detection_scores", "detection_classes", "detection_class_names", "num_detections")
 
 
-def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):
-    """``(letterboxed images, scales, heights, widths) -> the serving outputs``: decode, NMS, rescale."""
+def detections(raw: Any, anchors: Any, opts: DetectorOptions, names: Any, scales, heights, widths) -> dict[str, Any]:
+    """The serving outputs of the model's raw heads: decode, per-class NMS, rescale to the originals.
+
+    Also what the export step runs after another runtime's model body: the same decoding and NMS.
+    """
     import keras
     import tensorflow as tf
 
     size = opts.image_size
-    anchors = tf.constant(anchors_of(model.anchor_generator, size))
+    deltas = tf.cast(raw["bbox_regression"], tf.float32)
+    scores = tf.sigmoid(tf.cast(raw["cls_logits"], tf.float32))
+    boxes = keras.utils.bounding_boxes.decode_deltas_to_boxes(
+        anchors=anchors,
+        boxes_delta=deltas,
+        encoded_format="center_xywh",
+        anchor_format="yxyx",
+        box_format="yxyx",
+        image_shape=(size, size, 3),
+    )
+    nms = tf.image.combined_non_max_suppression(
+        boxes[:, :, None, :],
+        scores,
+        max_output_size_per_class=opts.max_detections,
+        max_total_size=opts.max_detections,
+        iou_threshold=opts.nms_iou,
+        score_threshold=opts.score_threshold,
+        clip_boxes=False,
+    )
+    # Letterboxed pixels -> the original image's normalised coordinates.
+    factor = tf.stack([heights, widths, heights, widths], axis=-1) * scales[:, None]
+    out_boxes = tf.clip_by_value(nms.nmsed_boxes / factor[:, None, :], 0.0, 1.0)
+    valid = tf.sequence_mask(nms.valid_detections, opts.max_detections)
+    ids = tf.where(valid, nms.nmsed_classes + 1.0, 0.0)
+    return {
+        "detection_boxes": tf.where(valid[..., None], out_boxes, 0.0),
+        "detection_scores": tf.where(valid, nms.nmsed_scores, 0.0),
+        "detection_classes": ids,
+        "detection_class_names": tf.gather(names, tf.cast(ids, tf.int32)),
+        "num_detections": tf.cast(nms.valid_detections, tf.float32),
+    }
+
+
+def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):
+    """``(letterboxed images, scales, heights, widths) -> the serving outputs``: decode, NMS, rescale."""
+    import tensorflow as tf
+
+    anchors = tf.constant(anchors_of(model.anchor_generator, opts.image_size))
     names = tf.constant(["", *class_names])
 
     # A preset's pixel scaling (the task's preprocessor, which fit applies in the input pipeline).
     pixels = model.preprocessor
 
+    # One function under both signatures: the model's graph is traced once, not once per signature.
+    size, scalars = opts.image_size, tf.TensorSpec([None], tf.float32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, size, size, 3], tf.float32), scalars, scalars, scalars])
     def detect(images, scales, heights, widths):
         raw = model(images if pixels is None else pixels(images), training=False)
-        deltas = tf.cast(raw["bbox_regression"], tf.float32)
-        scores = tf.sigmoid(tf.cast(raw["cls_logits"], tf.float32))
-        boxes = keras.utils.bounding_boxes.decode_deltas_to_boxes(
-            anchors=anchors,
-            boxes_delta=deltas,
-            encoded_format="center_xywh",
-            anchor_format="yxyx",
-            box_format="yxyx",
-            image_shape=(size, size, 3),
-        )
-        nms = tf.image.combined_non_max_suppression(
-            boxes[:, :, None, :],
-            scores,
-            max_output_size_per_class=opts.max_detections,
-            max_total_size=opts.max_detections,
-            iou_threshold=opts.nms_iou,
-            score_threshold=opts.score_threshold,
-            clip_boxes=False,
-        )
-        # Letterboxed pixels -> the original image's normalised coordinates.
-        factor = tf.stack([heights, widths, heights, widths], axis=-1) * scales[:, None]
-        out_boxes = tf.clip_by_value(nms.nmsed_boxes / factor[:, None, :], 0.0, 1.0)
-        valid = tf.sequence_mask(nms.valid_detections, opts.max_detections)
-        ids = tf.where(valid, nms.nmsed_classes + 1.0, 0.0)
-        return {
-            "detection_boxes": tf.where(valid[..., None], out_boxes, 0.0),
-            "detection_scores": tf.where(valid, nms.nmsed_scores, 0.0),
-            "detection_classes": ids,
-            "detection_class_names": tf.gather(names, tf.cast(ids, tf.int32)),
-            "num_detections": tf.cast(nms.valid_detections, tf.float32),
-        }
+        return detections(raw, anchors, opts, names, scales, heights, widths)
 
     return detect
+
+
+def letterboxed(data: Any, size: int) -> tuple[Any, Any, Any, Any]:
+    """``encoded image -> (letterboxed float image, scale, height, width)``, as ``serving_default`` decodes."""
+    import tensorflow as tf
+
+    image = tf.io.decode_image(data, channels=3, expand_animations=False)
+    dims = tf.cast(tf.shape(image)[:2], tf.float32)
+    boxed, scale = letterbox(image, size)
+    return boxed, scale, dims[0], dims[1]
 
 
 def serving_functions(model: Any, class_names: list[str], opts: DetectorOptions) -> tuple[Any, Any]:
@@ -82,10 +106,7 @@ def serving_functions(model: Any, class_names: list[str], opts: DetectorOptions)
     detect = _detect_fn(model, opts, class_names)
 
     def decode_one(data):
-        image = tf.io.decode_image(data, channels=3, expand_animations=False)
-        dims = tf.cast(tf.shape(image)[:2], tf.float32)
-        boxed, scale = letterbox(image, size)
-        return boxed, scale, dims[0], dims[1]
+        return letterboxed(data, size)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
     def serve_bytes(image_bytes):
