@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_section(EvaluateConfig, args.config, flags_to_fields(args))
         check_folder(args.model_dir, "model folder", "give the folder the train step wrote (saved_model/ inside)")
         check_folder(args.dataset, "dataset folder", "give the folder the convert step wrote (dataset.json inside)")
-        from components.evaluate.run import run_evaluation, write_outputs
+        from components.evaluate.run import run_evaluation, write_outputs, write_traffic_reference
 
         outcome = run_evaluation(
             args.model_dir, args.dataset, config, args.stages_root, args.limit, served_model_name=args.served_model_name
@@ -98,13 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = write_files(args.output_dir, result.output_files())
     report, blessing = (os.path.join(args.output_dir, name) for name in ("report.md", "blessing.json"))
     write_outputs(outcome, report, blessing)
+    reference = write_traffic_reference(args.model_dir, args.dataset, config.split)  # what the monitor compares with
     decision = outcome.decision
     print(f"model: {args.model_dir} on split {config.split!r} of {args.dataset}")
     print("metrics: " + ", ".join(f"{k} {v:.4g}" for k, v in result.metrics.items()))
     print(f"blessed: {'yes' if decision.blessed else 'no'}")
     for reason in decision.reasons:
         print(f"  - {reason}")
-    print("wrote: " + ", ".join([*paths, report, blessing]))
+    print("wrote: " + ", ".join([*paths, report, blessing, reference]))
     return EXIT_FAILED if args.require_blessed and not decision.blessed else EXIT_OK
 
 

@@ -72,7 +72,7 @@ def evaluate_model(
     from trainer.runtime import configure_tensorflow_env
 
     configure_tensorflow_env()  # before anything imports TensorFlow
-    from components.evaluate.run import run_evaluation, write_outputs
+    from components.evaluate.run import run_evaluation, write_outputs, write_traffic_reference
     from components.progress import reporter
     from components.serving.stages import resolve_stages_root
     from trainer.config import EvaluateConfig
@@ -101,6 +101,7 @@ def evaluate_model(
     if outcome.confusion is not None:
         confusion.log_confusion_matrix(*outcome.confusion)
     write_outputs(outcome, report.path, blessing.path, page.path, samples.path)
+    write_traffic_reference(model.path, dataset.path, split)  # what the monitor compares live traffic with
     blessing.metadata.update(
         {"task": outcome.task, "blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons}
     )

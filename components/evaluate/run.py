@@ -255,3 +255,34 @@ def write_outputs(
             f.write(text)
     if samples_path is not None:
         samples.write_record(run_report_part(outcome), samples_path)
+
+
+REFERENCE_IMAGES = 1000
+"""The test images whose answers make the traffic reference (a detector answers about 76 a second here)."""
+
+
+def write_traffic_reference(model_dir: str, dataset_dir: str, split: str, limit: int = REFERENCE_IMAGES) -> str:
+    """Writes ``<model_dir>/traffic_reference.json``: the model's answers on ``split``, summarized as served traffic.
+
+    The answers come from the served path itself (``components.serving.model``, the bytes
+    signature), so the monitor compares like with like (docs/observability.md). Returns the path.
+    """
+    import base64
+    from pathlib import Path
+
+    from components.serving.model import Model
+    from components.serving.reference import REFERENCE_FILE, build_reference
+    from components.serving.traffic import TrafficConfig, answer_rows, summaries_of
+    from trainer.evaluate import read_encoded_split
+
+    images, _, _ = read_encoded_split(dataset_dir, split, limit)
+    model = Model("reference", 1, Path(model_folder.saved_model_dir(model_dir)), 256, None)
+    answers = []
+    for start in range(0, len(images), 256):
+        body = {"instances": [{"b64": base64.b64encode(b).decode()} for b in images[start : start + 256]]}
+        answers += answer_rows(model.predict(body))
+    lines = summaries_of(images, answers, TrafficConfig())
+    reference = build_reference(lines, source=f"{split} split of {dataset_dir}")
+    path = storage.join(model_dir, REFERENCE_FILE)
+    storage.write_json(path, reference)
+    return path

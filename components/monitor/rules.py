@@ -26,6 +26,8 @@ from typing import Any, Optional
 
 import yaml
 
+from components.monitor.drift import GAUGE_PREFIX, DriftConfig
+from components.serving.collector import GAUGES_PATH
 from components.serving.config import STAGES
 from components.serving.metrics import LOAD_ATTEMPT_COUNT, METRICS_PATH, REQUEST_COUNT, REQUEST_LATENCY
 
@@ -176,18 +178,60 @@ def alerts(stage: str, objectives: Optional[StageObjectives] = None) -> list[Ale
     ]
 
 
-def rule_groups(stage: str, objectives: Optional[StageObjectives] = None) -> list[dict[str, Any]]:
-    """The stage's Prometheus rule groups (a rule file's ``groups``; a PrometheusRule's ``spec.groups``)."""
-    o = objectives or OBJECTIVES[stage]
+def traffic_alerts(stage: str, config: Optional[DriftConfig] = None) -> list[Alert]:
+    """The stage's alerts on its sampled traffic: the drift gauges the monitor writes (``components.monitor.drift``).
+
+    Each fires at once (a monitor run already judged a whole window with enough samples), per
+    kind of check, with the thresholds of :class:`DriftConfig`; a check without enough traffic
+    or without a reference exports no figure, so it never fires.
+    """
+    c = config or DriftConfig()
+    ns = namespace(stage)
+    figure = f"{GAUGE_PREFIX}drift_figure"
+    by = "max by (namespace, model_name)"
+    kinds = [
+        ("TrafficClassSharesShifted", 'check="class_shares"', c.max_class_divergence,
+         "the predicted classes' shares moved away from the evaluation's (Jensen-Shannon)"),
+        ("TrafficClassShareChanged", 'check="class_change"', c.max_class_change,
+         "one predicted class's share changed more than allowed"),
+        ("TrafficScoresShifted", 'check=~"psi_score|psi_margin"', c.max_psi, "the answers' scores or margins shifted"),
+        ("TrafficImagesShifted", 'check=~"psi_(width|height|channels|brightness|contrast)"', c.max_psi,
+         "the images sent (size, channels, brightness or contrast) shifted"),
+        ("TrafficDecodeFailuresHigh", 'check="decode_failures"', c.max_decode_failure_rate,
+         "more images than at evaluation do not decode"),
+        ("TrafficEmptyAnswersHigh", 'check="empty_answers"', c.max_empty_answer_rate,
+         "more answers than at evaluation are empty"),
+    ]  # fmt: skip
+    return [
+        Alert(name, f'{by} ({figure}{{namespace="{ns}",{match}}})', ">", bound, "0m",
+              f"{ns}: {{{{ $labels.model_name }}}}: {what} (drift.json says by how much)")
+        for name, match, bound, what in kinds
+    ]  # fmt: skip
+
+
+def _rules(stage: str, found: Sequence[Alert], severity: str) -> list[dict[str, Any]]:
     rules = []
-    for alert in alerts(stage, o):
+    for alert in found:
         rule: dict[str, Any] = {"alert": alert.name, "expr": alert.expr}
         if alert.pending != "0m":
             rule["for"] = alert.pending
-        rule["labels"] = {"severity": o.severity, "stage": stage, "namespace": namespace(stage)}
+        rule["labels"] = {"severity": severity, "stage": stage, "namespace": namespace(stage)}
         rule["annotations"] = {"summary": alert.summary, "runbook": "docs/observability.md#alerts"}
         rules.append(rule)
-    return [{"name": f"model-server-{stage}", "interval": "30s", "rules": rules}]
+    return rules
+
+
+def rule_groups(stage: str, objectives: Optional[StageObjectives] = None) -> list[dict[str, Any]]:
+    """The stage's Prometheus rule groups (a rule file's ``groups``; a PrometheusRule's ``spec.groups``).
+
+    The first holds the model server's objectives, the second the alerts on its sampled traffic
+    (a warning on every stage: drift is not an outage).
+    """
+    o = objectives or OBJECTIVES[stage]
+    return [
+        {"name": f"model-server-{stage}", "interval": "30s", "rules": _rules(stage, alerts(stage, o), o.severity)},
+        {"name": f"traffic-drift-{stage}", "interval": "1m", "rules": _rules(stage, traffic_alerts(stage), "warning")},
+    ]
 
 
 # -- Kubernetes objects --------------------------------------------------------------------------
@@ -208,6 +252,46 @@ def pod_monitor(stage: str) -> dict[str, Any]:
             "podMetricsEndpoints": [
                 {"port": "http", "path": METRICS_PATH, "interval": OBJECTIVES[stage].scrape_interval}
             ],
+        },
+    }
+
+
+COLLECTOR_JOB = "traffic-collector"
+COLLECTOR_SELECTOR = {
+    "matchExpressions": [
+        {"key": "app.kubernetes.io/name", "operator": "In", "values": ["traffic-collector", "model-server"]}
+    ]
+}
+"""The traffic collectors: KServe's (their own pods) and TensorFlow Serving's proxy sidecars (in the
+model servers' pods); both name their port ``traffic``, which a model server without a sidecar lacks."""
+
+
+def collector_pod_monitor(stage: str) -> dict[str, Any]:
+    """The prometheus-operator PodMonitor scraping the stage's drift gauges from its traffic collectors."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {
+            "name": COLLECTOR_JOB,
+            "namespace": namespace(stage),
+            "labels": {**PART_OF, "release": "kube-prometheus-stack"},
+        },
+        "spec": {
+            "selector": copy.deepcopy(COLLECTOR_SELECTOR),
+            "podMetricsEndpoints": [{"port": "traffic", "path": GAUGES_PATH, "interval": "60s"}],
+        },
+    }
+
+
+def collector_pod_monitoring(stage: str) -> dict[str, Any]:
+    """Managed Service for Prometheus' PodMonitoring of the stage's traffic collectors."""
+    return {
+        "apiVersion": "monitoring.googleapis.com/v1",
+        "kind": "PodMonitoring",
+        "metadata": {"name": COLLECTOR_JOB, "namespace": namespace(stage), "labels": dict(PART_OF)},
+        "spec": {
+            "selector": copy.deepcopy(COLLECTOR_SELECTOR),
+            "endpoints": [{"port": "traffic", "path": GAUGES_PATH, "interval": "60s"}],
         },
     }
 
@@ -246,7 +330,7 @@ def gmp_rules(stage: str) -> dict[str, Any]:
     ``namespace`` label), so the rules carry no ``namespace`` label of their own.
     """
     groups = rule_groups(stage)
-    for rule in groups[0]["rules"]:
+    for rule in (r for g in groups for r in g["rules"]):
         rule["labels"].pop("namespace")
     return {
         "apiVersion": "monitoring.googleapis.com/v1",
@@ -410,9 +494,11 @@ def generated_files() -> dict[str, str]:
     """The generated files under manifests/monitoring, by relative path."""
     files = {}
     for stage in STAGES:
-        files[f"stages/{stage}/podmonitor.yaml"] = _yaml(pod_monitor(stage))
+        files[f"stages/{stage}/podmonitor.yaml"] = _yaml(pod_monitor(stage), collector_pod_monitor(stage))
         files[f"stages/{stage}/prometheusrule.yaml"] = _yaml(prometheus_rule(stage))
-        files[f"components/managed-prometheus/{stage}.yaml"] = _yaml(pod_monitoring(stage), gmp_rules(stage))
+        files[f"components/managed-prometheus/{stage}.yaml"] = _yaml(
+            pod_monitoring(stage), collector_pod_monitoring(stage), gmp_rules(stage)
+        )
     files["dashboard/model-serving.json"] = json.dumps(dashboard(), indent=2) + "\n"
     return files
 

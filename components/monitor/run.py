@@ -10,6 +10,9 @@ For each stage that serves a model (its ``current.json`` in the stage registry):
    its serving target (``components.serving.targets``) says it answers, with the known images
    the registry kept at its promotion.
 
+3. The drift and input-quality checks of the stage's sampled traffic over the same window
+   (``components.monitor.drift``), written as the stage's ``drift.json``.
+
 The result is a :class:`MonitorReport` (a Markdown table and flat metrics); a stage that misses
 an objective or fails a check is broken. Standard library only (urllib) besides the checks.
 """
@@ -28,7 +31,8 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from components import markdown
-from components.monitor import rules
+from components.monitor import drift, rules
+from components.monitor.drift import DriftReport
 from components.serving.checks import CheckResult, ServingChecksError, run_checks
 from components.serving.config import MonitorConfig
 from components.serving.stages import StageRegistry
@@ -101,12 +105,15 @@ class StageStatus:
         version: the version its registry says it serves (None: nothing).
         objectives: each objective over the window.
         checks: the API regression and prediction checks.
+        drift: the drift and input-quality checks of its sampled traffic over the window (an
+            alarm is reported, and alerts, but does not break the stage: its answers still work).
     """
 
     stage: str
     version: Optional[int]
     objectives: tuple[ObjectiveResult, ...] = ()
     checks: tuple[CheckResult, ...] = ()
+    drift: Optional[DriftReport] = None
 
     @property
     def passed(self) -> bool:
@@ -122,6 +129,10 @@ def _stage_rows(status: StageStatus) -> list[list[str]]:
         for o in status.objectives
     ]  # fmt: skip
     rows += [[f"check {c.name}", "yes" if c.passed else "NO", "", c.detail] for c in status.checks]
+    for d in status.drift.checks if status.drift is not None else ():
+        value = "" if d.figure is None else f"{d.figure:.4g}"
+        bound = f"> {d.threshold:g} fires; {d.samples} samples, at least {d.minimum}"
+        rows.append([f"drift {d.name}", {"alarm": "NO", "ok": "yes"}.get(d.state, d.state), value, bound])
     return rows
 
 
@@ -150,6 +161,10 @@ class MonitorReport:
             for o in s.objectives:
                 if o.value is not None and not math.isnan(o.value):
                     out[f"{s.stage}_{o.name}"] = o.value
+            if s.drift is not None:
+                out[f"{s.stage}_drift_alarm"] = float(s.drift.alarm)
+                out[f"{s.stage}_traffic_samples"] = float(s.drift.samples)
+                out.update({f"{s.stage}_drift_{c.name}": c.figure for c in s.drift.checks if c.figure is not None})
         return out
 
     def to_markdown(self) -> str:
@@ -161,6 +176,8 @@ class MonitorReport:
             if s.version is None:
                 continue
             lines += ["", *markdown.table(["what", "ok", "value", "objective / detail"], _stage_rows(s), "llll")]
+            if s.drift is not None:
+                lines += ["", f"Traffic: {s.drift.line()}"]
         return "\n".join(lines) + "\n"
 
 
@@ -235,7 +252,8 @@ def monitor(config: MonitorConfig, target: Optional[ServingTarget] = None) -> Mo
             continue
         objectives = check_objectives(config.prometheus_url, stage, config.window, config.timeout_s)
         checks = _checks(config, target, stage, current.version)
-        statuses.append(StageStatus(stage, current.version, tuple(objectives), checks))
+        drifted = drift.watch(config.stages_root, [stage], config.model_name, config.window, drift.DriftConfig())
+        statuses.append(StageStatus(stage, current.version, tuple(objectives), checks, next(iter(drifted), None)))
     return MonitorReport(tuple(statuses), config.window)
 
 
@@ -263,6 +281,7 @@ def summary_of(report: MonitorReport) -> Mapping[str, Any]:
                 "passed": s.passed,
                 "objectives": [dataclasses.asdict(o) for o in s.objectives],
                 "checks": {c.name: c.to_dict() for c in s.checks},
+                "drift": s.drift.to_dict() if s.drift is not None else None,
             }
             for s in report.stages
         ],

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
+from components.serving.drift_history import DriftHistory, drift_folder, read_history
 from trainer import model_folder
 
 if TYPE_CHECKING:
@@ -172,11 +173,13 @@ class ServedModel:
         name: the served model's name.
         current: what the stage serves now.
         history: its last :data:`HISTORY_SHOWN` records, newest first.
+        drift: the monitor's drift windows of its sampled traffic (none yet: no windows).
     """
 
     name: str
     current: StageStep
     history: tuple[StageStep, ...]
+    drift: Optional[DriftHistory] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +216,7 @@ class RunRecords:
         benchmark: the benchmark's row.
         validation: the data checks' outcome (``validation.json``); None where none ran.
         stages: the stage store's stages; None when no store was given.
+        export: the export step's record (``<model>/export/export.json``); None where none ran.
     """
 
     title: str = "Run report"
@@ -231,6 +235,7 @@ class RunRecords:
     benchmark: Optional[Mapping[str, Any]] = None
     validation: Optional[Mapping[str, Any]] = None
     stages: Optional[tuple[StageRecord, ...]] = None
+    export: Optional[Mapping[str, Any]] = None
 
 
 # ------------------------------------------------------------------------------------ files
@@ -378,7 +383,9 @@ def read_stages(stages_root: Optional[str]) -> Optional[tuple[StageRecord, ...]]
         for name in sorted(served):
             history = reversed(registry.read_history(stage, name)[-HISTORY_SHOWN:])
             current = StageStep(served[name], _entry_task(served[name], known))
-            models.append(ServedModel(name, current, tuple(StageStep(e, _entry_task(e, known)) for e in history)))
+            steps = tuple(StageStep(e, _entry_task(e, known)) for e in history)
+            drift = read_history(drift_folder(stages_root, stage, name), stage, name)
+            models.append(ServedModel(name, current, steps, drift))
         found.append(StageRecord(stage, tuple(models)))
     return tuple(found)
 
@@ -400,6 +407,14 @@ def task_parts(samples: Optional[Mapping[str, Any]]) -> dict[str, str]:
     """The task's parts of the sections (HTML its renderers made in the evaluate step), by section."""
     found = (samples or {}).get("sections") or {}
     return {str(k): str(v) for k, v in found.items() if isinstance(v, str)}
+
+
+def _export_record(model_dir: Optional[str]) -> Optional[str]:
+    """Where the export step's record of a model folder is (``trainer.export.formats``)."""
+    from trainer import storage
+    from trainer.export import formats
+
+    return storage.join(model_dir, formats.EXPORT_DIR, formats.RECORD) if model_dir else None
 
 
 def read_records(inputs: ReportInputs) -> RunRecords:
@@ -433,4 +448,5 @@ def read_records(inputs: ReportInputs) -> RunRecords:
         benchmark=inputs.benchmark,
         validation=inputs.validation or None,
         stages=read_stages(inputs.stages_root),
+        export=read_json(_export_record(inputs.model_dir)),
     )

@@ -19,6 +19,7 @@ from typing import Any, Optional
 from components import charts, data_checks, pages
 from components.pages import Markup
 from components.report.records import RunRecords, ServedModel
+from components.serving.drift_history import DriftHistory, history_blocks, latest_lines
 from trainer.budget import layout
 
 __all__ = ["SECTIONS", "blocks", "glance", "header", "section", "task_headline"]
@@ -400,6 +401,10 @@ _BENCHMARK = """{%- if not row %}
 {{- " " ~ num(row.get("images_per_dollar"), ",.0f") }} images per dollar.</p>
 {{ table(["path", "images", "batch", "time (s)", "images/s", "p50 ms", "p95 ms", "p99 ms"], rows, left=1) }}
 <div class="charts">{{ figures | join("") }}</div>
+{%- endif %}
+{%- if formats %}
+<h3>Portable formats (against the served SavedModel, same run)</h3>
+{{ table(formats[0], formats[1:], left=2) }}
 {%- endif %}"""
 
 # A benchmark row's columns: the key (after the path's prefix) and its format.
@@ -427,14 +432,26 @@ def _benchmark_charts(row: Mapping[str, Any], paths: Sequence[tuple[str, str]]) 
 
 def benchmark(run: RunRecords) -> Markup:
     """The benchmark's table (in process and over REST) and its charts."""
-    row = run.benchmark
+    row, formats = run.benchmark, _format_table(run.export)
     if not row:
-        return _render(_BENCHMARK, row=None)
+        return _render(_BENCHMARK, row=None, formats=formats)
     paths = [("in process", "")]
     if row.get("http_images_per_sec") is not None:
         paths.append((f"REST ({row.get('http_server') or 'server not recorded'})", "http_"))
     rows = [[label, *(_num(row.get(p + key), spec) for key, spec in _BENCHMARK_COLUMNS)] for label, p in paths]
-    return _render(_BENCHMARK, row=row, rows=rows, figures=_benchmark_charts(row, paths))
+    return _render(_BENCHMARK, row=row, rows=rows, figures=_benchmark_charts(row, paths), formats=formats)
+
+
+def _format_table(record: Optional[Mapping[str, Any]]) -> list[list[str]]:
+    """The export's format table (headers first); empty without an export."""
+    from trainer.export.formats import ExportRow, table_cells
+
+    if not record or not record.get("rows"):
+        return []
+    heads, cells = table_cells(
+        [ExportRow.from_dict(r) for r in record["rows"]], record["headline"], record["agreement"]
+    )
+    return [heads, *cells]
 
 
 # ------------------------------------------------------------------------------------ stages
@@ -452,6 +469,9 @@ _STAGES = """{%- if stages is none %}
 {%- else %}
 {{ missing("No history yet.") }}
 {%- endif %}
+{%- for block in model.drift %}
+{{ block }}
+{%- endfor %}
 {%- else %}
 <h3>{{ stage.stage }}: serves nothing</h3>
 {%- endfor %}
@@ -473,7 +493,16 @@ def _served(model: ServedModel) -> dict[str, Any]:
         ]
         for s in model.history
     ]
-    return {"name": model.name, "current": model.current, "label": label, "value": value, "rows": rows}
+    return {"name": model.name, "current": model.current, "label": label, "value": value, "rows": rows,
+            "drift": _drift_blocks(model.drift)}  # fmt: skip
+
+
+def _drift_blocks(history: Optional[DriftHistory]) -> list[Markup]:
+    """The served model's sampled traffic: the newest window's verdict and each figure over the windows."""
+    if history is None or not history.windows:
+        return []
+    (verdict,) = latest_lines([history])
+    return [_render("<p><b>Traffic</b> ({{ line }})</p>", line=verdict), *history_blocks(history)]
 
 
 def stages(run: RunRecords) -> Markup:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import orjson
 
 from components.serving.metrics import METRICS_PATH
+from components.serving.traffic import Exchange
 
 if TYPE_CHECKING:
     from components.serving.server import ModelServer
@@ -79,6 +80,7 @@ class RestHandler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+        self._offer(status, data)  # after the answer went out: sampling never delays it
 
     def _route(self, method: str) -> None:
         owner: ModelServer = self.server.owner
@@ -122,6 +124,7 @@ class RestHandler(BaseHTTPRequestHandler):
             elif method == "GET" and rest == "/metadata":
                 self._send(HTTPStatus.OK, model.metadata())
             elif method == "POST" and rest == ":predict":
+                self._sampled = (model, raw, time.perf_counter())
                 self._send(HTTPStatus.OK, model.predict(_parse_json(raw)))
             elif rest in (":classify", ":regress"):
                 raise RequestError(HTTPStatus.BAD_REQUEST, f"{rest[1:]} is not supported; use :predict")
@@ -132,6 +135,15 @@ class RestHandler(BaseHTTPRequestHandler):
         except Exception as err:  # never let one request take the server down; report it
             log.exception("request %s %s failed", method, self.path)
             self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"internal error: {type(err).__name__}: {err}"})
+
+    def _offer(self, status: int, payload: bytes) -> None:
+        """Hands a ``:predict`` exchange to the server's traffic log, if any (summarized on its own thread)."""
+        sampled, self._sampled = getattr(self, "_sampled", None), None
+        traffic = self.server.owner.traffic
+        if sampled is not None and traffic is not None:
+            model, raw, began = sampled
+            ms = (time.perf_counter() - began) * 1e3
+            traffic.offer(lambda: Exchange(model.name, model.version, int(status), ms, raw, payload))
 
     def _read_raw(self) -> bytes:
         length = self.headers.get("Content-Length")

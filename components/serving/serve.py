@@ -10,6 +10,8 @@ Command line::
     python -m components.serving.serve --stages-root local_outputs/stages [--base-port 8501]
 
 Ports: demo ``base-port``, staging ``base-port + 1``, prod ``base-port + 2`` (0: free ports).
+Each server keeps a sample of its requests' summaries under ``<stage>/traffic/``
+(``components.serving.traffic``; ``--traffic-sample-rate``, default the stage's).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from components.serving.config import STAGES
 from components.serving.stages import StageRegistry
 from components.serving.targets import Endpoints
 from components.serving.targets.local import LocalTarget
+from components.serving.traffic import DEFAULT_RATES
 from trainer import storage
 
 
@@ -53,10 +56,13 @@ def serving_stages(stages: StageRegistry) -> list[tuple[str, dict[str, int]]]:
     return found
 
 
-def start_servers(stages_root: str, stack: contextlib.ExitStack, base_port: int = 8501) -> list[StageServer]:
+def start_servers(
+    stages_root: str, stack: contextlib.ExitStack, base_port: int = 8501, sample_rate: Optional[float] = None
+) -> list[StageServer]:
     """Start the ``local`` serving target of every serving stage, with all its models (module docstring).
 
-    The servers stop when ``stack`` closes.
+    The servers stop when ``stack`` closes. Each keeps ``sample_rate`` of its requests' summaries
+    under ``<stage>/traffic/`` (None: the stage's default, ``traffic.DEFAULT_RATES``; 0: none).
 
     Raises:
         FileNotFoundError: no stage serves a model under ``stages_root``.
@@ -73,7 +79,8 @@ def start_servers(stages_root: str, stack: contextlib.ExitStack, base_port: int 
     started = []
     for stage, models in found:
         port = 0 if base_port == 0 else base_port + STAGES.index(stage)
-        target = LocalTarget(stages, {"port": port})
+        rate = DEFAULT_RATES[stage] if sample_rate is None else sample_rate
+        target = LocalTarget(stages, {"port": port, "traffic_sample_rate": rate or None})
         try:
             endpoints = stack.enter_context(target.endpoints(stage, models))
         except OSError as err:
@@ -87,10 +94,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.serving.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stages-root", default="local_outputs/stages", help="the local stage registry")
     parser.add_argument("--base-port", type=int, default=8501, help="demo's port; staging +1, prod +2; 0: free ports")
+    parser.add_argument("--traffic-sample-rate", type=float, help="share of requests sampled (default: per stage)")
     args = parser.parse_args(argv)
+    if args.traffic_sample_rate is not None and not 0 <= args.traffic_sample_rate <= 1:
+        parser.error(f"--traffic-sample-rate must be in [0, 1], got {args.traffic_sample_rate}")
     with contextlib.ExitStack() as stack:
         try:
-            servers = start_servers(args.stages_root, stack, args.base_port)
+            servers = start_servers(args.stages_root, stack, args.base_port, args.traffic_sample_rate)
         except (FileNotFoundError, OSError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -104,6 +114,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     f"   metrics: {s.endpoints.metrics_url(name)}",
                     flush=True,
                 )
+        rates = ", ".join(f"{s.stage} {DEFAULT_RATES[s.stage]:.0%}" for s in servers)
+        rate = rates if args.traffic_sample_rate is None else f"{args.traffic_sample_rate:.0%}"
+        print(f"sampled traffic ({rate}): {args.stages_root}/<stage>/traffic, checked by `make monitor`", flush=True)
         print("serving; Ctrl-C stops", flush=True)
         stopped.wait()
     print("stopped", flush=True)

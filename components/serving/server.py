@@ -54,6 +54,7 @@ from components.serving.canary import Split, stable_version
 from components.serving.metrics import METRICS_PATH, ServingMetrics
 from components.serving.model import Model, resolve_model_dir
 from components.serving.rest import RequestError, RestHandler, RestHTTPServer
+from components.serving.traffic import TrafficLog
 from trainer.runtime import configure_tensorflow_env
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class ModelServer:
         metrics: serve TensorFlow Serving's Prometheus metrics at ``/monitoring/prometheus/metrics``
             (and count them); False turns both off (the overhead benchmark compares the two).
         split: serve one model at two versions, a share of its traffic to the canary (:class:`Split`).
+        traffic: keep a sample of the ``:predict`` exchanges (:class:`~components.serving.traffic.TrafficLog`).
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class ModelServer:
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         metrics: bool = True,
         split: Optional[Split] = None,
+        traffic: Optional[TrafficLog] = None,
     ):
         models = _model_pairs(model_base_path, model_name)
         if split is not None and split.model_name not in models:
@@ -119,6 +122,7 @@ class ModelServer:
         self.max_batch_size = max_batch_size
         self.metrics: Optional[ServingMetrics] = ServingMetrics() if metrics else None
         self.split = split
+        self.traffic = traffic
         self._models: dict[str, Model] = {}
         self._canary: Optional[Model] = None
         self._requests = 0
@@ -182,6 +186,8 @@ class ModelServer:
             version, path = resolve_model_dir(base_path, version)
             loaded[name] = Model(name, version, path, self.max_batch_size, self.metrics)
         self._models = loaded
+        if self.traffic is not None:
+            self.traffic.start()
         self._httpd = RestHTTPServer((self.host, self.port), RestHandler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-server", daemon=True)
@@ -207,6 +213,8 @@ class ModelServer:
             self._thread.join(timeout=10)
         self._httpd = None
         self._thread = None
+        if self.traffic is not None:
+            self.traffic.close()  # the last shard is written
 
     def pick(self, name: str, version: Optional[str], count: bool) -> Model:
         """The model version that answers a request for ``name`` (at ``version``, if pinned).

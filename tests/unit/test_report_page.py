@@ -118,6 +118,14 @@ def records(tmp_path):
             checks=checks, metrics={"accuracy": accuracy},
         )  # fmt: skip
         stages.StageRegistry(root).record("demo", entry)
+    # Two monitor windows of demo's sampled traffic, the second darker than the reference.
+    for hour, figure in ((1, 0.02), (2, 1.7)):
+        check = {"name": "psi_brightness", "figure": figure, "threshold": 0.25, "minimum": 200, "samples": 400,
+                 "state": "alarm" if figure > 0.25 else "ok"}  # fmt: skip
+        drift = {"window": {"start": "", "end": f"2026-01-01T0{hour}:00:00Z"}, "samples": 400, "checks": [check]}
+        folder = tmp_path / "stages" / "demo" / "drift" / "classifier"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"2026010{hour}T000000Z.json").write_text(json.dumps(drift))
     return ReportInputs(
         title="pets: run report",
         run="run-b",
@@ -181,6 +189,10 @@ def test_every_section_shows_the_run_s_figures(records):
     assert "demo: serves classifier version 2 from run run-b" in stage_html
     assert stage_html.index("run-b") < stage_html.index("run-a")  # newest first
     assert "staging: serves nothing" in stage_html
+    assert "<b>Traffic</b> (demo: 400 samples in the window ending 2026-01-01T02:00:00Z; DRIFT: psi_brightness)" in (
+        stage_html
+    )
+    assert 'aria-label="demo: psi_brightness"' in stage_html and "2 windows" in stage_html
 
 
 def test_the_page_is_small(records, tmp_path):

@@ -6,10 +6,13 @@ import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Iterator, Mapping
-from typing import ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, Optional
 
 from components.serving.targets.base import Endpoints, ServingTarget, register
 from trainer.configbase import ConfigBase
+
+if TYPE_CHECKING:
+    from components.serving.traffic import TrafficLog
 
 CHECKS_TIMEOUT_S = 60.0
 """The loopback server is up once :meth:`LocalTarget.endpoints` yields: no rollout to wait for."""
@@ -22,16 +25,25 @@ class LocalOptions(ConfigBase):
     Attributes:
         host: the address the loopback model server listens on.
         port: its port; 0 picks a free one.
+        traffic_sample_rate: the share of ``:predict`` requests whose summaries the server keeps under
+            ``<stages root>/<stage>/traffic/`` (``components.serving.traffic``); None: none.
+        traffic_keep: what is kept of a sampled image: ``summary``, ``hash`` or ``image``.
     """
 
     _section: ClassVar[str] = "serving_options."
 
     host: str = "127.0.0.1"
     port: int = 0
+    traffic_sample_rate: Optional[float] = None
+    traffic_keep: str = "summary"
 
     def validate(self) -> None:
         if not 0 <= self.port <= 65535:
             self._fail("port", f"must be in 0..65535 (0: a free port), got {self.port}")
+        if self.traffic_sample_rate is not None and not 0 <= self.traffic_sample_rate <= 1:
+            self._fail("traffic_sample_rate", f"must be in [0, 1] (0.02 keeps 2%), got {self.traffic_sample_rate}")
+        if self.traffic_keep not in ("summary", "hash", "image"):
+            self._fail("traffic_keep", f"must be one of summary, hash, image; got {self.traffic_keep!r}")
 
 
 @register
@@ -98,8 +110,11 @@ class LocalTarget(ServingTarget):
             version = next(iter(models.values())) if len(models) == 1 and split is None else None
             host, port = self.options.host, self.options.port
             server = stack.enter_context(
-                ModelServer(pairs, host=host, port=port, version=version, split=Split(*split) if split else None)
-            )
+                ModelServer(
+                    pairs, host=host, port=port, version=version, split=Split(*split) if split else None,
+                    traffic=self._traffic(stage),
+                )
+            )  # fmt: skip
             canaries = {}
             if split is not None:
                 base = dict(pairs)[split[0]]
@@ -107,6 +122,15 @@ class LocalTarget(ServingTarget):
                 canaries[split[0]] = canary.url
             metrics = {name: server.metrics_url for name in models if server.metrics_url is not None}
             yield Endpoints(urls={name: server.url for name in models}, metrics_urls=metrics, canary_urls=canaries)
+
+    def _traffic(self, stage: str) -> Optional[TrafficLog]:
+        """The stage's traffic log when ``traffic_sample_rate`` is set (None: the server samples nothing)."""
+        if self.options.traffic_sample_rate is None:
+            return None
+        from components.serving.traffic import TrafficConfig, TrafficLog, traffic_dir
+
+        config = TrafficConfig(sample_rate=self.options.traffic_sample_rate, keep=self.options.traffic_keep)
+        return TrafficLog(traffic_dir(self.stages.root, stage), config)
 
     def _local_base(self, stack: contextlib.ExitStack, stage: str, name: str, version: int) -> str:
         """The model's base path on this machine: a gs:// store's versions in service are downloaded

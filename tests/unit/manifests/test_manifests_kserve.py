@@ -67,7 +67,9 @@ def test_the_stages_differ_in_size_and_prod_never_scales_to_zero():
 
 
 def test_the_plain_targets_podmonitor_does_not_scrape_the_kserve_pods_twice():
-    plain = one(objects("monitoring/stages/prod"), "PodMonitor")["spec"]["selector"]["matchLabels"]
+    monitors = [o for o in objects("monitoring/stages/prod") if o["kind"] == "PodMonitor"]
+    (model_servers,) = [m for m in monitors if m["metadata"]["name"] == "model-server"]
+    plain = model_servers["spec"]["selector"]["matchLabels"]
     labels = isvc("prod")["metadata"]["labels"]
     assert not plain.items() <= labels.items()
 

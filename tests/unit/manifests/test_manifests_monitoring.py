@@ -46,8 +46,8 @@ def gmp_objects():
     return objects("monitoring/managed-prometheus")
 
 
-def of_kind(objs, kind):
-    return {o["metadata"]["namespace"]: o for o in objs if o["kind"] == kind}
+def of_kind(objs, kind, name=rules.JOB):
+    return {o["metadata"]["namespace"]: o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name}
 
 
 def test_committed_files_are_what_rules_py_writes():
@@ -76,9 +76,29 @@ def test_every_object_is_namespaced_and_the_configmaps_validate():
             if obj["apiVersion"] == "v1":
                 kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     kinds = sorted(o["kind"] for o in operator_objects())
-    assert kinds == ["ConfigMap"] + ["PodMonitor"] * 3 + ["PrometheusRule"] * 3
+    assert kinds == ["ConfigMap"] + ["PodMonitor"] * 6 + ["PrometheusRule"] * 3  # model servers, collectors
     kinds = sorted(o["kind"] for o in gmp_objects())
-    assert kinds == ["ConfigMap"] + ["PodMonitoring"] * 3 + ["Rules"] * 3
+    assert kinds == ["ConfigMap"] + ["PodMonitoring"] * 6 + ["Rules"] * 3
+
+
+@pytest.mark.parametrize("name", STAGES)
+def test_the_traffic_collectors_drift_gauges_are_scraped_on_their_port(name):
+    """KServe's collector pods and TF Serving's proxy sidecars name their port ``traffic``: one monitor each."""
+    from components.serving.collector import GAUGES_PATH
+
+    collector = yaml.safe_load((ROOT / "manifests/traffic-collector/base/deployment.yaml").read_text())
+    collector_pod = collector["spec"]["template"]
+    ports = {p["name"] for p in collector_pod["spec"]["containers"][0]["ports"]}
+    for monitor, endpoints in (
+        (of_kind(operator_objects(), "PodMonitor", rules.COLLECTOR_JOB)[f"ltp-{name}"], "podMetricsEndpoints"),
+        (of_kind(gmp_objects(), "PodMonitoring", rules.COLLECTOR_JOB)[f"ltp-{name}"], "endpoints"),
+    ):
+        (endpoint,) = monitor["spec"][endpoints]
+        assert endpoint["port"] == "traffic" in ports and endpoint["path"] == GAUGES_PATH
+        (match,) = monitor["spec"]["selector"]["matchExpressions"]
+        assert collector_pod["metadata"]["labels"][match["key"]] in match["values"]
+        model_server_pod = deployment(name)["spec"]["template"]["metadata"]["labels"]
+        assert model_server_pod[match["key"]] in match["values"]  # the model servers, for their proxy sidecars
 
 
 @pytest.mark.parametrize("name", STAGES)
@@ -172,7 +192,7 @@ def test_promtool_checks_each_stage_rule_groups(tmp_path, name):
     path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
     out = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 4 rules found" in out.stdout
+    assert f"SUCCESS: {4 + len(rules.traffic_alerts(name))} rules found" in out.stdout
 
 
 @needs_promtool
