@@ -95,6 +95,11 @@ class TrainConfig(ConfigBase):
         accelerator_count: how many of it (0 for CPU only).
         price_table: a YAML price table over the defaults (``trainer/budget/prices.yaml``) for
             ``cost_budget`` and the recorded cost; None uses the defaults.
+        warm_start: the weights the model starts from: a model folder of an earlier training of
+            the same model, options and classes (its ``model.keras``), or a ``.keras`` /
+            ``.weights.h5`` file, local or gs://; None: the builder's own initial weights. A
+            restarted step still resumes from its checkpoints. Not part of the config's
+            fingerprint when None (configs made before it hash as they did).
     """
 
     _section: ClassVar[str] = "train."
@@ -132,6 +137,7 @@ class TrainConfig(ConfigBase):
     accelerator_type: str = ""
     accelerator_count: int = 0
     price_table: Optional[str] = None
+    warm_start: Optional[str] = None
 
     def __post_init__(self) -> None:
         # A YAML file may write ``cost_budget: 2.5`` or ``patience: 3``: read as the text they mean.
@@ -159,6 +165,8 @@ class TrainConfig(ConfigBase):
         training, each with a later ``stop_at``. A config without it hashes as it did before it.
         """
         values = {k: v for k, v in self.to_dict().items() if k not in self._unfingerprinted}
+        if values.get("warm_start") is None:
+            values.pop("warm_start", None)
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
     def validate(self) -> None:

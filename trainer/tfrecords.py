@@ -26,6 +26,7 @@ READABLE_VERSIONS = (1, 2)
 COLUMN_KINDS = ("string", "int", "float", "mixed")
 MANIFEST_NAME = "dataset.json"
 REJECTED_NAME = "rejected.jsonl"
+KEYS_NAME = "keys.jsonl"  # the items a dataset holds (its own, not its parents'): what a delta leaves out
 IMAGE_FORMATS = ("png", "jpeg", "gif", "bmp")
 
 # The features every record has, with their kind; FEATURE_SPEC turns this into TensorFlow specs.
@@ -127,15 +128,18 @@ class _ManifestPart(records.Record):
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo(_ManifestPart):
-    """One shard file of a split: its name, records, size and checksum (``crc32c``, base64)."""
+    """One shard file of a split: its name, records, size and checksum (``crc32c``, base64);
+    ``dir``: the folder holding it when that is a parent dataset's (a delta's), else absent.
+    """
 
-    _omit_empty = ("crc32c", "sha256")
+    _omit_empty = ("crc32c", "sha256", "dir")
 
     file: str
     count: int
     bytes: int
     crc32c: str | None = None
     sha256: str | None = None  # the checksum of manifests written before crc32c
+    dir: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +199,17 @@ class SourceInfo(_ManifestPart):
 
 
 @dataclasses.dataclass(frozen=True)
+class ParentInfo(_ManifestPart):
+    """The dataset a delta grew from: its folder, its ``plan_key`` (``fingerprint``: what identifies
+    its records) and the records it and its own parents hold (``records``: reused, not read).
+    """
+
+    uri: str
+    fingerprint: str
+    records: int
+
+
+@dataclasses.dataclass(frozen=True)
 class BoxStats(_ManifestPart):
     """What became of the boxes of a detection source (rejected.jsonl lists the dropped ones)."""
 
@@ -234,12 +249,15 @@ class DatasetInfo(_ManifestPart):
             (``string``, ``int``, ``float``, or ``mixed`` when rows disagree); empty for other
             sources and for datasets of schema version 1.
         shards_dir: where the shards are when not next to dataset.json (a fan-out's pointer copy).
+        parent: the dataset this one is a delta of, or None. A delta's folder holds only the
+            shards of the items its parents lack; its ``splits`` count the union and list the
+            parents' shards too, each with its ``dir``.
         location: the folder (local or gs://) the info was read from; set by
             :func:`load_dataset_info`, not a key of ``dataset.json`` and not compared. None for an
             info made in memory (the converter's, before it is written).
     """
 
-    _omit_empty = ("boxes", "shards_dir", "columns")
+    _omit_empty = ("boxes", "shards_dir", "columns", "parent")
 
     schema_version: int
     task: str
@@ -258,6 +276,7 @@ class DatasetInfo(_ManifestPart):
     boxes: BoxStats | None = None
     shards_dir: str | None = None
     columns: dict[str, str] = dataclasses.field(default_factory=dict)
+    parent: ParentInfo | None = None
     location: str | None = records.field(data=False, default=None, compare=False)
 
     @classmethod
@@ -307,11 +326,21 @@ class DatasetInfo(_ManifestPart):
             )
         return info.count
 
+    @property
+    def records(self) -> int:
+        """The records of every split, the parents' included."""
+        return sum(s.count for s in self.splits.values())
+
+    def own_shards(self, split: str) -> list[ShardInfo]:
+        """The shards of a split this dataset's folder holds (a delta's: not its parents')."""
+        return [s for s in self.splits[split].shards if s.dir is None]
+
     def shard_paths(self, split: str) -> list[str]:
-        """The shard files of one split, in order, as paths/URIs.
+        """The shard files of one split, in order, as paths/URIs: a delta's parents' shards included.
 
         They sit next to ``dataset.json`` (``location``), or under ``shards_dir`` when the manifest
-        has one (a pipeline step whose output artifact only points at a dataset written elsewhere).
+        has one (a pipeline step whose output artifact only points at a dataset written elsewhere);
+        a parent's shards in the parent's folder (their ``dir``).
         This is the one place that turns a manifest into shard paths: training, evaluation, the
         benchmark, the serving checks' known examples and verify all read shards through it.
 
@@ -329,13 +358,14 @@ class DatasetInfo(_ManifestPart):
                 "this DatasetInfo has no location and no shards_dir, so its shards cannot be found; "
                 "expected an info read by load_dataset_info(folder)"
             )
-        return [storage.join(base, s.file) for s in self.splits[split].shards]
+        return [storage.join(s.dir or base, s.file) for s in self.splits[split].shards]
 
 
 def load_dataset_info(dataset_dir: str) -> DatasetInfo:
     """Reads and checks ``<dataset_dir>/dataset.json`` (a local folder or a gs:// URI).
 
     This is the one reader of ``dataset.json``: every step and the trainer read a dataset through it.
+    A delta's parents are checked here (each there, each the one the delta was made from).
 
     Args:
         dataset_dir: the dataset folder (a ``Dataset`` artifact's path or URI).
@@ -344,7 +374,8 @@ def load_dataset_info(dataset_dir: str) -> DatasetInfo:
         The info, with ``location`` set to ``dataset_dir``.
 
     Raises:
-        DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema.
+        DatasetError: the folder has no ``dataset.json``, or it is malformed or of another schema;
+            or it is a delta whose parent is gone or changed.
     """
     dataset_dir = str(dataset_dir)
     path = storage.join(dataset_dir, MANIFEST_NAME)
@@ -356,7 +387,31 @@ def load_dataset_info(dataset_dir: str) -> DatasetInfo:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path} is not valid JSON ({err}); re-run the convert step") from None
-    return dataclasses.replace(DatasetInfo.from_json(data, path), location=dataset_dir)
+    info = dataclasses.replace(DatasetInfo.from_json(data, path), location=dataset_dir)
+    check_parent(info)
+    return info
+
+
+def check_parent(info: DatasetInfo) -> DatasetInfo | None:
+    """A delta's parent, read (its own parents checked in turn) and found to be the one it was made
+    from; None for a dataset without a parent.
+
+    Raises:
+        DatasetError: the parent is not there, or it is another dataset now (its plan key changed).
+    """
+    parent = info.parent
+    if parent is None:
+        return None
+    fix = f"restore it, or convert {info.source.uri} again without a parent"
+    if not storage.exists(storage.join(parent.uri, MANIFEST_NAME)):
+        raise DatasetError(f"{info.where} is a delta of {parent.uri}, which is not there (no {MANIFEST_NAME}); {fix}")
+    found = load_dataset_info(parent.uri)
+    if found.plan_key != parent.fingerprint:
+        raise DatasetError(
+            f"{info.where} is a delta of {parent.uri}, which changed since (fingerprint {found.plan_key}, the delta "
+            f"was made from {parent.fingerprint}); {fix}"
+        )
+    return found
 
 
 def write_dataset_info(dataset_dir: str, info: DatasetInfo) -> None:

@@ -30,6 +30,7 @@ def convert_to_tfrecords(
     resize_mode: str = "crop",
     seed: int = 0,
     workers: int = 0,
+    parent: str = "",
 ):
     """Converts a source (image folder, manifest, arrays, COCO or a built-in) into sharded TFRecords.
 
@@ -37,7 +38,8 @@ def convert_to_tfrecords(
     and ``resize_width``). ``None``, or the stand-ins ``0`` and ``""`` that a pipeline passes
     (kfp.local refuses ``Optional[int] = None`` here and ``Optional[str] = None`` on a pipeline),
     mean "none": keep all images, no compression, detect the format, keep the size, every core.
-    ``verify`` reads every shard back and checks it against dataset.json.
+    ``verify`` reads every shard back and checks it against dataset.json. ``parent``: a dataset
+    folder this one grows from (only the images it lacks are converted; empty: none).
     """
     from trainer.runtime import configure_tensorflow_env
 
@@ -59,6 +61,7 @@ def convert_to_tfrecords(
         resize_mode=resize_mode,
         seed=seed,
         workers=workers,
+        parent=parent,
     )
     metadata, scores = run_step(
         config, artifact_location(dataset), verify=verify, on_progress=reporter("convert", "images")
@@ -85,6 +88,7 @@ def plan_tfrecords(
     resize_mode: str = "crop",
     seed: int = 0,
     workers: int = 0,
+    parent: str = "",
 ) -> list:
     """Plans a fan-out conversion: the dataset folder, shard ranges for up to ``parallelism`` pods.
 
@@ -111,6 +115,7 @@ def plan_tfrecords(
         resize_mode=resize_mode,
         seed=seed,
         workers=workers,
+        parent=parent,
     )
     return plan_step(config, artifact_location(dataset), parallelism)
 

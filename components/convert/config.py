@@ -41,6 +41,10 @@ class ConvertConfig(ConfigBase):
         seed: salt of the split hash and of any sampling.
         classes: the declared class names (manifest labels are names or indices into them);
             ``None`` takes them from the source.
+        parent: a dataset folder (local or gs://) this conversion grows from: only the items it
+            (and its own parents) lack are converted, into new shards, each split by its own hash
+            (never stratified) and ``limit_per_split`` counting the parents' records;
+            ``dataset.json`` lists the parents' shards too. ``None``: a whole conversion.
     """
 
     _section: ClassVar[str] = "convert."
@@ -59,6 +63,7 @@ class ConvertConfig(ConfigBase):
     workers: Optional[int] = None
     seed: int = 0
     classes: Optional[tuple[str, ...]] = None
+    parent: Optional[str] = None
 
     def validate(self) -> None:
         if self.classes is not None and (not self.classes or len(set(self.classes)) != len(self.classes)):

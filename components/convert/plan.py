@@ -13,6 +13,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 
+from components.convert import delta
 from components.convert.config import ConvertConfig
 from components.image_input import sources
 from components.image_input.sources import ConvertError, Item, Source
@@ -40,6 +41,7 @@ class Plan:
     source: Source
     splits: dict[str, list[ShardPlan]]
     shards: list[ShardPlan] = field(default_factory=list)
+    parent: delta.Parent | None = None  # a delta's: its shards hold only what the parent lacks
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,6 +68,7 @@ def assign_splits(
     seed: int = 0,
     stratify: bool = False,
     hashed: dict[int, str] | None = None,
+    given: set[str] | None = None,
 ) -> dict[str, list[Item]]:
     """Assigns every item to a split; each split's items come back in a stable shuffled order.
 
@@ -80,11 +83,13 @@ def assign_splits(
         stratify: assign per class, so that every split keeps the class balance exactly.
         hashed: item position -> the text hashed in place of its key (its image's sha256, to
             split by content: equal images get equal orders, so one split, stratified or not).
+        given: the splits the whole source gives, when ``items`` are part of it (a delta's new
+            items): the missing splits are carved out of ``train`` as for the whole source.
 
     Returns:
         split name -> items, ordered by hash (classes mixed across shards).
     """
-    given = {it.split for it in items if it.split is not None}
+    given = given if given is not None else {it.split for it in items if it.split is not None}
     missing = [s for s in shares if s not in given]
     carve = given and missing and "train" in given
     prefix, sha256 = f"{seed}:", hashlib.sha256
@@ -164,9 +169,13 @@ def shard_count(total_bytes: int, items: int, target_mb: float, power_of_two: bo
     return min(n, items)
 
 
-def open_config_source(config: ConvertConfig) -> Source:
-    """Scans the configured source (systemic problems raise ConvertError before any write)."""
+def open_config_source(config: ConvertConfig, parent: delta.Parent | None = None) -> Source:
+    """Scans the configured source (systemic problems raise ConvertError before any write); a delta
+    takes its parent's classes, so that its labels index into the same names.
+    """
     classes = list(config.classes) if getattr(config, "classes", None) else None
+    if classes is None and parent is not None:
+        classes = list(parent.info.classes)
     return sources.open_source(config.source, config.source_format, classes)
 
 
@@ -184,8 +193,9 @@ def _check_task(config: ConvertConfig, source: Source) -> None:
         )
 
 
-def content_hashes(source: Source) -> dict[int, str]:
-    """The sha256 of each image file whose split is not given, by item position (split by content).
+def content_hashes(source: Source, items: list[Item] | None = None) -> dict[int, str]:
+    """The sha256 of each image file whose split is not given, by position in ``items`` (the
+    source's by default): split by content. A delta reads only its new items' files.
 
     Raises:
         ConvertError: the source's images are arrays, not files (split them by path).
@@ -194,7 +204,8 @@ def content_hashes(source: Source) -> dict[int, str]:
 
     from trainer import storage
 
-    todo = [(n, it.ref) for n, it in enumerate(source.items) if it.split is None]
+    items = source.items if items is None else items
+    todo = [(n, it.ref) for n, it in enumerate(items) if it.split is None]
     if any(not isinstance(ref, str) for _, ref in todo):
         raise ConvertError(
             f"convert.split_by=content needs a source of image files (folder, CSV/JSONL manifest, COCO); "
@@ -209,20 +220,31 @@ def content_hashes(source: Source) -> dict[int, str]:
 
 
 def make_plan(config: ConvertConfig, source: Source | None = None) -> Plan:
-    """Lays out splits and shards deterministically from the config and the scanned source."""
-    source = source or open_config_source(config)
-    hashed = content_hashes(source) if config.split_by == "content" else None
-    by_split = assign_splits(source.items, dict(config.splits), config.seed, config.stratify, hashed)
+    """Lays out splits and shards deterministically from the config and the scanned source.
+
+    With ``config.parent``, only the items the parent chain lacks, split by their own hash (a
+    stratified split would move items as the source grows).
+    """
+    parent = delta.load_parent(config)
+    source = source or open_config_source(config, parent)
+    items = source.items if parent is None else delta.new_items(source, parent)
+    hashed = content_hashes(source, items) if config.split_by == "content" else None
+    stratify = config.stratify and parent is None
+    given = None if parent is None else {it.split for it in source.items if it.split is not None}
+    by_split = assign_splits(items, dict(config.splits), config.seed, stratify, hashed, given)
     order = [s for s in config.splits if s in by_split] + sorted(s for s in by_split if s not in config.splits)
-    settings = {k: v for k, v in config.to_dict().items() if k != "workers"}
-    key = sources.fingerprint([CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings])[:32]
+    # without a parent, the key of the datasets converted before parents existed
+    settings = {k: v for k, v in config.to_dict().items() if k not in ("workers", "parent")}
+    parts = [CONVERTER_VERSION, SCHEMA_VERSION, source.kind, source.fingerprint, settings]
+    key = sources.fingerprint(parts + ([parent.uri, parent.info.plan_key] if parent else []))[:32]
     _check_task(config, source)
-    plan = Plan(key, source, {})
+    plan = Plan(key, source, {}, parent=parent)
     index = 0
     for split in order + [s for s in config.splits if s not in by_split]:
         items = by_split.get(split, [])
-        if config.limit_per_split is not None:
-            items = items[: config.limit_per_split]
+        limit = delta.split_limit(config.limit_per_split, parent, split)
+        if limit is not None:
+            items = items[:limit]
         total = items_bytes(items, config)
         n = shard_count(total, len(items), config.target_shard_mb, config.power_of_two_shards)
         shards = []

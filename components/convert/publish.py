@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.convert import delta
 from components.convert.config import ConvertConfig
 from components.convert.markers import MARKERS, SHARD_RE, up_to_date, valid_marker
 from components.convert.plan import Plan, make_plan
@@ -17,6 +18,7 @@ from components.convert.storage import Output
 from components.image_input.sources import ConvertError, Item, Source
 from trainer.tasks import task_types
 from trainer.tfrecords import (
+    KEYS_NAME,
     MANIFEST_NAME,
     REJECTED_NAME,
     SCHEMA_VERSION,
@@ -139,14 +141,19 @@ def _labels(source: Source) -> LabelSource | None:
 def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> DatasetInfo:
     source = plan.source
     with_boxes = task_types()[source.task].records_boxes
+    splits, image, parent = totals.splits, totals.image(), plan.parent
+    boxes = totals.box_stats(source.rejected) if with_boxes else None
+    if parent is not None:  # a delta lists the union: its parents' shards, then its own
+        image = delta.union_image(image, sum(s.count for s in splits.values()), parent)
+        splits, boxes = delta.union_splits(splits, parent), delta.union_boxes(boxes, parent)
     return DatasetInfo(
         schema_version=SCHEMA_VERSION,
         task=source.task,
         source=SourceInfo(source.uri, source.kind, source.fingerprint, _labels(source)),
         classes=tuple(source.classes),
-        image=totals.image(),
+        image=image,
         compression=config.compression,
-        splits=totals.splits,
+        splits=splits,
         rejected=len(totals.rejected),
         rejected_reasons=dict(collections.Counter(_reason_kind(r["reason"]) for r in totals.rejected)),
         converted=dict(totals.converted),
@@ -154,8 +161,9 @@ def _dataset_info(plan: Plan, config: ConvertConfig, totals: _Totals) -> Dataset
         empty_classes=tuple(source.empty_classes),
         plan_key=plan.key,
         config=config.to_dict(),
-        boxes=totals.box_stats(source.rejected) if with_boxes else None,
+        boxes=boxes,
         columns=extra_columns(source.items),
+        parent=None if parent is None else delta.parent_info(parent),
     )
 
 
@@ -194,6 +202,7 @@ def finalize_info(config: ConvertConfig, output: str, plan: Plan) -> DatasetInfo
             out.delete(name)
     # dataset.json is the folder's marker: written last, a folder without it is not a dataset.
     rejected_text = "".join(json.dumps(r) + "\n" for r in rejected)
-    out.publish_marked({REJECTED_NAME: rejected_text}, MANIFEST_NAME, info.to_text())
+    keys = delta.keys_text(((s.split, it) for s in plan.shards for it in s.items), totals.rejected)
+    out.publish_marked({REJECTED_NAME: rejected_text, KEYS_NAME: keys}, MANIFEST_NAME, info.to_text())
     out.delete_tree(MARKERS)
     return info

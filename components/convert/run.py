@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components.convert.config import ConvertConfig
-from components.convert.convert import convert, plan_ranges
+from components.convert.convert import convert, own_records, plan_ranges
 from components.convert.publish import finalize
 from components.convert.write import write_shards
 from components.params import none_if_empty
@@ -69,6 +69,7 @@ def dataset_metadata(info: DatasetInfo) -> dict[str, Any]:
         "source": dataclasses.asdict(info.source),
         "rejected": info.rejected,
         "empty_classes": list(info.empty_classes),
+        "parent": None if info.parent is None else dataclasses.asdict(info.parent),
     }
 
 
@@ -100,6 +101,9 @@ def summarize(info: DatasetInfo, output: str, verify: bool, seconds: float) -> t
         ignored=sum(info.ignored.values()),
         empty_classes=len(info.empty_classes),
         convert_seconds=round(seconds, 3),
+        # records read and written by this conversion, and a delta's parents' (neither read nor written)
+        records_written=own_records(info),
+        records_reused=info.parent.records if info.parent else 0,
     )
     for reason, n in info.rejected_reasons.items():
         metrics["rejected_" + _metric_name(reason)] = n

@@ -11,8 +11,12 @@ from components.surface import StepOutputs, Surface
 
 
 def headline(out: StepOutputs) -> str:
-    """``N images converted, M rejected``."""
+    """``N images converted, M rejected``; a delta's: ``N images converted (a delta: R reused, not read), ...``."""
     m = out.metadata("metrics")
+    reused = m.get("records_reused", 0)
+    if reused:
+        delta = f"{m.get('records_written', 0):,.0f} images converted (a delta: {reused:,.0f} reused, not read)"
+        return f"{delta}, {m.get('rejected', 0):,.0f} rejected"
     return f"{m.get('images', 0):,.0f} images converted, {m.get('rejected', 0):,.0f} rejected"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from components.image_input.sources import ConvertError
 from trainer.storage import is_gcs, read_bytes
 from trainer.tfrecord_wire import shard_checksum
-from trainer.tfrecords import DatasetInfo, ShardInfo, load_dataset_info
+from trainer.tfrecords import DatasetInfo, ShardInfo, check_parent, load_dataset_info
 
 
 class VerifyError(ConvertError):
@@ -93,13 +93,26 @@ def _read_records(path: str, compression: str, check: _SplitCheck, batch_size: i
     return count
 
 
+def _own_class_counts(info: DatasetInfo, parent: DatasetInfo | None, split: str) -> dict[str, int]:
+    """A split's class counts in this folder's shards: a delta's, less its parents'."""
+    counts = dict(info.splits[split].class_counts)
+    theirs = parent.splits.get(split) if parent is not None else None
+    for name, n in (theirs.class_counts if theirs else {}).items():
+        counts[name] = counts.get(name, 0) - n
+    return counts
+
+
 def _verify_split(
     info: DatasetInfo, split: str, tmpdir: str, decode: int, batch_size: int, problems: list[str]
 ) -> dict[str, int]:
-    """Checks one split's shards; returns its ``shards``, ``records``, ``decoded`` and ``bytes``."""
+    """Checks one split's shards in this folder (a delta's parents were checked when they were
+    written); returns its ``shards``, ``records``, ``decoded`` and ``bytes``.
+    """
     totals = {"shards": 0, "records": 0, "decoded": 0, "bytes": 0}
     check = _SplitCheck("", info.classes, problems, decode)
     for shard, path in zip(info.splits[split].shards, info.shard_paths(split), strict=True):
+        if shard.dir is not None:
+            continue
         try:
             data = read_bytes(path)
         except (OSError, ValueError) as err:
@@ -114,7 +127,7 @@ def _verify_split(
             problems.append(f"{shard.file}: {count} records, manifest says {shard.count}")
         totals["records"] += count
     totals["decoded"] = check.decoded
-    expected = info.splits[split].class_counts
+    expected = _own_class_counts(info, check_parent(info), split)
     got_counts = {name: check.class_counts.get(i, 0) for i, name in enumerate(info.classes)}
     if expected and got_counts != expected:
         problems.append(f"split {split}: class counts {got_counts} differ from the manifest {expected}")
@@ -122,7 +135,7 @@ def _verify_split(
 
 
 def verify(dataset_dir: str, decode_per_split: int = 32, batch_size: int = 256) -> dict[str, Any]:
-    """Reads every shard with tf.data and checks it against ``dataset.json``.
+    """Reads every shard with tf.data and checks it against ``dataset.json`` (a delta: its own shards).
 
     Checks each shard's size and CRC-32C, its record count, every record's ``image/sha256``
     against its bytes, the labels and per-class counts, and decodes up to ``decode_per_split``

@@ -37,6 +37,7 @@ rollback returns to what was served and is not checked.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
@@ -52,6 +53,7 @@ from components.serving.contract import ContractChangeError, ServingContract, co
 from components.serving.stages import READY_MARKER, StageEntry, StageExamples, StageRegistry
 from components.serving.targets import ServingTarget
 from trainer import model_folder, storage
+from trainer.export.formats import EXPORT_DIR, RECORD
 from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)
@@ -113,6 +115,20 @@ class _Candidate:
     metrics: Callable[[], dict[str, float]]
     source_stage: Optional[str] = None
     source_version: Optional[int] = None
+    recorded_formats: tuple[str, ...] = ()
+
+    def passed_formats(self) -> tuple[str, ...]:
+        """The portable formats the model's export passed (its ``export.json``); else what its source
+        stage recorded (the run's outputs may be gone); () for a model without an export.
+        """
+        path = storage.join(self.model_uri, EXPORT_DIR, RECORD) if self.model_uri else ""
+        if not path or not storage.exists(path):
+            return self.recorded_formats
+        try:
+            return tuple(str(f) for f in json.loads(storage.read_text(path)).get("passed") or ())
+        except (ValueError, AttributeError):
+            log.warning("%s is not an export record: no formats recorded for this version", path)
+            return self.recorded_formats
 
 
 def promote(
@@ -233,6 +249,7 @@ def promote_version(
         metrics=lambda: _float_metrics(current.metrics),
         source_stage=source_stage,
         source_version=version,
+        recorded_formats=tuple(current.formats),
     )
     return _promote(candidate, config, run_id, target)
 
@@ -256,6 +273,7 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: 
     except Exception as err:
         # Any failure (a check, the rollout, the server not starting) takes the version out of service.
         raise failed_promotion(config, target, candidate.model_uri, version, run_id, examples, err) from err
+    stages.publish_warm_start(_warm_sources(stages, candidate, name), stage, name, version)
     entry = stages.record(
         stage,
         StageEntry(
@@ -276,9 +294,20 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: 
             load_test=report.load_test,
             contract=contract,
             contract_change=change,
+            formats=candidate.passed_formats(),
         ),
     )
     return result_of(entry, stage, no_op=False)
+
+
+def _warm_sources(stages: StageRegistry, candidate: _Candidate, name: str) -> list[str]:
+    """Where the version's warm-start files are: its model folder, else (its run's outputs gone) the
+    source stage's copy.
+    """
+    sources = [candidate.model_uri]
+    if candidate.source_stage is not None and candidate.source_version is not None:
+        sources.append(stages.warm_start_dir(candidate.source_stage, name, candidate.source_version))
+    return sources
 
 
 def _served_contract(stages: StageRegistry, config: PromoteConfig) -> Optional[ServingContract]:

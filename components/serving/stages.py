@@ -9,6 +9,8 @@ model name. Layout under the store's root (a local folder or gs://)::
     <stage>/records/<model_name>/smoke_examples.json    the known examples of its last promotion
     <stage>/published.json                              hash and source of each published version, by model
     <stage>/retired/<model_name>/<version>/             versions taken out of service by a rollback
+    <stage>/warm_start/<model_name>/<version>/          what a later training starts from (model.keras,
+                                                        preset/): a run's outputs may expire, these stay
 
 :class:`StageRegistry` is the store under one root: a step builds it once from its stages root
 and hands it to its serving target. The models a stage serves are those with a ``current.json``
@@ -42,6 +44,7 @@ CURRENT_FILE = "current.json"
 HISTORY_FILE = "history.jsonl"
 PUBLISHED_FILE = "published.json"
 RECORDS_DIR = "records"
+WARM_START_DIR = "warm_start"
 
 
 def resolve_stages_root(stages_root: Optional[str], pipeline_root: str) -> str:
@@ -123,6 +126,9 @@ class StageEntry(records.Record):
             says it then) and where nothing is served.
         contract_change: on a promotion that replaced the contract (``allow_contract_change``),
             the line that names the change; None otherwise.
+        formats: the portable formats the version's export passed (``export/export.json``'s
+            ``passed``, best images per dollar first), empty where it has no export; the stage
+            serves the SavedModel.
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
@@ -130,7 +136,7 @@ class StageEntry(records.Record):
     _what = "stage history entry"
     _omit_empty = (
         "sha256", "previous_version", "accuracy", "target", "task", "source_stage", "source_version", "reason",
-        "failed_version", "verified", "load_test", "failed_load_test", "contract", "contract_change",
+        "failed_version", "verified", "load_test", "failed_load_test", "contract", "contract_change", "formats",
     )  # fmt: skip
 
     action: str
@@ -155,6 +161,7 @@ class StageEntry(records.Record):
     failed_load_test: Optional[LoadTestRecord] = None
     contract: Optional[ServingContract] = None
     contract_change: Optional[str] = None
+    formats: tuple[str, ...] = ()
     extra: Mapping[str, Any] = records.extra_field()
 
     def __post_init__(self) -> None:
@@ -311,6 +318,40 @@ class StageRegistry:
         text = json.dumps(published, indent=1, sort_keys=True)
         storage.write_text(storage.join(self.stage_dir(stage), PUBLISHED_FILE), text)
         return version
+
+    def warm_start_dir(self, stage: str, model_name: str, version: int) -> str:
+        """Return ``<stage>/warm_start/<model_name>/<version>``: what a training can start from."""
+        _check_model_name(model_name)
+        return storage.join(self.stage_dir(stage), WARM_START_DIR, model_name, str(version))
+
+    def publish_warm_start(self, sources: list[str], stage: str, model_name: str, version: int) -> Optional[str]:
+        """Copy what a later training starts from (``model.keras``, a detector's ``preset/``) beside a version.
+
+        Args:
+            sources: model folders (or earlier warm-start folders) to copy from: the first that
+                has any of those files; the others are not looked at.
+            stage: the version's stage.
+            model_name: its served model name.
+            version: the version they go with.
+
+        Returns:
+            The folder they were copied to, or None when no source has them (nothing is copied).
+        """
+        from trainer import model_folder
+
+        for source in sources:
+            keras_file = storage.join(source, model_folder.KERAS_MODEL)
+            preset = storage.join(source, model_folder.PRESET)
+            has_keras, has_preset = storage.exists(keras_file), storage.isdir(preset)
+            if not (has_keras or has_preset):
+                continue
+            target = self.warm_start_dir(stage, model_name, version)
+            if has_preset:
+                storage.copy_tree(preset, storage.join(target, model_folder.PRESET))
+            if has_keras:  # last: a folder with model.keras is whole
+                storage.copy_file(keras_file, storage.join(target, model_folder.KERAS_MODEL))
+            return target
+        return None
 
     def retire(self, stage: str, model_name: str, version: int) -> None:
         """Take a version out of service (move it to ``<stage>/retired/``), so the one before is newest.

@@ -36,6 +36,7 @@ PIPELINES = {
     "batch_predict": "pipelines.batch_predict",
     "search": "pipelines.search",
     "select": "pipelines.select",
+    "retrain": "pipelines.retrain",
 }
 
 

@@ -153,8 +153,9 @@ def test_the_step_stop_stops_at_its_step_as_a_rung_stop():
 def test_stop_at_is_not_part_of_the_fingerprint():
     base = TrainConfig(**TRIAL)
     assert {TrainConfig(**TRIAL, stop_at=s).fingerprint() for s in ("60s", "2m", "540s")} == {base.fingerprint()}
-    # A config without a stop hashes as before the field was added: older checkpoints still match.
-    values = {k: v for k, v in base.to_dict().items() if k != "stop_at"}
+    # A config without a stop (or a warm start) hashes as before those fields were added: older
+    # checkpoints still match.
+    values = {k: v for k, v in base.to_dict().items() if k not in ("stop_at", "warm_start")}
     assert base.fingerprint() == hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
     assert TrainConfig(**{**TRIAL, "time_budget": "<=600s"}).fingerprint() != base.fingerprint()
     assert TrainConfig(**TRIAL, stop_at="60s").limits.stop_s == 60.0 and base.limits.stop_s is None

@@ -32,7 +32,7 @@ def test_builtin_source_to_gcs_output_verifies_and_reruns_as_noop(emulator):
     names = sorted(b.name for b in _bucket().list_blobs(prefix="datasets/digits/"))
     files = [s["file"] for v in manifest["splits"].values() for s in v["shards"]]
     assert len(files) > 3  # several shards, uploaded together through transfer_manager
-    assert sorted(f"datasets/digits/{f}" for f in files + ["dataset.json", "rejected.jsonl"]) == names
+    assert sorted(f"datasets/digits/{f}" for f in files + ["dataset.json", "keys.jsonl", "rejected.jsonl"]) == names
     loaded = load_dataset_info("gs://data/datasets/digits")
     assert loaded.plan_key == manifest["plan_key"]
     for info in manifest["splits"].values():  # the manifest's checksums are the ones GCS computed on upload

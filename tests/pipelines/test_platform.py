@@ -72,9 +72,11 @@ def test_steps_that_download_weights_read_the_hub_secret_by_its_run_time_name_an
                 assert secret["optional"] is True
                 assert {m["envVar"] for m in secret["keyToEnv"]} == set(platform.SECRET_KEYS.values())
                 by_name = secret["secretNameParameter"]
-                # the top-level steps take the run parameter; a grid cell's or trial's the compile-time name
+                # the top-level steps take the run parameter (a step inside a condition through the
+                # condition's input); a grid cell's or trial's the compile-time name
                 assert by_name in (
                     {"componentInputParameter": "secret_name"},
+                    {"componentInputParameter": "pipelinechannel--secret_name"},
                     {"runtimeValue": {"constant": platform.DEFAULT_SECRET}},
                 ), by_name
     assert {"train-model", "train-grid-cell", "train-search-trial", "run-notebook"} <= seen

@@ -175,6 +175,48 @@ def fit_to_data(run: Run) -> Run:
     )
 
 
+def warm_start_file(where: str) -> str:
+    """The weights file a ``warm_start`` names: a model folder's ``model.keras``, or the file itself."""
+    from trainer import model_folder, storage
+
+    if where.endswith((".keras", ".weights.h5")):
+        return where
+    return storage.join(where, model_folder.KERAS_MODEL)
+
+
+def warm_start(model: Any, where: str) -> None:
+    """Loads the weights of an earlier training into ``model`` (``TrainConfig.warm_start``).
+
+    Raises:
+        TrainingError: the file is not there, or its weights do not fit the model (one line each).
+    """
+    from trainer import storage
+
+    path = warm_start_file(where)
+    if not storage.exists(path):
+        raise TrainingError(
+            f"train.warm_start: no {path}; give a model folder of an earlier training (model.keras inside) "
+            "or a .keras / .weights.h5 file, or leave warm_start empty"
+        )
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        local = path
+        if storage.is_gcs(path):  # Keras reads local files
+            local = os.path.join(tmp, os.path.basename(path))
+            storage.copy_file(path, local)
+        try:
+            model.load_weights(local)
+        except (ValueError, KeyError) as err:
+            why = " ".join(str(err).split())[:300]
+            raise TrainingError(
+                f"train.warm_start: {path} does not fit this model ({why}); start from a training of the same "
+                "model, options and classes, or leave warm_start empty"
+            ) from None
+    log.info("warm start: the model starts from %s", path)
+
+
 def build(run: Run) -> tuple[Any, Any, Any]:
     """The task's model, compiled, with its optimizer and a checkpoint of both, under the strategy."""
     import keras
@@ -190,6 +232,8 @@ def build(run: Run) -> tuple[Any, Any, Any]:
                 model = prepared.task.build_model(prepared.model, prepared.info)
             except TaskError as err:
                 raise TrainingError(str(err)) from err
+            if run.config.warm_start:
+                warm_start(model, run.config.warm_start)
             prepared.task.compile(
                 model,
                 prepared.task.optimizer(settings.learning_rate, run.total_steps),

@@ -56,6 +56,8 @@ def kind(annotation: Any) -> Optional[str]:
         return "dict"
     if isinstance(annotation, type) and issubclass(annotation, ConfigBase):
         return "dict"
+    if not isinstance(annotation, typing.Hashable):  # kfp's OutputPath(...): an output, no parameter
+        return None
     return _KINDS.get(annotation)  # kfp's Input[...]/Output[...] are no parameters: None
 
 

@@ -1,0 +1,1 @@
+"""The retrain step: whether a scheduled retraining has anything to do (docs/retraining.md)."""
