@@ -186,3 +186,40 @@ def test_fresh_box_heads_start_every_box_at_its_anchor():
 def test_an_unknown_box_loss_names_the_choices():
     with pytest.raises(TaskError, match="box_loss: unknown 'smooth'; choose one of l1, huber"):
         DetectorOptions.from_options({"box_loss": "smooth"})
+
+
+def test_a_mosaic_moves_each_box_with_its_object_and_drops_only_slivers():
+    """Each image holds bright rectangles at its boxes: after the mosaic every kept box still bounds
+    bright pixels only (exact, whole-pixel windows), and what was dropped was mostly outside."""
+    import tensorflow as tf
+
+    from trainer.tasks.detection.input import MOSAIC_MIN_AREA, augment, mosaic
+
+    size, rng = 32, np.random.default_rng(0)
+    images, boxes, labels = np.zeros((6, size, size, 3), np.uint8), -np.ones((6, 2, 4), np.float32), -np.ones((6, 2))
+    for i in range(6):
+        for j in range(2):
+            y, x = rng.integers(0, size - 8, 2)
+            h, w = rng.integers(3, 9, 2)
+            images[i, y : y + h, x : x + w] = 255
+            boxes[i, j], labels[i, j] = (y, x, y + h, x + w), j
+    targets = {"boxes": tf.constant(boxes), "labels": tf.constant(labels, tf.float32)}
+    cut, moved = mosaic(tf.constant(images), targets, size, 1.0, seed=3)
+    cut, out_boxes, out_labels = cut.numpy(), moved["boxes"].numpy(), moved["labels"].numpy()
+    assert cut.shape == images.shape and out_boxes.shape == (6, 8, 4) and out_labels.shape == (6, 8)
+    kept = out_labels >= 0
+    assert kept.sum() > 0 and ((out_boxes >= 0) & (out_boxes <= size)).all(axis=-1)[kept].all()
+    assert (out_boxes[~kept] == -1).all()
+    for i, j in zip(*np.nonzero(kept), strict=True):
+        y0, x0, y1, x1 = out_boxes[i, j].astype(int)
+        assert (cut[i, y0:y1, x0:x1] == 255).all() and min(y1 - y0, x1 - x0) >= 2
+    # A share of 0 changes nothing but the padding; flips keep every box on its object too.
+    same, padded = mosaic(tf.constant(images), targets, size, 0.0, seed=3)
+    assert (same.numpy() == images).all() and (padded["boxes"].numpy()[:, :2] == boxes).all()
+    flipped, moved = augment(tf.constant(images), targets, (size, size, 3), seed=5, mosaic_chance=0.5)
+    for i, j in zip(*np.nonzero(moved["labels"].numpy() >= 0), strict=True):
+        y0, x0, y1, x1 = moved["boxes"].numpy()[i, j].astype(int)
+        assert (flipped.numpy()[i, y0:y1, x0:x1] == 255).all()
+    assert 0 < MOSAIC_MIN_AREA < 1
+    with pytest.raises(TaskError, match="model_options.mosaic"):
+        DetectorOptions(mosaic=1.5).check()

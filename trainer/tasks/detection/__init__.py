@@ -200,8 +200,8 @@ class Detection(Task):
         return task_input.decode(features, shape, self.options.max_boxes)
 
     def augment(self, images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
-        """Random horizontal flips, boxes flipped with the images."""
-        return task_input.augment(images, targets, shape, seed)
+        """Mosaics (``model_options.mosaic``) and random horizontal flips, boxes moved with the images."""
+        return task_input.augment(images, targets, shape, seed, self.options.mosaic)
 
     def fit_to_data(
         self,
@@ -386,3 +386,9 @@ class Detection(Task):
     def selection(self, options: Optional[ConfigBase] = None) -> DetectionSelection:
         """The detector's uncertainty strategies (``selection.py``)."""
         return DetectionSelection(self, options)
+
+    def portable(self) -> Any:
+        """The detector's portable forms (``portable.py``): its heads converted, decoding and NMS its own."""
+        from trainer.tasks.detection.portable import DetectionPortable
+
+        return DetectionPortable(self.options)

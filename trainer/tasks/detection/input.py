@@ -39,10 +39,20 @@ def decode(features: Mapping[str, Any], shape: tuple[int, int, int], max_boxes: 
     return images, targets_of(features, size, max_boxes)
 
 
-def augment(images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None) -> tuple[Any, Any]:
-    """Random horizontal flips, boxes flipped with the images (padding stays -1)."""
+MOSAIC_MIN_AREA = 0.1
+"""A box cut by a mosaic's window is kept when at least this share of its area is inside (as YOLO's)."""
+
+
+def augment(
+    images: Any, targets: Any, shape: tuple[int, int, int], seed: int | None, mosaic_chance: float = 0.0
+) -> tuple[Any, Any]:
+    """A mosaic for ``mosaic_chance`` of the images (:func:`mosaic`), then random horizontal flips,
+    boxes moved with the images (padding stays -1).
+    """
     import tensorflow as tf
 
+    if mosaic_chance > 0:
+        images, targets = mosaic(images, targets, shape[0], mosaic_chance, seed)
     width = float(shape[1])
     flip = tf.random.uniform([tf.shape(images)[0]], seed=seed) < 0.5
     images = tf.where(flip[:, None, None, None], tf.reverse(images, axis=[2]), images)
@@ -50,6 +60,53 @@ def augment(images: Any, targets: Any, shape: tuple[int, int, int], seed: int | 
     flipped = tf.stack([boxes[..., 0], width - boxes[..., 3], boxes[..., 2], width - boxes[..., 1]], axis=-1)
     keep = flip[:, None, None] & (labels[..., None] >= 0)
     return images, {"boxes": tf.where(keep, flipped, boxes), "labels": labels}
+
+
+def mosaic(images: Any, targets: Any, size: int, chance: float, seed: int | None) -> tuple[Any, Any]:
+    """For ``chance`` of a batch's images: four of the batch's images side by side on a 2x2 canvas,
+    and a window of the image's size cut from it at a random place, the boxes moved with it.
+
+    Objects keep their size (no resizing, whole-pixel windows: the boxes stay exact); a box cut by
+    the window keeps the part inside when at least :data:`MOSAIC_MIN_AREA` of it is, else it
+    becomes padding. The boxes are padded to four times as many (the other images' too): static
+    shapes, as a TPU needs.
+    """
+    import tensorflow as tf
+
+    batch = tf.shape(images)[0]
+    order = [tf.roll(tf.range(batch), -q, axis=0) for q in range(4)]  # quadrants: TL, TR, BL, BR
+    parts = [tf.gather(images, i) for i in order]
+    canvas = tf.concat([tf.concat(parts[:2], axis=2), tf.concat(parts[2:], axis=2)], axis=1)
+    origin = tf.random.uniform([batch, 2], 0, size + 1, dtype=tf.int32, seed=seed)  # the window's top left
+    cut = tf.map_fn(
+        lambda a: tf.slice(a[0], tf.concat([a[1], [0]], axis=0), [size, size, -1]),
+        (canvas, origin),
+        fn_output_signature=tf.TensorSpec([size, size, images.shape[-1]], images.dtype),
+    )
+    corner = tf.cast(origin, tf.float32)
+    boxes, labels = [], []
+    for q, index in enumerate(order):
+        shift = tf.constant([(q // 2) * size, (q % 2) * size], tf.float32) - corner  # [B, 2]
+        moved = tf.gather(targets["boxes"], index) + tf.concat([shift, shift], axis=-1)[:, None, :]
+        inside = tf.clip_by_value(moved, 0.0, float(size))
+        kept = (tf.gather(targets["labels"], index) >= 0) & (_area(inside) >= MOSAIC_MIN_AREA * _area(moved))
+        kept &= tf.reduce_min(inside[..., 2:] - inside[..., :2], axis=-1) >= 2.0  # at least 2 px a side
+        boxes.append(tf.where(kept[..., None], inside, -1.0))
+        labels.append(tf.where(kept, tf.gather(targets["labels"], index), -1.0))
+    padding = tf.shape(targets["labels"])[1] * 3
+    plain_boxes = tf.concat([targets["boxes"], tf.fill([batch, padding, 4], -1.0)], axis=1)
+    plain_labels = tf.concat([targets["labels"], tf.fill([batch, padding], -1.0)], axis=1)
+    use = tf.random.uniform([batch], seed=seed) < chance
+    return tf.where(use[:, None, None, None], cut, images), {
+        "boxes": tf.where(use[:, None, None], tf.concat(boxes, axis=1), plain_boxes),
+        "labels": tf.where(use[:, None], tf.concat(labels, axis=1), plain_labels),
+    }
+
+
+def _area(yxyx: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.maximum(yxyx[..., 2] - yxyx[..., 0], 0.0) * tf.maximum(yxyx[..., 3] - yxyx[..., 1], 0.0)
 
 
 def letterbox(image: Any, size: int) -> tuple[Any, Any]:

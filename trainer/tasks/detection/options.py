@@ -67,6 +67,9 @@ class DetectorOptions(ConfigBase):
         head_convs: convolutions in each prediction head before its output.
         warmup_steps: linear learning-rate warm-up, then cosine decay to 0; ``auto``: 3% of the steps.
         clipnorm: global gradient-norm clipping.
+        mosaic: the share of training images replaced by a mosaic of four (``augment``): a window of
+            the image's size cut at a random place from four images side by side, objects at their
+            own size (``trainer/tasks/detection/input.py``); 0 turns it off.
         box_loss: the box-regression loss: ``l1+giou`` (the offsets' L1 plus 1 - GIoU of the
             decoded boxes, what the peer comparison chose: tighter boxes at the same steps), ``l1``
             (the mean absolute error on the encoded offsets, as torchvision's RetinaNet trains),
@@ -105,6 +108,7 @@ class DetectorOptions(ConfigBase):
     head_convs: int = 1
     warmup_steps: Union[int, Auto] = AUTO
     clipnorm: float = 10.0
+    mosaic: float = 0.5
     box_loss: str = "l1+giou"
     score_threshold: float = 0.05
     nms_iou: float = 0.5
@@ -163,6 +167,8 @@ class DetectorOptions(ConfigBase):
             raise TaskError("model_options.stackwise_filters: keras-hub's ResNet wants 64 filters in its first stack")
         if not len(self.stackwise_filters) == len(self.stackwise_blocks) == len(self.stackwise_strides):
             raise TaskError("model_options: stackwise_filters, stackwise_blocks and stackwise_strides differ in length")
+        if not 0.0 <= self.mosaic <= 1.0:
+            raise TaskError(f"model_options.mosaic: the share of images made mosaics, in [0, 1]; got {self.mosaic}")
         if self.max_image_size < 32:
             raise TaskError(f"model_options.max_image_size: must be >= 32, got {self.max_image_size}")
         if self.max_detections < 1 or not 0 <= self.score_threshold < 1:
