@@ -49,7 +49,7 @@ CONTAINER_TOOL ?=
 BASE_IMAGE ?=
 VARIANTS ?= cpu gpu tpu tpu-vm
 
-.PHONY: help setup data prometheus browser run serve sweep search predict select submit test test-fast bench lint format compile upload images resolve clean
+.PHONY: help setup data prometheus browser run serve monitor sweep search predict select retrain submit schedule unschedule test test-fast bench lint format compile upload images resolve clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -95,8 +95,11 @@ prometheus: ## Install Prometheus and promtool (Debian's prometheus package) whe
 serve: $(STAMP) ## Serve every stage `make run` promoted (URLs and metrics pages) until Ctrl-C
 	$(PY) -m components.serving.serve --stages-root '$(OUT)/stages'
 
+monitor: $(STAMP) ## Drift and input-quality checks of the traffic `make serve` sampled, per stage: WINDOW=1h MODEL=classifier
+	$(PY) -m components.monitor.drift --stages-root '$(OUT)/stages' --window '$(or $(WINDOW),1h)' --model '$(or $(MODEL),classifier)'
+
 # SET reaches the command through the environment: its text may hold quotes of its own.
-run sweep search predict select submit: export LTP_SET = $(SET)
+run sweep search predict select retrain submit schedule: export LTP_SET = $(SET)
 
 run: setup ## Run the main pipeline locally (kfp.local); TASK=detection DATA=folder|coco.json CONFIG=run.yaml SET='epochs=20 model_options.image_size=128' LIMIT=0 EPOCHS=N STEPS=N BUDGET=10m PROD=true VERBOSE=1 RUNNER=container
 	@$(PY) -m pipelines.tools.run_local --task '$(TASK)' $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" \
@@ -139,6 +142,22 @@ submit: $(STAMP) ## Start a run on Kubeflow: PIPELINE=detection CONFIG=run.yaml 
 	@$(PY) -m pipelines.tools.submit_run --pipeline '$(PIPELINE)' --host '$(KFP_HOST)' $(if $(CONFIG),--config '$(CONFIG)') \
 	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST) \
 	  $(if $(filter off 0 false,$(PREFLIGHT)),--no-preflight)
+
+# make retrain: the retrain pipeline against the local stages; without DATA, the source the served
+# model was trained on (right after make run: nothing to do). docs/retraining.md
+retrain: $(STAMP) ## Retrain when it matters (kfp.local): DATA=folder MODEL=classifier BUDGET=10m (or 2.50: dollars) DRIFT=drift.json STAGES=dir CONFIG=retrain.yaml SET='change_thresholds.accuracy=-0.02'
+	@$(PY) -m pipelines.tools.run_retrain $(if $(DATA),--data '$(DATA)') $(if $(MODEL),--model '$(MODEL)') \
+	  $(if $(BUDGET),--budget '$(BUDGET)') $(if $(DRIFT),--drift '$(DRIFT)') --stages '$(or $(STAGES),$(OUT)/stages)' \
+	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(OUT)' \
+	  $(if $(filter-out 0 false,$(VERBOSE)),--verbose)
+
+# KFP's cron has 6 fields, seconds first: CRON='0 0 3 * * *' is 03:00 every day.
+schedule: $(STAMP) ## The retrain pipeline as one recurring run on Kubeflow: KFP_HOST=... CRON='0 0 3 * * *' CONFIG=retrain.yaml SET='retrain_budget=20m' EXPERIMENT=name (again: replaces it)
+	@$(PY) -m pipelines.tools.schedule --host '$(KFP_HOST)' $(if $(CRON),--cron '$(CRON)') $(if $(CONFIG),--config '$(CONFIG)') \
+	  --set "$$LTP_SET" $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)') $(if $(IMAGE),--image '$(IMAGE)') --dir $(DIST)
+
+unschedule: $(STAMP) ## Delete the retrain pipeline's recurring run: KFP_HOST=... EXPERIMENT=name
+	@$(PY) -m pipelines.tools.schedule --remove --host '$(KFP_HOST)' $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)')
 
 # make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py)
 TEST_WORKERS ?= 2

@@ -23,10 +23,12 @@ SLOWEST_FIRST = (
     "tests/components/test_tpu_preset.py",  # 81 s
     "tests/unit/train/test_multiworker_train.py",  # 86 s
     "tests/pipelines/test_end_to_end_local.py",  # 59 s
-    "tests/pipelines/test_sweep_pipeline.py",  # 41 s
-    "tests/pipelines/test_toy_task_local.py",  # 35 s
+    "tests/pipelines/test_toy_task_local.py",  # 62 s
+    "tests/pipelines/test_search_pipeline.py",  # 59 s
+    "tests/pipelines/test_sweep_pipeline.py",  # 57 s
     "tests/unit/train/test_train_budget.py",  # 29 s; a budgeted training, killed and resumed
     "tests/components/test_promote_flow.py",  # 33 s
+    "tests/unit/export/test_export_run.py",  # 53 s; the classifier's and the shared detector's formats
     "tests/components/test_promote_contract.py",  # 19 s
     "tests/unit/test_presets.py",  # 21 s with the shared detector
     "tests/components/test_notebook_step.py",  # 26 s
@@ -40,6 +42,7 @@ SLOWEST_FIRST = (
     "tests/pipelines/test_notebook_pipeline.py",  # 19 s
     "tests/unit/architecture/test_packaging.py",  # 18 s
     "tests/components/test_promote_cli.py",  # 18 s
+    "tests/components/test_search_trials.py",  # 15 s
     "tests/components/test_evaluate_cli.py",  # 15 s
     "tests/unit/train/test_train.py",  # 15 s
 )
