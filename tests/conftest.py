@@ -26,6 +26,7 @@ SLOWEST_FIRST = (
     "tests/pipelines/test_toy_task_local.py",  # 62 s
     "tests/pipelines/test_search_pipeline.py",  # 59 s
     "tests/pipelines/test_sweep_pipeline.py",  # 57 s
+    "tests/pipelines/test_retrain_pipeline.py",  # 63 s; a real retraining on new data, under kfp.local
     "tests/unit/train/test_train_budget.py",  # 29 s; a budgeted training, killed and resumed
     "tests/components/test_promote_flow.py",  # 33 s
     "tests/unit/export/test_export_run.py",  # 53 s; the classifier's and the shared detector's formats

@@ -1,8 +1,10 @@
-"""A served model's records for the retrain step's tests: no training, only what the decision reads.
+"""A served model's records for the retrain step's tests.
 
 :func:`served_stage` writes a small image folder (the source), the ``dataset.json`` of its
 conversion, a model folder with ``training.json`` and ``config.yaml``, and a stage entry serving
-it, all as the main pipeline leaves them (docs/CONTRACTS.md), in a few milliseconds.
+it, all as the main pipeline leaves them (docs/CONTRACTS.md), in a few milliseconds: no training,
+only what the decision reads. :func:`trained_stage` serves a real classifier, converted, trained
+and scored here in seconds: what a retraining on new data starts from and is gated against.
 """
 
 from __future__ import annotations
@@ -88,3 +90,45 @@ def served_stage(root: Path, *, stage: str = "prod", fingerprinted: bool = True)
     entry = StageEntry("promote", 1, str(model_dir), "run-1", model_name=MODEL_NAME, task="classification")
     StageRegistry(str(stages)).record(stage, entry)
     return ServedStage(source, stages, model_dir)
+
+
+def _noisy_images(source: Path, per_class: int, seed: int, start: int = 0) -> None:
+    """``per_class`` 8x8 images per class, ``a`` dark and ``b`` bright, each with its own noise."""
+    rng = np.random.default_rng(seed)
+    for label, low in (("a", 0), ("b", 150)):
+        (source / label).mkdir(parents=True, exist_ok=True)
+        for i in range(start, start + per_class):
+            pixels = rng.integers(low, low + 100, size=(8, 8), dtype=np.uint8)
+            Image.fromarray(pixels).save(source / label / f"{i}.png")
+
+
+def trained_stage(root: Path, *, per_class: int = 40) -> ServedStage:
+    """Prod serving version 1 of ``classifier``: a real model trained a few steps on a folder under ``root``.
+
+    Its training record, config, ``model.keras`` and SavedModel are the trainer's own, its metrics
+    the evaluation's on the test split; the folder grows with :meth:`grow`.
+    """
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from trainer.config import EvaluateConfig, TrainConfig
+    from trainer.tasks import get_task
+    from trainer.train import train
+
+    source, dataset, model_dir = root / "images", root / "dataset", root / "model"
+    _noisy_images(source, per_class, seed=0)
+    convert(ConvertConfig(source=str(source), split_by="content", workers=1), str(dataset))
+    config = TrainConfig(model="mnist_cnn", epochs=1, steps_per_epoch=30, batch_size_per_replica=16, validation_steps=1)
+    train(str(dataset), str(model_dir), config)
+    evaluated = get_task("classification").evaluate(str(model_dir / "saved_model"), str(dataset), EvaluateConfig())
+    metrics = {k: float(v) for k, v in evaluated.metrics.items() if isinstance(v, (int, float))}
+    stages = root / "stages"
+    entry = StageEntry(
+        "promote", 1, str(model_dir), "run-1", model_name=MODEL_NAME, task="classification", metrics=metrics
+    )
+    StageRegistry(str(stages)).record("prod", entry)
+    return ServedStage(source, stages, model_dir)
+
+
+def grow(stage: ServedStage, per_class: int, start: int) -> None:
+    """``per_class`` new images per class in the stage's source (names from ``start`` on): new data."""
+    _noisy_images(stage.source, per_class, seed=start, start=start)

@@ -1,15 +1,19 @@
-"""The retrain pipeline: its condition in the compiled DAG, and ``make retrain``'s no-op and drift
-paths under kfp.local (the decide step alone runs: seconds, no accelerator asked for).
+"""The retrain pipeline: its condition in the compiled DAG, and ``make retrain``'s three paths under
+kfp.local: no-op and drift (the decide step alone runs: seconds, no accelerator asked for), and new
+data (a real served classifier, its folder grown: a delta converted, a warm-started budgeted
+training, the gate against prod, demo), then the next scheduled run, which has nothing to do.
 """
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 import yaml
 
 from pipelines.tools import run_retrain
 from pipelines.tools.compile import compile_pipeline
-from tests.retrain_stage import served_stage
+from tests.retrain_stage import grow, served_stage, trained_stage
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +129,66 @@ def test_a_retraining_s_last_lines_say_how_it_trained_and_what_demo_serves(tmp_p
     assert run_retrain.last_lines(done).lines[-1] == (
         "demo now serves version 3 (staging, prod unchanged: the promote pipeline moves it on)"
     )
+
+
+@pytest.fixture(scope="module")
+def new_data(tmp_path_factory):
+    """``make retrain BUDGET=30s`` after 20 new images joined prod's 80, then the same again."""
+    import contextlib
+    import io
+
+    root = tmp_path_factory.mktemp("retrain-new")
+    served = trained_stage(root / "served")
+    grow(served, per_class=10, start=100)
+    argv = ["--stages", str(served.stages), "--pipeline-root", str(root / "runs"), "--budget", "30s"]
+    argv += ["--set", "value_thresholds.accuracy=0.3", "--set", "change_thresholds.accuracy=-0.5"]
+    found = []
+    for _ in range(2):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            found.append((run_retrain.main(argv), out.getvalue()))
+    return served, found
+
+
+def test_new_data_converts_a_delta_trains_warm_within_the_budget_and_promotes_to_demo_only(new_data):
+    from components.serving.stages import StageRegistry
+
+    served, [(code, out), _] = new_data
+    assert code == 0, out
+    assert (
+        "ok Decide" in out and f"retrain: {served.source} changed since prod's classifier version 1 was trained" in out
+    )
+    assert "20 images converted (a delta: 80 reused, not read)" in out
+    assert "converted: 20 records read and written, 80 reused from the parent (not read)" in out
+    assert f"training: warm start from prod's classifier version 1 ({served.model_dir})" in out
+    assert "-- not run: Promote to staging, Promote to prod" in out
+    assert "demo now serves version 1 (staging, prod unchanged" in out
+    registry = StageRegistry(str(served.stages))
+    demo, prod = registry.read_current("demo", "classifier"), registry.read_current("prod", "classifier")
+    assert (prod.version, prod.model_uri) == (1, str(served.model_dir))  # prod untouched
+    assert registry.read_current("staging", "classifier") is None
+    model = Path(demo.model_uri)
+    training = json.loads((model / "training.json").read_text())
+    assert yaml.safe_load((model / "config.yaml").read_text())["warm_start"] == str(served.model_dir)
+    budget = training["budget"]
+    assert budget["limit"] == "time_budget 30s" and budget["predicted_s"] <= 30 and training["steps"] >= 1
+    dataset = json.loads((Path(training["dataset"]) / "dataset.json").read_text())
+    assert dataset["parent"]["uri"] == str(served.model_dir.parent / "dataset") and dataset["parent"]["records"] == 80
+    assert sum(split["count"] for split in dataset["splits"].values()) == 100
+    # The gate saw prod's whole test split again, with the new test images.
+    reasons = demo_blessing(Path(demo.model_uri).parents[1])
+    here, there, both = map(int, re.search(r"(\d+) images here, (\d+) there, (\d+) in both", reasons).groups())
+    assert there == both < here and demo.metrics["num_examples"] == here
+
+
+def demo_blessing(run_dir: Path) -> str:
+    """The evaluation's reasons in a retrain run's folder, one per line."""
+    output = json.loads((run_dir / "evaluate-model" / "executor_output.json").read_text())
+    return "\n".join(output["artifacts"]["blessing"]["artifacts"][0]["metadata"]["reasons"])
+
+
+def test_the_next_scheduled_run_sees_the_candidate_waiting_and_does_nothing(new_data):
+    _, [_, (code, out)] = new_data
+    assert code == 0, out
+    assert "decision: nothing to do: demo's classifier version 1 was trained on this data already" in out
+    assert "accelerator time: $0.00 (no step asked for one)" in out and "-- not run: Convert to TFRecords" in out
