@@ -21,12 +21,12 @@ os.environ.setdefault("LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefi
 SLOWEST_FIRST = (
     "tests/components/test_detection_flow.py",  # 58 s; builds the shared tiny detector
     "tests/components/test_tpu_preset.py",  # 81 s
-    "tests/unit/train/test_multiworker_train.py",  # 86 s
     "tests/pipelines/test_end_to_end_local.py",  # 59 s
+    "tests/unit/train/test_multiworker_train.py",  # 60 s
     "tests/pipelines/test_toy_task_local.py",  # 62 s
     "tests/pipelines/test_search_pipeline.py",  # 59 s
     "tests/pipelines/test_sweep_pipeline.py",  # 57 s
-    "tests/pipelines/test_retrain_pipeline.py",  # 63 s; a real retraining on new data, under kfp.local
+    "tests/pipelines/test_retrain_pipeline.py",  # 54 s; a real retraining on new data, under kfp.local
     "tests/unit/train/test_train_budget.py",  # 29 s; a budgeted training, killed and resumed
     "tests/components/test_promote_flow.py",  # 33 s
     "tests/unit/export/test_export_run.py",  # 53 s; the classifier's and the shared detector's formats

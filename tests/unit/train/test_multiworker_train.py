@@ -1,6 +1,7 @@
 """Two real TensorFlow workers on loopback (the local launcher): the same weights on both, the same
-as one process with the same global batch; and two detector workers, one killed after the first
-checkpoint, the set restarting and resuming to the same weights on both."""
+as one process with the same global batch; one killed after the first checkpoint, the set
+restarting and resuming to the same weights on both; and two detector workers, whose weights and
+batch-norm statistics agree across the set."""
 
 import json
 import os
@@ -106,36 +107,49 @@ def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, mon
     assert recorded["train_loss"] == pytest.approx(single["train_loss"], rel=1e-4)
 
 
-def test_a_killed_detector_worker_restarts_the_set_which_resumes_to_the_same_weights(tmp_path, monkeypatch):
+def test_a_killed_worker_restarts_the_set_which_resumes_to_the_same_weights_on_both(dataset, tmp_path, monkeypatch):
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the launcher makes the set's
+    summary = _two_workers(dataset, tmp_path, monkeypatch, LTP_TEST_DIE="1")
+    assert (tmp_path / "died").exists()  # worker 1 died after the chief's first checkpoint
+    assert (summary.workers, summary.replicas, summary.strategy) == (2, 2, "MultiWorkerMirroredStrategy")
+    assert (summary.global_batch_size, summary.steps, summary.steps_per_execution) == (16, 8, 1)
+    recorded = json.loads((tmp_path / "model" / "training.json").read_text())
+    assert recorded["workers"] == 2 and recorded["replicas"] == 2 and recorded["resumed_from_step"] >= 2
+    assert [row["epoch"] for row in recorded["history"]][-1] == 2
+    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(recorded["history"][-1])
+    assert (tmp_path / "model" / "saved_model" / "saved_model.pb").exists()
+    assert "2 replicas over 2 workers" in (tmp_path / "model" / "model_card.md").read_text()
+    assert not (tmp_path / "model" / "checkpoints" / "worker-job.yaml").exists()  # the set's job file went
+    chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
+    for a, b in zip(chief, other, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # The workers' temporary folders (the killed one's too) were in the set's, which is gone.
+    assert (tmp_path / "tmpdir-1").read_text().startswith(str(tmp_path / "tmp" / "ltp-workers-"))
+    assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_two_detector_workers_agree_on_every_weight_and_batch_norm_statistic(tmp_path, monkeypatch):
     from components.convert import convert
     from components.convert.config import ConvertConfig
     from components.image_input import shapes
 
     coco = shapes.generate(tmp_path / "coco", count=48, seed=3)
     convert(ConvertConfig(source=str(coco), workers=1), str(tmp_path / "ds"))
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the launcher makes the set's
-    # Four steps of a global batch of 4 at 64 px, a checkpoint every two: worker 1 dies after the
-    # chief's first, the set restarts and resumes. The detector's loss, metrics and sync batch norm
-    # across the set (its moving statistics must agree too), then every worker's export.
+    # Four steps of a global batch of 4 at 64 px, a checkpoint every two: the detector's loss,
+    # metrics and sync batch norm across the set (its moving statistics must agree too), then every
+    # worker's export.
     config = TrainConfig(
         model="retinanet", workers=2, launcher="local", epochs=1, steps_per_epoch=4, batch_size_per_replica=2,
         validation_steps=1, shuffle_buffer=1, precision="float32", checkpoint_every_steps=2,
         model_options={"image_size": 64},
     )  # fmt: skip
     monkeypatch.setenv("LTP_TEST_OUT", str(tmp_path))
-    monkeypatch.setenv("LTP_TEST_DIE", "1")
     model = tmp_path / "model"
     summary = run_training(str(tmp_path / "ds"), str(model), config, worker_command=(sys.executable, "-c", WORKER))
-    assert (tmp_path / "died").exists()
     assert (summary.task, summary.workers, summary.replicas, summary.steps) == ("detection", 2, 2, 4)
-    assert summary.resumed_from_step >= 2
-    assert json.loads((model / "training.json").read_text())["resumed_from_step"] >= 2
     assert (model / "saved_model" / "saved_model.pb").exists()
     chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
     assert len(chief) > 50  # the whole detector: backbone, FPN, both heads
     for a, b in zip(chief, other, strict=True):
         np.testing.assert_array_equal(a, b)
-    # The workers' temporary folders (the killed one's too) were in the set's, which is gone.
-    assert (tmp_path / "tmpdir-1").read_text().startswith(str(tmp_path / "tmp" / "ltp-workers-"))
-    assert os.listdir(tmp_path / "tmp") == []
