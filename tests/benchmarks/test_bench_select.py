@@ -17,7 +17,8 @@ COCO set (``tests/varied_coco.py``), 20% of its images labelled, plus 10% picked
 (``strategy: uncertainty``: near the threshold and the flip) or 10% at random, each trained with the
 detection run form's recipe and scored by AP@0.5 on an independent set of the same kind.
 
-Knobs: ``LTP_BENCH_SEEDS`` (3), ``LTP_BENCH_SELECT_EPOCHS`` (10), ``LTP_BENCH_SELECT_POOL``
+Knobs: ``LTP_BENCH_SEEDS`` (3), ``LTP_BENCH_FIRST_SEED`` (0; 1 with two seeds runs seeds 1 and 2),
+``LTP_BENCH_SELECT_EPOCHS`` (10), ``LTP_BENCH_SELECT_POOL``
 (10,000 images), ``LTP_BENCH_SELECT_TEST`` (10,000), ``LTP_BENCH_SELECT_STRATEGY`` (``margin``),
 ``LTP_BENCH_SELECT_DIVERSITY`` (``hash``), ``LTP_BENCH_SELECT_DETECTION_COUNT`` (1,500 images).
 """
@@ -38,6 +39,7 @@ from tests.benchmarks.recipes import run_form
 pytestmark = pytest.mark.benchmark
 
 SEEDS = max(1, int(os.environ.get("LTP_BENCH_SEEDS", "3")))
+FIRST_SEED = int(os.environ.get("LTP_BENCH_FIRST_SEED", "0"))  # seeds FIRST_SEED ... FIRST_SEED + SEEDS - 1
 LABELLED, ADDED, VALIDATION = 2000, 1000, 1000
 POOL = int(os.environ.get("LTP_BENCH_SELECT_POOL", "10000"))
 TEST = int(os.environ.get("LTP_BENCH_SELECT_TEST", "10000"))
@@ -126,7 +128,7 @@ def _fashion_seed(tmp: Path, seed: int, arrays, epochs: int) -> dict[str, float]
 
 def _report(name: str, metric: str, runs: list[dict[str, float]], started: float) -> None:
     diffs = [r["select"] - r["random"] for r in runs]
-    for seed, r in enumerate(runs):
+    for seed, r in enumerate(runs, start=FIRST_SEED):
         print(
             f"[select {name}] seed {seed}: first model {metric} {r['first']:.4f}; + select {r['select']:.4f}, "
             f"+ random {r['random']:.4f}, difference {100 * (r['select'] - r['random']):+.2f} points "
@@ -151,7 +153,8 @@ def test_select_beats_random_on_fashion_mnist(tmp_path):
         f"\n[select fashion-mnist] {LABELLED} labelled + {ADDED} by select ({STRATEGY}, diversity {DIVERSITY}) "
         f"or at random from a pool of {POOL}; {epochs} epochs; test {min(TEST, len(arrays[2]))} images"
     )
-    runs = [_fashion_seed(tmp_path / f"seed-{seed}", seed, arrays, epochs) for seed in range(SEEDS)]
+    seeds = range(FIRST_SEED, FIRST_SEED + SEEDS)
+    runs = [_fashion_seed(tmp_path / f"seed-{seed}", seed, arrays, epochs) for seed in seeds]
     _report("fashion-mnist", "accuracy", runs, started)
     assert all(0.0 <= r[arm] <= 1.0 for r in runs for arm in ("first", "select", "random"))
 
@@ -232,6 +235,7 @@ def test_select_beats_random_on_a_varied_detection_set(tmp_path):
     test_coco = varied_coco.generate(tmp_path / "test-set", varied_coco.VariedSpec(count=300, seed=999))
     test = _convert(test_coco, tmp_path / "test", {"test": 1.0})
     print(f"\n[select detection] varied sets of {DETECTION_COUNT}: 20% labelled + 10% by select or at random")
-    runs = [_detection_seed(tmp_path / f"seed-{seed}", seed, test) for seed in range(SEEDS)]
+    seeds = range(FIRST_SEED, FIRST_SEED + SEEDS)
+    runs = [_detection_seed(tmp_path / f"seed-{seed}", seed, test) for seed in seeds]
     _report("detection", "AP@0.5", runs, started)
     assert all(0.0 <= r[arm] <= 1.0 for r in runs for arm in ("first", "select", "random"))
