@@ -119,9 +119,9 @@ search: setup ## Run a cost-aware search locally (kfp.local): successive halving
 # make predict's OUT is where the predictions go (the pipeline root stays local_outputs), as its users name it.
 # It needs .venv only (not the demo data or Prometheus): a DATA that is not there is one line at once.
 PREDICT_ROOT := $(if $(filter command line,$(origin OUT)),local_outputs,$(OUT))
-predict: $(STAMP) ## Score images with what a stage serves (kfp.local): DATA=folder|list.csv|coco.json STAGE=staging MODEL=detector OUT=dir (or MODEL_DIR=folder) STAGES=local_outputs/stages CONFIG=predict.yaml SET='batch_size=32'
+predict: $(STAMP) ## Score images with what a stage serves (kfp.local): DATA=folder|list.csv|coco.json STAGE=staging MODEL=detector OUT=dir (or MODEL_DIR=folder) FORMAT=litert_int8 STAGES=local_outputs/stages CONFIG=predict.yaml SET='batch_size=32'
 	@$(PY) -m pipelines.tools.run_predict $(if $(DATA),--data '$(DATA)') $(if $(STAGE),--stage '$(STAGE)') \
-	  $(if $(MODEL),--model '$(MODEL)') $(if $(MODEL_DIR),--model-dir '$(MODEL_DIR)') \
+	  $(if $(MODEL),--model '$(MODEL)') $(if $(MODEL_DIR),--model-dir '$(MODEL_DIR)') $(if $(FORMAT),--format '$(FORMAT)') \
 	  --stages '$(or $(STAGES),$(PREDICT_ROOT)/stages)' \
 	  --output-uri '$(if $(filter command line,$(origin OUT)),$(OUT),$(PREDICT_ROOT)/predictions)' \
 	  $(if $(CONFIG),--config '$(CONFIG)') --set "$$LTP_SET" --pipeline-root '$(PREDICT_ROOT)' \

@@ -52,6 +52,7 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
         accelerator_count: int = 0,
         price_table: str = "",
         read_threads: int = 8,
+        serving_format: str = "",
     ):
         """Scores the images in shards and joins the predictions.
 
@@ -80,11 +81,15 @@ def build(parallelism: int = grid.DEFAULT_PARALLELISM):
             accelerator_count: how many of it (0 for CPU only).
             price_table: a YAML price table over the defaults (a path in the container).
             read_threads: threads per shard reading image bytes (they overlap gs:// latency).
+            serving_format: the form scored: saved_model or a portable format of the model's
+                export (litert, litert_int8, onnx, onnx_int8; docs/export.md); empty: what the
+                stage serves it in (a model folder: its SavedModel).
         """
         settings = dict(
             data=data, stage=stage, model_name=model_name, model_dir=model_dir, stages_root=stages_root,
             split=split, batch_size=batch_size, score_threshold=score_threshold, top_k=top_k,
             prediction_options=prediction_options, images_per_shard=images_per_shard, images_per_sec=images_per_sec,
+            serving_format=serving_format,
         )  # fmt: skip
         steps(parallelism, settings, output_uri, accelerator_type, accelerator_count, price_table, read_threads)
 

@@ -89,6 +89,7 @@ _FIELDS: dict[str, Optional[tuple[type[ConfigBase], str]]] = {  # None: the form
     "serving_options": (PromoteConfig, "serving_options"),
     "canary_steps": (PromoteConfig, "canary_steps"),
     "allow_contract_change": (PromoteConfig, "allow_contract_change"),
+    "serving_format": (PromoteConfig, "serving_format"),
 }
 
 # The run form's own parameters, which no step config holds: (type, default, description).
@@ -236,7 +237,7 @@ def _promote(stage: str, trained, dataset, evaluation, stages_root, served_model
         pipeline_root=dsl.PIPELINE_ROOT_PLACEHOLDER,
         model_name=served_model_name,
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-        **serving,  # target, serving_options, canary_steps, allow_contract_change
+        **serving,  # target, serving_options, canary_steps, allow_contract_change, serving_format
     )
     # Promotion changes what a stage serves: never answer it from the cache.
     return task.set_display_name(f"Promote to {stage}").set_caching_options(False)
@@ -334,6 +335,7 @@ def build(
     serving_options,
     canary_steps,
     allow_contract_change,
+    serving_format,
     accelerator_type=None,
     accelerator_count=None,
     preset=None,
@@ -398,7 +400,7 @@ def build(
 
     exported = _export(trained, dataset, evaluated, export_formats, export_tolerances, benchmark_batch_size)
     target = {"target": serving_target, "serving_options": serving_options, "canary_steps": canary_steps}
-    target["allow_contract_change"] = allow_contract_change  # a promotion may replace a served contract
+    target.update(allow_contract_change=allow_contract_change, serving_format=serving_format)  # contract, form
     demo = _promote_through_stages(trained, dataset, evaluated, stages_root, served_model_name, promote_to_prod, target)
     demo.after(evaluated, benchmarked, exported)
 

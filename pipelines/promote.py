@@ -26,6 +26,7 @@ def pipeline(
     served_model_name: str = "classifier",
     serving_options: dict = {},  # noqa: B006 (a pipeline default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a pipeline default, never mutated)
+    serving_format: str = "saved_model",
 ):
     """Promotes one version one stage further.
 
@@ -42,6 +43,9 @@ def pipeline(
             back); docs/kserve.md. A key the target does not take fails the step.
         canary_steps: the traffic shares (percent, the last 100) the version takes one after the
             other at the target stage; empty: the target's default (kserve: 10, 50, 100; local: none).
+        serving_format: the form the target stage serves: saved_model, a portable format the
+            model's export passed (litert, litert_int8, onnx, onnx_int8) that the target can
+            serve, or auto (the best images per dollar of those); docs/export.md.
     """
     promote_version(
         source_stage=source_stage,
@@ -54,4 +58,5 @@ def pipeline(
         run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         serving_options=serving_options,
         canary_steps=canary_steps,
+        serving_format=serving_format,
     ).set_display_name("Promote version").set_caching_options(False)  # it changes what a stage serves

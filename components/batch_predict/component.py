@@ -26,6 +26,7 @@ def plan_batch_prediction(
     pod_accelerator_type: str = "",
     pod_accelerator_count: int = 0,
     pipeline_root: str = "",
+    serving_format: Optional[str] = None,
 ) -> list:
     """Lists the input, pins the model, cuts the shards and prices them (``manifest.json``).
 
@@ -50,6 +51,8 @@ def plan_batch_prediction(
         pod_accelerator_type: the accelerator each shard's pod requests (empty for CPU only).
         pod_accelerator_count: how many of it (0 for CPU only).
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
+        serving_format: the form scored: saved_model or a portable format of the model's export
+            (litert, litert_int8, onnx, onnx_int8); empty: what the stage serves it in.
 
     Returns:
         The shards, for the fan-out: ``{"index", "images"}`` each.
@@ -76,6 +79,7 @@ def plan_batch_prediction(
         images_per_shard=images_per_shard,
         images_per_sec=none_if_empty(images_per_sec),
         price_table=none_if_empty(price_table),
+        serving_format=none_if_empty(serving_format),
     )
     result = plan(
         config,

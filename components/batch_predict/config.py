@@ -49,6 +49,9 @@ class PredictConfig(ConfigBase):
             of an earlier run of this output, else no estimate.
         read_threads: threads reading image bytes per shard (they overlap gs:// latency).
         price_table: a YAML price table over the defaults (``trainer/budget/prices.yaml``'s format).
+        serving_format: the form scored: ``saved_model`` or a portable format of the model's export
+            (``litert``, ``litert_int8``, ``onnx``, ``onnx_int8``, docs/export.md); None: what the
+            stage serves it in (a model folder: its SavedModel).
     """
 
     _section: ClassVar[str] = "predict."
@@ -69,6 +72,7 @@ class PredictConfig(ConfigBase):
     images_per_sec: Optional[float] = None
     read_threads: int = 8
     price_table: Optional[str] = None
+    serving_format: Optional[str] = None
 
     def validate(self) -> None:
         if not self.data:
@@ -103,3 +107,15 @@ class PredictConfig(ConfigBase):
             self._fail("images_per_sec", f"must be > 0 (or null for the recorded rate), got {self.images_per_sec}")
         if self.read_threads < 1:
             self._fail("read_threads", f"must be >= 1, got {self.read_threads}")
+        self._check_format()
+
+    def _check_format(self) -> None:
+        from trainer.export import serving  # no TensorFlow: the names only
+
+        try:
+            name = serving.check_name(self.serving_format or serving.SERVED)
+        except serving.ServingFormatError as err:
+            raise ConfigError(f"{self._section}{err}") from None
+        if name == serving.AUTO:
+            choices = ", ".join(c for c in serving.CHOICES if c != serving.AUTO)
+            self._fail("serving_format", f"scores one form: choose one of {choices} (empty: what the stage serves)")

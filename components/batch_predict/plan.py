@@ -15,9 +15,10 @@ from typing import Any, Optional
 from components.batch_predict.config import PredictConfig
 from components.batch_predict.inputs import items_text, list_input, shard_ranges
 from components.batch_predict.run import ITEMS, MANIFEST, PredictError
-from components.serving.pinned import ModelRef, PinError, pin_model
+from components.serving.pinned import ModelRef, PinError, pin_model, with_format
 from trainer import records, storage
 from trainer.budget import pricing
+from trainer.export.serving import ServingFormatError
 from trainer.tasks import Task, get_task
 from trainer.tasks.base import prediction_of
 
@@ -107,8 +108,9 @@ def resolve_model(config: PredictConfig, pipeline_root: str = "") -> ModelRef:
         PredictError: no such model (the message names what is there).
     """
     try:
-        return pin_model(config.model_dir, config.stage, config.model_name, config.stages_root, pipeline_root)
-    except PinError as err:
+        model = pin_model(config.model_dir, config.stage, config.model_name, config.stages_root, pipeline_root)
+        return with_format(model, config.serving_format)
+    except (PinError, ServingFormatError) as err:
         raise PredictError(str(err)) from None
 
 

@@ -18,6 +18,7 @@ from components.batch_predict.plan import BatchPlan, ShardSpec, read_manifest
 from components.batch_predict.run import ITEMS, LISTED_FAILURES, MANIFEST, PredictError, shard_name
 from components.image_input import sources
 from components.image_input.sources import PredictItem
+from components.serving.pinned import ModelRef
 from trainer import records, storage
 from trainer.budget import pricing
 from trainer.budget.layout import process_started_at
@@ -198,6 +199,8 @@ def _score(
 
     settings = the_plan.settings
     predictor = load_predictor(the_plan.model.saved_model, task)
+    if the_plan.model.serving_format is not None:
+        predictor.input = _in_format(the_plan.model, predictor.input)
     scored = score_images(
         predictor,
         task,
@@ -244,6 +247,15 @@ def _score(
         class_names=tuple(predictor.input.class_names),
         finished_at=_now(),
     )
+
+
+def _in_format(model: ModelRef, loaded: Any) -> Any:
+    """What a shard scores with, its model body run by the pinned portable format's runtime."""
+    from components.serving.portable import tensor_function
+
+    fmt, shape = model.serving_format, tuple(loaded.image_shape)
+    function = tensor_function(fmt, model.model_uri, model.saved_model, model.task, loaded.class_names, shape)
+    return dataclasses.replace(loaded, function=function, loaded=function.runner)
 
 
 def _uris(items: Sequence[PredictItem]) -> list[str]:

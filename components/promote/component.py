@@ -22,6 +22,7 @@ def promote_model(
     serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
     allow_contract_change: bool = False,
+    serving_format: str = "saved_model",
 ) -> int:
     """Publish the model to a stage, serves it, smoke-tests it; rolls back and fails on any failure.
 
@@ -46,6 +47,9 @@ def promote_model(
         allow_contract_change: let a model whose classes, class order, input signature or output
             keys differ from what the stage serves under model_name replace it (recorded in the
             stage history); false refuses it with one line naming the difference.
+        serving_format: the form the stage serves: saved_model, a portable format the export
+            passed (litert, litert_int8, onnx, onnx_int8) that the target can serve, or auto (the
+            best images per dollar of those).
 
     Returns:
         The version the stage serves now.
@@ -67,12 +71,14 @@ def promote_model(
         serving_options=serving_options,
         canary_steps=none_if_empty(canary_steps),
         allow_contract_change=allow_contract_change,
+        serving_format=serving_format,
     )
     metrics = dict(evaluation.metadata) if evaluation is not None else None
     result = promote(model.path, dataset.path, config, run_id=run_id or "unknown", metrics=metrics)
     with open(report.path, "w") as f:
         f.write(render_report(result))
     report.metadata.update({"stage": stage, "version": result.version, "no_op": result.no_op})
+    report.metadata["serving_format"] = result.serving_format or "saved_model"
     if result.contract_change:
         report.metadata["contract_change"] = result.contract_change
     return int(result.version)
@@ -140,6 +146,7 @@ def promote_version(
     serving_options: dict = {},  # noqa: B006 (a KFP default, never mutated)
     canary_steps: list = [],  # noqa: B006 (a KFP default, never mutated)
     allow_contract_change: bool = False,
+    serving_format: str = "saved_model",
 ) -> int:
     """Move the version a stage serves (having passed its checks) to the next stage, smoke-tested.
 
@@ -160,6 +167,8 @@ def promote_version(
         allow_contract_change: let the version replace a different contract (classes, their
             order, input signature, output keys) of what ``stage`` serves under model_name;
             false refuses it with one line naming the difference.
+        serving_format: the form ``stage`` serves: saved_model, a portable format the export
+            passed that the target can serve, or auto (the best images per dollar of those).
 
     Returns:
         The version ``stage`` serves now.
@@ -181,6 +190,7 @@ def promote_version(
         serving_options=serving_options,
         canary_steps=none_if_empty(canary_steps),
         allow_contract_change=allow_contract_change,
+        serving_format=serving_format,
     )
     result = promote_stage_version(config, source_stage, run_id=run_id or "unknown", version=none_if_empty(version))
     with open(report.path, "w") as f:

@@ -39,9 +39,12 @@ class PromotionResult(records.Record):
         load_test: the served version's load test at this action, and its objectives.
         contract_change: the line naming how this promotion replaced what the stage served under
             the model name (``allow_contract_change``); None: it kept it.
+        serving_format: the form the version is served in (``saved_model``, ``litert_int8``, ...);
+            None where the stage's records do not say (read as ``saved_model``).
     """
 
     _what = "promotion result"
+    _omit_empty = ("serving_format",)
 
     action: str
     stage: str
@@ -57,6 +60,7 @@ class PromotionResult(records.Record):
     source_version: Optional[int] = None
     load_test: Optional[LoadTestRecord] = None
     contract_change: Optional[str] = None
+    serving_format: Optional[str] = None
 
     def check(self, name: str) -> CheckResult:
         """The check called ``name``.
@@ -87,6 +91,7 @@ def result_of(entry: StageEntry, stage: str, no_op: bool) -> PromotionResult:
         source_version=entry.source_version,
         load_test=entry.load_test,
         contract_change=entry.contract_change,
+        serving_format=entry.serving_format,
     )
 
 
@@ -102,6 +107,8 @@ def render_report(result: PromotionResult) -> str:
     ]
     if result.source_stage is not None:
         lines.append(f"- from: {result.source_stage} version {result.source_version}")
+    if result.serving_format is not None:
+        lines.append(f"- served as: {result.serving_format}")
     if result.contract_change is not None:
         lines.append(f"- contract replaced (allow_contract_change): {result.contract_change}")
     if result.accuracy is not None:

@@ -9,7 +9,7 @@ import logging
 from typing import Optional
 
 from components.promote.result import PromotionError, PromotionResult, result_of
-from components.promote.verify import serve_and_check, stage_models, target_of
+from components.promote.verify import note_forms, serve_and_check, stage_models, target_of
 from components.serving.checks import ServingChecksError
 from components.serving.config import PromoteConfig
 from components.serving.load import LoadTestRecord
@@ -58,7 +58,9 @@ def _roll_back(
     entry = _rollback_entry(stages, config, version, run_id, reason, failed_load, back_to, examples.task)
     if not remaining:
         # Nothing was served before: the stage serves its other models only, and says so in its history.
-        target.restore(stage, stage_models(stages, config, None), name, config.rollout_timeout_s)
+        others = stage_models(stages, config, None)
+        note_forms(target, stage, others)
+        target.restore(stage, others, name, config.rollout_timeout_s)
         return stages.record(stage, entry)
     try:
         report = serve_and_check(config, target, remaining[-1], examples, rollback=True)
@@ -111,6 +113,7 @@ def _rollback_entry(
         failed_version=version,
         failed_load_test=failed_load,
         contract=earlier.contract if earlier else None,  # what is served again (a rollback is not checked)
+        serving_format=earlier.serving_format if earlier else None,  # its folder keeps the form it served in
     )
 
 

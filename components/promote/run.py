@@ -50,10 +50,12 @@ from components.serving.checks import (
 )
 from components.serving.config import STAGES, PromoteConfig
 from components.serving.contract import ContractChangeError, ServingContract, contract_change, read_contract
+from components.serving.portable import format_sources, publish_format, trained_options
 from components.serving.stages import READY_MARKER, StageEntry, StageExamples, StageRegistry
 from components.serving.targets import ServingTarget
 from trainer import model_folder, storage
-from trainer.export.formats import EXPORT_DIR, RECORD
+from trainer.export import serving
+from trainer.export.formats import EXPORT_DIR, RECORD, SERVED
 from trainer.tasks import Task, get_task, task_of_model
 
 log = logging.getLogger(__name__)
@@ -117,18 +119,24 @@ class _Candidate:
     source_version: Optional[int] = None
     recorded_formats: tuple[str, ...] = ()
 
-    def passed_formats(self) -> tuple[str, ...]:
-        """The portable formats the model's export passed (its ``export.json``); else what its source
-        stage recorded (the run's outputs may be gone); () for a model without an export.
+    def export_record(self) -> Optional[dict[str, Any]]:
+        """The model's ``export.json``; else (the run's outputs gone) what its source stage recorded,
+        the passed formats without their figures; None for a model without an export.
         """
         path = storage.join(self.model_uri, EXPORT_DIR, RECORD) if self.model_uri else ""
+        fallback = {"passed": list(self.recorded_formats), "rows": []} if self.recorded_formats else None
         if not path or not storage.exists(path):
-            return self.recorded_formats
+            return fallback
         try:
-            return tuple(str(f) for f in json.loads(storage.read_text(path)).get("passed") or ())
-        except (ValueError, AttributeError):
+            record = json.loads(storage.read_text(path))
+            return record if isinstance(record, dict) else fallback
+        except ValueError:
             log.warning("%s is not an export record: no formats recorded for this version", path)
-            return self.recorded_formats
+            return fallback
+
+    def passed_formats(self) -> tuple[str, ...]:
+        """The portable formats the model's export passed, best images per dollar first; () without an export."""
+        return tuple(str(f) for f in (self.export_record() or {}).get("passed") or ())
 
 
 def promote(
@@ -256,19 +264,23 @@ def promote_version(
 
 def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: ServingTarget) -> PromotionResult:
     stages, stage, name = target.stages, config.stage, config.model_name
+    record = candidate.export_record()
+    choice = serving.choose(config.serving_format, record, target.name, target.serving_formats)
     sha = storage.tree_sha256(candidate.saved_model)
     in_service = stages.list_versions(stage, name)
-    already = _already_served(stages, config, candidate, sha, in_service)
+    already = _already_served(stages, config, candidate, sha, in_service, choice.format)
     if already is not None:
         return already
+    log.info("%s serves %s as %s", stage, name, choice.reason)
 
     contract, change = _kept_contract(stages, config, candidate)
     examples = candidate.examples()
     recorded_metrics = candidate.metrics()
     previous = in_service[-1] if in_service else None
-    version = stages.publish(candidate.saved_model, stage, name)
+    version = stages.publish(candidate.saved_model, stage, name, choice.format)
     stages.save_examples(stage, name, examples)
     try:
+        _publish_form(stages.version_path(stage, name, version), choice.format, candidate, examples.task, contract)
         report = serve_and_check(config, target, version, examples, canary=previous is not None)
     except Exception as err:
         # Any failure (a check, the rollout, the server not starting) takes the version out of service.
@@ -295,9 +307,19 @@ def _promote(candidate: _Candidate, config: PromoteConfig, run_id: str, target: 
             contract=contract,
             contract_change=change,
             formats=candidate.passed_formats(),
+            serving_format=choice.format,
         ),
     )
     return result_of(entry, stage, no_op=False)
+
+
+def _publish_form(
+    version_dir: str, fmt: str, candidate: _Candidate, task: str, contract: Optional[ServingContract]
+) -> None:
+    """Makes the published version serve in ``fmt``: the format's file and what serves it, in its folder."""
+    sources = format_sources(candidate.model_uri, candidate.saved_model)
+    options = trained_options(candidate.model_uri, candidate.saved_model)
+    publish_format(version_dir, fmt, sources, task, options, contract.class_names if contract is not None else None)
 
 
 def _warm_sources(stages: StageRegistry, candidate: _Candidate, name: str) -> list[str]:
@@ -355,11 +377,13 @@ def _kept_contract(
 
 
 def _already_served(
-    stages: StageRegistry, config: PromoteConfig, candidate: _Candidate, sha: str, in_service: list[int]
+    stages: StageRegistry, config: PromoteConfig, candidate: _Candidate, sha: str, in_service: list[int], fmt: str
 ) -> Optional[PromotionResult]:
-    """The no-op result when the stage's newest version in service is this very model, else None."""
+    """The no-op result when the stage's newest version in service is this very model in this form, else None."""
     current = stages.read_current(config.stage, config.model_name)
     if current is None or current.sha256 != sha or current.version not in in_service[-1:]:
+        return None
+    if (current.serving_format or SERVED) != fmt:
         return None
     log.info("%s already serves this model as version %s: nothing to do", config.stage, current.version)
     result = result_of(current, config.stage, no_op=True)

@@ -6,11 +6,14 @@ from components.surface import StepOutputs, Surface
 
 
 def headline(out: StepOutputs) -> str:
-    """``<stage> serves version N`` (``already served`` when it changed nothing, ``contract replaced``
-    when it replaced what the stage served under the name: ``allow_contract_change``).
+    """``<stage> serves version N`` (``as <format>`` for a portable format, ``already served`` when it
+    changed nothing, ``contract replaced`` when it replaced what the stage served under the name:
+    ``allow_contract_change``).
     """
     r = out.metadata("report")
-    same = " (already served)" if r.get("no_op") else ""
+    form = r.get("serving_format")
+    same = f" as {form}" if form and form != "saved_model" else ""
+    same += " (already served)" if r.get("no_op") else ""
     same += " (contract replaced)" if r.get("contract_change") else ""
     return f"{r.get('stage', '?')} serves version {r.get('version', out.parameters.get('Output', '?'))}{same}"
 

@@ -34,6 +34,14 @@ def stage_models(stages: StageRegistry, config: PromoteConfig, version: Optional
     return dict(sorted(models.items()))
 
 
+def note_forms(target: ServingTarget, stage: str, models: Mapping[str, int]) -> None:
+    """Tells ``target`` the form each model's version is served in (its version folder's)."""
+    from components.serving.portable import served_format
+
+    stages = target.stages
+    target.forms = {name: served_format(stages.version_path(stage, name, v)) for name, v in models.items()}
+
+
 def _with_stage_models(
     report: ChecksReport, endpoints: Endpoints, others: Mapping[str, int], config: PromoteConfig, timeout_s: float
 ) -> ChecksReport:
@@ -80,6 +88,7 @@ def serve_and_check(
         # failed version missed could leave the stage with nothing verified to serve.
         load = load.replace(max_p50_ms=None, max_p95_ms=None, max_p99_ms=None, min_requests_per_s=None)
     models = stage_models(target.stages, config, version)
+    note_forms(target, config.stage, models)
     act = target.restore if rollback else target.serve
     act(config.stage, models, config.model_name, config.rollout_timeout_s)
     timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
@@ -163,6 +172,7 @@ def _canary(
             rolls back.
     """
     models = stage_models(target.stages, config, version)
+    note_forms(target, config.stage, models)
     steps, passed = target.canary_steps(), []
     timeout_s = target.checks_timeout_s(config.rollout_timeout_s)
     report = ChecksReport(checks=(), version=version, accuracy=None)

@@ -461,8 +461,8 @@ _STAGES = """{%- if stages is none %}
 {%- endif %}
 {%- for stage in stages or () %}
 {%- for model in stage.models %}
-<h3>{{ stage.stage }}: serves {{ model.name }} version {{ model.current.entry.version }} from run
-{{- " " ~ model.current.entry.run }}
+<h3>{{ stage.stage }}: serves {{ model.name }} version {{ model.current.entry.version }}
+{{- model.form }} from run {{ model.current.entry.run }}
 {%- if model.value is not none %}, {{ model.label }} {{ num(model.value) }}{% endif %}</h3>
 {%- if model.rows %}
 {{ table(["time", "action", "version", "run", "score", "checks", "reason"], model.rows, left=4) }}
@@ -485,7 +485,7 @@ def _served(model: ServedModel) -> dict[str, Any]:
         [
             s.entry.time,
             s.entry.action,
-            "none" if s.entry.version is None else s.entry.version,
+            "none" if s.entry.version is None else f"{s.entry.version}{_form(s.entry.serving_format)}",
             s.entry.run,
             _num(task_headline(s.task, s.entry.metrics)[1]),
             f"{sum(1 for c in s.entry.checks if c.passed)}/{len(s.entry.checks)}",
@@ -494,7 +494,12 @@ def _served(model: ServedModel) -> dict[str, Any]:
         for s in model.history
     ]
     return {"name": model.name, "current": model.current, "label": label, "value": value, "rows": rows,
-            "drift": _drift_blocks(model.drift)}  # fmt: skip
+            "drift": _drift_blocks(model.drift), "form": _form(model.current.entry.serving_format)}  # fmt: skip
+
+
+def _form(serving_format: Optional[str]) -> str:
+    """`` as <format>`` for a version served in a portable format; "" for the SavedModel."""
+    return f" as {serving_format}" if serving_format not in (None, "saved_model") else ""
 
 
 def _drift_blocks(history: Optional[DriftHistory]) -> list[Markup]:

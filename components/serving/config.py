@@ -166,6 +166,9 @@ class PromoteConfig(ConfigBase):
             output keys differ from what the stage serves under the same model name replace it
             (the change is recorded in the stage history); false refuses such a promotion with
             one line naming the difference (docs/promotion.md).
+        serving_format: the form the stage serves the model in: ``saved_model``, a portable format
+            its export passed (``litert``, ``litert_int8``, ``onnx``, ``onnx_int8``) that the
+            target can serve, or ``auto``: of those, the best images per dollar (docs/export.md).
     """
 
     _section: ClassVar[str] = "promote."
@@ -183,9 +186,16 @@ class PromoteConfig(ConfigBase):
     canary_steps: Optional[tuple[int, ...]] = None
     serving_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     allow_contract_change: bool = False
+    serving_format: str = "saved_model"
 
     def validate(self) -> None:
+        from trainer.export import serving  # no TensorFlow: the names only
         from trainer.tasks import task_names  # no TensorFlow: the task table only
+
+        try:
+            serving.check_name(self.serving_format)
+        except serving.ServingFormatError as err:
+            raise self._error(str(err)) from None
 
         if self.task is not None and self.task not in task_names():
             self._fail("task", f"expected one of {task_names()} (or none: read from the model), got {self.task!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Mapping
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Optional
@@ -65,6 +66,13 @@ class Signature:
         self.fn = fn
         self.inputs = dict(kwargs)  # name -> TensorSpec
         self.outputs = dict(fn.structured_outputs)  # name -> TensorSpec
+
+    @classmethod
+    def of(cls, fn: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> Signature:
+        """A signature around any callable of tensors, with the given input and output TensorSpecs."""
+        signature = cls.__new__(cls)
+        signature.fn, signature.inputs, signature.outputs = fn, dict(inputs), dict(outputs)
+        return signature
 
     def metadata(self) -> dict[str, Any]:
         def spec(name, s, kind):

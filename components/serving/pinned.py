@@ -29,10 +29,12 @@ class ModelRef(records.Record):
         stage: the stage it was resolved at, else None.
         model_name: the served model name at that stage, else None.
         model_uri: the model folder it came from, where known.
+        serving_format: the form it is scored in (a portable format, ``components.serving.portable``);
+            None: the SavedModel.
     """
 
     _what = "batch prediction model"
-    _omit_empty = ("version", "stage", "model_name", "model_uri")
+    _omit_empty = ("version", "stage", "model_name", "model_uri", "serving_format")
 
     saved_model: str
     sha256: str
@@ -41,6 +43,7 @@ class ModelRef(records.Record):
     stage: Optional[str] = None
     model_name: Optional[str] = None
     model_uri: str = ""
+    serving_format: Optional[str] = None
 
     @property
     def label(self) -> str:
@@ -105,7 +108,40 @@ def model_from_stage(stages_root: str, stage: str, model_name: Optional[str]) ->
         raise PinError(f"{stage} records version {entry.version} of {name!r}, but {saved_model} holds no model")
     sha = entry.sha256 or storage.tree_sha256(saved_model)
     task = entry.task or get_task(None).name
-    return ModelRef(saved_model, sha, task, entry.version, stage, name, entry.model_uri)
+    served = entry.serving_format if entry.serving_format != "saved_model" else None
+    return ModelRef(saved_model, sha, task, entry.version, stage, name, entry.model_uri, served)
+
+
+def with_format(model: ModelRef, serving_format: Optional[str]) -> ModelRef:
+    """``model`` to be scored in ``serving_format`` (None: the form it was pinned in), checked.
+
+    Raises:
+        ServingFormatError: no such form, its runtime is not installed, or the model has no such file.
+    """
+    from components.serving.portable import format_sources
+    from trainer.export import serving
+    from trainer.export.formats import FORMATS
+
+    if serving_format is None:
+        return model
+    name = serving.check_name(serving_format)
+    if name == serving.SERVED:
+        return dataclasses.replace(model, serving_format=None)
+    if name == serving.AUTO:
+        raise serving.ServingFormatError("serving_format auto chooses at promotion; score saved_model or a format")
+    if not serving.installed(name):
+        runtime = FORMATS[name].runtime
+        raise serving.ServingFormatError(
+            f"serving_format {name!r}: its runtime {runtime} is not installed in this image; install it "
+            f"(pip install {runtime}) or score saved_model"
+        )
+    sources = [s for s in format_sources(model.model_uri, model.saved_model) if s]
+    if not any(storage.exists(storage.join(s, FORMATS[name].file)) for s in sources):
+        raise serving.ServingFormatError(
+            f"serving_format {name!r}: {model.label} has no {FORMATS[name].file} (looked in {', '.join(sources)}): "
+            "its export refused or did not write it; choose a format its export passed, or saved_model"
+        )
+    return dataclasses.replace(model, serving_format=name)
 
 
 def _default_model_name(registry: Any, stage: str) -> str:

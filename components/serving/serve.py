@@ -10,6 +10,8 @@ Command line::
     python -m components.serving.serve --stages-root local_outputs/stages [--base-port 8501]
 
 Ports: demo ``base-port``, staging ``base-port + 1``, prod ``base-port + 2`` (0: free ports).
+A version promoted in a portable format (``serving_format``) is served through that format's
+runtime, with the same REST API; its line names the format.
 Each server keeps a sample of its requests' summaries under ``<stage>/traffic/``
 (``components.serving.traffic``; ``--traffic-sample-rate``, default the stage's).
 """
@@ -26,11 +28,13 @@ from collections.abc import Sequence
 from typing import Optional
 
 from components.serving.config import STAGES
+from components.serving.portable import served_format
 from components.serving.stages import StageRegistry
 from components.serving.targets import Endpoints
 from components.serving.targets.local import LocalTarget
 from components.serving.traffic import DEFAULT_RATES
 from trainer import storage
+from trainer.export.formats import SERVED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +111,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         stopped = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stopped.set())
         signal.signal(signal.SIGINT, lambda *_: stopped.set())
+        stages = StageRegistry(args.stages_root)
         for s in servers:
             for name, version in s.models.items():
+                form = served_format(stages.version_path(s.stage, name, version))
+                shown = "" if form == SERVED else f" ({form})"
                 print(
-                    f"{s.stage:8s} {name} version {version}: {s.endpoints.url(name)}/v1/models/{name}"
+                    f"{s.stage:8s} {name} version {version}{shown}: {s.endpoints.url(name)}/v1/models/{name}"
                     f"   metrics: {s.endpoints.metrics_url(name)}",
                     flush=True,
                 )

@@ -28,7 +28,9 @@ concurrently (one thread per connection, HTTP/1.1 keep-alive); no input stops th
 TensorFlow is imported when the server starts, not when this module is imported. This module holds
 the server itself (:class:`ModelServer`) and its command line; ``components.serving.rest`` the HTTP
 handler and its routes, ``components.serving.model`` a loaded model and its request conversion,
-``components.serving.canary`` the traffic split.
+``components.serving.canary`` the traffic split. A version folder holding a portable format
+(``portable/serving.json``, written by a promotion's ``serving_format``) is served through that
+format's runtime with the same REST contract (``components.serving.portable``).
 
 Command line::
 
@@ -53,6 +55,7 @@ from typing import Any, Optional
 from components.serving.canary import Split, stable_version
 from components.serving.metrics import METRICS_PATH, ServingMetrics
 from components.serving.model import Model, resolve_model_dir
+from components.serving.portable import load_model
 from components.serving.rest import RequestError, RestHandler, RestHTTPServer
 from components.serving.traffic import TrafficLog
 from trainer.runtime import configure_tensorflow_env
@@ -182,9 +185,9 @@ class ModelServer:
             if self.split is not None and name == self.split.model_name:
                 version = stable_version(base_path, self.split.version)
                 canary_path = resolve_model_dir(base_path, self.split.version)[1]
-                self._canary = Model(name, self.split.version, canary_path, self.max_batch_size, self.metrics)
+                self._canary = load_model(name, self.split.version, canary_path, self.max_batch_size, self.metrics)
             version, path = resolve_model_dir(base_path, version)
-            loaded[name] = Model(name, version, path, self.max_batch_size, self.metrics)
+            loaded[name] = load_model(name, version, path, self.max_batch_size, self.metrics)
         self._models = loaded
         if self.traffic is not None:
             self.traffic.start()

@@ -4,6 +4,8 @@ A stage serves several models side by side, each under its own name, and keeps i
 model name. Layout under the store's root (a local folder or gs://)::
 
     <stage>/models/<model_name>/<version>/              SavedModel in TensorFlow Serving's layout
+    <stage>/models/<model_name>/<version>/portable/     the portable format it is served in, if not the
+                                                        SavedModel (``components.serving.portable``)
     <stage>/records/<model_name>/current.json           what the stage serves of this model (an entry)
     <stage>/records/<model_name>/history.jsonl          one JSON line per promotion or rollback
     <stage>/records/<model_name>/smoke_examples.json    the known examples of its last promotion
@@ -127,8 +129,10 @@ class StageEntry(records.Record):
         contract_change: on a promotion that replaced the contract (``allow_contract_change``),
             the line that names the change; None otherwise.
         formats: the portable formats the version's export passed (``export/export.json``'s
-            ``passed``, best images per dollar first), empty where it has no export; the stage
-            serves the SavedModel.
+            ``passed``, best images per dollar first), empty where it has no export.
+        serving_format: the form the version is served in (``saved_model`` or one of ``formats``:
+            ``components.serving.portable``); None in entries written before it was recorded, read
+            as ``saved_model``. A rollback entry carries the form of the version it returns to.
         extra: keys this code does not know (written by a newer version), kept as they were.
     """
 
@@ -137,6 +141,7 @@ class StageEntry(records.Record):
     _omit_empty = (
         "sha256", "previous_version", "accuracy", "target", "task", "source_stage", "source_version", "reason",
         "failed_version", "verified", "load_test", "failed_load_test", "contract", "contract_change", "formats",
+        "serving_format",
     )  # fmt: skip
 
     action: str
@@ -162,6 +167,7 @@ class StageEntry(records.Record):
     contract: Optional[ServingContract] = None
     contract_change: Optional[str] = None
     formats: tuple[str, ...] = ()
+    serving_format: Optional[str] = None
     extra: Mapping[str, Any] = records.extra_field()
 
     def __post_init__(self) -> None:
@@ -276,17 +282,21 @@ class StageRegistry:
 
     # ------------------------------------------------------------------ versions
 
-    def publish(self, saved_model_dir: str, stage: str, model_name: str) -> int:
+    def publish(self, saved_model_dir: str, stage: str, model_name: str, serving_format: str = "saved_model") -> int:
         """Publish a SavedModel to a stage as a new numbered version; idempotent for the same content.
 
         The files are copied with ``saved_model.pb`` last, because a model server treats a version
         folder as ready once that file is there. If the newest version in service already has the
-        same content (sha256 over paths and bytes), its number is returned and nothing is copied.
+        same content (sha256 over paths and bytes) to be served in the same form, its number is
+        returned and nothing is copied; another form is another version (a rollback returns to the
+        form served before).
 
         Args:
             saved_model_dir: the SavedModel folder (local or gs://).
             stage: ``demo``, ``staging`` or ``prod``.
             model_name: the served model name.
+            serving_format: the form the version is to be served in (``components.serving.portable``
+                writes a portable one into the version folder after this).
 
         Returns:
             The version number now newest at the stage for this content.
@@ -305,7 +315,8 @@ class StageRegistry:
         published = storage.read_json(storage.join(self.stage_dir(stage), PUBLISHED_FILE)) or {}
         known = published.setdefault(model_name, {})
         in_service = self.list_versions(stage, model_name)
-        if in_service and known.get(str(in_service[-1]), {}).get("sha256") == sha:
+        newest = known.get(str(in_service[-1]), {}) if in_service else {}
+        if newest.get("sha256") == sha and newest.get("serving_format", "saved_model") == serving_format:
             return in_service[-1]
         # A folder without the ready marker is a copy that was interrupted: nothing serves it.
         for name in _numeric(storage.list_dirs(base)):
@@ -315,6 +326,8 @@ class StageRegistry:
         version = max([0, *in_service, *retired, *(int(v) for v in known)]) + 1
         storage.publish_tree(saved_model_dir, storage.join(base, str(version)), marker=READY_MARKER)
         known[str(version)] = {"sha256": sha, "source": saved_model_dir, "time": _now()}
+        if serving_format != "saved_model":
+            known[str(version)]["serving_format"] = serving_format
         text = json.dumps(published, indent=1, sort_keys=True)
         storage.write_text(storage.join(self.stage_dir(stage), PUBLISHED_FILE), text)
         return version

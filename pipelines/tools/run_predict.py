@@ -44,6 +44,8 @@ def predict_parameters(args: argparse.Namespace) -> RunParameters:
         "stages_root": str(args.stages),
         "output_uri": str(args.output_uri),
     }
+    if args.format is not None:
+        flags["serving_format"] = args.format
     if args.data is not None:
         flags["data"] = args.data
     layers.append(Layer("flags", flags))
@@ -86,6 +88,9 @@ def _flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", help="a model folder to score instead of a stage's model")
     parser.add_argument("--stages", type=Path, default=Path("local_outputs/stages"), help="the stage store")
     parser.add_argument("--output-uri", default="local_outputs/predictions", help="where the predictions go")
+    parser.add_argument(
+        "--format", help="score in this form: saved_model, litert, litert_int8, onnx, onnx_int8 (default: the stage's)"
+    )
 
 
 # The steps' figures, but a shard's: its iterations share one task name, so whose it is is unknown.

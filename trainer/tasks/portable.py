@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -85,6 +85,29 @@ class Portable(abc.ABC):
     @abc.abstractmethod
     def agreement(self, reference: list[Any], other: list[Any]) -> float:
         """How much ``other`` agrees with ``reference``, in [0, 1] (top-1 agreement, matched-box IoU)."""
+
+    # -- serving a portable format (the local model server, batch prediction) -----------------
+
+    raw_outputs: ClassVar[tuple[str, ...]] = ()
+    """The body's raw outputs, sorted: the names a runtime's outputs are given, in that order."""
+
+    def bind(self, class_names: Sequence[str], shape: tuple[int, int, int]) -> None:
+        """Prepares :meth:`serving_outputs` without the Keras model (a detector's anchors and class names)."""
+        return None  # a classifier needs nothing
+
+    def serving_inputs(self, encoded: Sequence[bytes], shape: tuple[int, int, int]) -> tuple[np.ndarray, Any]:
+        """Encoded images as the body takes them (as ``serving_default`` decodes them), and what
+        :meth:`serving_outputs` needs of them besides the raw outputs.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot serve a portable format")
+
+    def tensor_inputs(self, count: int, shape: tuple[int, int, int]) -> Any:
+        """What :meth:`serving_outputs` needs for ``count`` images given as tensors (``serving_tensors``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot serve a portable format")
+
+    def serving_outputs(self, raw: Mapping[str, np.ndarray], context: Any) -> dict[str, np.ndarray]:
+        """The served SavedModel's outputs (same keys, dtypes and shapes) from a batch's raw outputs."""
+        raise NotImplementedError(f"{type(self).__name__} cannot serve a portable format")
 
     @abc.abstractmethod
     def served(self, saved_model_dir: str) -> tuple[Callable[[list[bytes]], list[Any]], Callable[[np.ndarray], Any]]:

@@ -136,6 +136,12 @@ class ServingTarget(abc.ABC):
             ``cluster`` (servers in a cluster) or ``loopback`` (a server on the step's machine).
         options_type: the target's typed options (a frozen ConfigBase whose ``_section`` is
             ``serving_options.``): unknown keys and wrong types are errors that name the valid ones.
+        serving_formats: the forms of a model it can serve (``PromoteConfig.serving_format``): the
+            SavedModel by default (TensorFlow Serving serves nothing else).
+        forms: model name -> the form its version is served in (``saved_model``, ``litert_int8``,
+            ...), for the models the next :meth:`serve`, :meth:`serve_canary` or :meth:`restore`
+            serves; set by the promotion from the stage's version folders (absent: the SavedModel).
+            A target that serves a portable format differently (kserve) reads it.
 
     Raises:
         TargetError: ``options`` has a key the target does not take, or a value of the wrong type.
@@ -144,6 +150,7 @@ class ServingTarget(abc.ABC):
     name: ClassVar[str]
     load_profile: ClassVar[str]
     options_type: ClassVar[type[ConfigBase]]
+    serving_formats: ClassVar[tuple[str, ...]] = ("saved_model",)
 
     def __init__(
         self,
@@ -154,6 +161,7 @@ class ServingTarget(abc.ABC):
         self.stages = stages
         self.options = options if isinstance(options, self.options_type) else self.parse_options(options or {})
         self.settings = settings if settings is not None else TargetSettings()
+        self.forms: dict[str, str] = {}
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> ConfigBase:

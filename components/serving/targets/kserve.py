@@ -12,6 +12,12 @@ KServe facts this relies on (docs/kserve.md): ``modelFormat: tensorflow`` select
 in Knative mode ``predictor.canaryTrafficPercent`` splits traffic between the last ready revision
 and the new one, and tag routing gives the new one a URL of its own; Standard mode ignores
 ``canaryTrafficPercent``, so it is refused there and a new version replaces the old at once.
+
+A version promoted in a portable format (``PromoteConfig.serving_format``: its folder holds
+``portable/serving.json``, and the promotion notes its form in :attr:`ServingTarget.forms`) is
+served from ``manifests/kserve/portable/<stage>``: the same
+InferenceService with the project's own model server as the predictor's container (the same REST
+contract and metrics; the storage initializer copies ``STORAGE_URI`` to ``/mnt/models``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from components.serving.targets.base import Endpoints, ServingTarget, StageUnavailable, register
 from components.serving.targets.kubernetes import ClusterOptions, check_gcs_root, render_stage
 from trainer.configbase import ConfigBase
+from trainer.export.formats import FORMATS, SERVED
 
 if TYPE_CHECKING:
     from components.serving.stages import StageRegistry
@@ -47,6 +54,9 @@ MODES = {"knative": ("Knative", "Serverless"), "standard": ("Standard", "RawDepl
 legacy one)."""
 DEFAULT_CANARY_STEPS = (10, 50, 100)
 VERSION_ENV = "LTP_MODEL_VERSION"
+STORAGE_ENV = "STORAGE_URI"
+PORTABLE_DIR = "portable"
+"""``manifests/kserve/portable/<stage>``: the overlays whose predictor runs the project's model server."""
 _DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _FAILED_LOAD = "BlockedByFailedLoad"
 
@@ -121,14 +131,30 @@ def render_inference_service(
     if mode != "knative":
         annotations.pop("serving.kserve.io/enable-tag-routing", None)
     predictor = obj["spec"]["predictor"]
-    model = predictor["model"]
-    model["storageUri"] = storage_uri
+    if "model" in predictor:
+        model = predictor["model"]
+        model["storageUri"] = storage_uri
+    else:  # the project's model server as a container (a portable format)
+        model = _portable_container(predictor, name, storage_uri)
     env = [e for e in model.get("env", []) if e.get("name") != VERSION_ENV]
     model["env"] = [*env, {"name": VERSION_ENV, "value": str(version)}]
     predictor.pop("canaryTrafficPercent", None)
     if canary_percent is not None:
         predictor["canaryTrafficPercent"] = canary_percent
     return obj
+
+
+def _portable_container(predictor: dict[str, Any], name: str, storage_uri: str) -> dict[str, Any]:
+    """The portable template's ``kserve-container``, set to serve ``name`` from ``storage_uri``."""
+    (container,) = predictor["containers"]
+    env = [e for e in container.get("env", []) if e.get("name") != STORAGE_ENV]
+    container["env"] = [*env, {"name": STORAGE_ENV, "value": storage_uri}]
+    args = [a for a in container.get("args", []) if not a.startswith("--model-name=")]
+    container["args"] = [*args, f"--model-name={name}"]
+    probe = (container.get("readinessProbe") or {}).get("httpGet")
+    if probe is not None:
+        probe["path"] = f"/v1/models/{name}"
+    return container
 
 
 def _predictor_status(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -218,6 +244,8 @@ class KServeTarget(ServingTarget):
     name = "kserve"
     load_profile = "cluster"
     options_type = KServeOptions
+    # A portable format runs in the project's own model server (manifests/kserve/portable).
+    serving_formats = ("saved_model", *FORMATS)
 
     def __init__(
         self,
@@ -278,6 +306,24 @@ class KServeTarget(ServingTarget):
         self._overlays[stage] = (rendered, template)
         return copy.deepcopy((rendered, template))
 
+    def _template(self, stage: str, name: str) -> dict[str, Any]:
+        """A model's InferenceService template: the stage's, or its portable overlay's where the model's
+        version is served in a portable format (:attr:`forms`).
+        """
+        from components import kube
+
+        if self.forms.get(name, SERVED) == SERVED:
+            return self._rendered(stage)[1]
+        key = f"{PORTABLE_DIR}/{stage}"
+        if key not in self._overlays:
+            root = Path(self.options.manifests_dir or default_manifests_dir())
+            rendered = kube.render_kustomize(root / PORTABLE_DIR / stage)
+            found = [o for o in rendered if o.get("kind") == KIND and o["metadata"]["name"] == TEMPLATE_NAME]
+            if not found:
+                raise kube.KubeDeployError(f"{root / PORTABLE_DIR / stage} renders no {KIND} named {TEMPLATE_NAME!r}")
+            self._overlays[key] = (rendered, found[0])
+        return copy.deepcopy(self._overlays[key][1])
+
     def _namespace(self, stage: str) -> str:
         return self._rendered(stage)[1]["metadata"]["namespace"]
 
@@ -296,7 +342,7 @@ class KServeTarget(ServingTarget):
             shared = [o for o in shared if (o.get("apiVersion"), o.get("kind")) != PODMONITOR]
         services = [
             render_inference_service(
-                template,
+                self._template(stage, name),
                 name,
                 self.stages.model_base_path(stage, name),
                 version,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional
 
 from components.serving.targets.base import Endpoints, ServingTarget, register
 from trainer.configbase import ConfigBase
+from trainer.export.formats import FORMATS
 
 if TYPE_CHECKING:
     from components.serving.traffic import TrafficLog
@@ -62,6 +63,8 @@ class LocalTarget(ServingTarget):
     name = "local"
     load_profile = "loopback"
     options_type = LocalOptions
+    # The project's server runs every portable format's runtime (components.serving.portable).
+    serving_formats = ("saved_model", *FORMATS)
     _split: Optional[tuple[str, int, int]] = None  # (model, canary version, percent) in progress
 
     def check(self) -> None:

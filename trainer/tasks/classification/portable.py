@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -61,6 +61,32 @@ class ClassificationPortable(Portable):
     def agreement(self, reference: list[Any], other: list[Any]) -> float:
         """The share of images with the same top-1 class."""
         return float(np.mean(np.argmax(np.stack(reference), -1) == np.argmax(np.stack(other), -1)))
+
+    raw_outputs: ClassVar[tuple[str, ...]] = (PROBABILITIES,)
+
+    def serving_inputs(self, encoded: Sequence[bytes], shape: tuple[int, int, int]) -> tuple[np.ndarray, Any]:
+        """Decoded and resized as ``serving_default`` does (in one traced call); nothing else is needed afterwards."""
+        import tensorflow as tf
+
+        from trainer.tasks.classification.export import _image_decoder
+
+        decoders = self.__dict__.setdefault("_decoders", {})
+        if shape not in decoders:  # traced once: eager decoding costs more than the model body
+            decode_one, spec = _image_decoder(*shape), tf.TensorSpec(shape, tf.float32)
+            decoders[shape] = tf.function(
+                lambda data: tf.map_fn(decode_one, data, fn_output_signature=spec),
+                input_signature=[tf.TensorSpec([None], tf.string)],
+            )
+        return decoders[shape](tf.constant(list(encoded), dtype=tf.string)).numpy(), None
+
+    def tensor_inputs(self, count: int, shape: tuple[int, int, int]) -> Any:
+        """Nothing: the probabilities are the answer."""
+        return None
+
+    def serving_outputs(self, raw: Mapping[str, np.ndarray], context: Any) -> dict[str, np.ndarray]:
+        """``probabilities`` and ``classes`` (int64 top-1), as ``export_saved_model``'s signatures."""
+        probabilities = np.asarray(raw[PROBABILITIES], dtype=np.float32)
+        return {"probabilities": probabilities, "classes": np.argmax(probabilities, axis=-1).astype(np.int64)}
 
     def served(self, saved_model_dir: str) -> tuple[Callable[[list[bytes]], list[Any]], Callable[[np.ndarray], Any]]:
         """``serving_default`` (bytes) for predictions, ``serving_tensors`` for timing."""

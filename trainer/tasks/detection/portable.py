@@ -5,7 +5,7 @@ whichever runtime ran the body, so every format is scored and timed with them in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -112,6 +112,46 @@ class DetectionPortable(Portable):
         ious = [_best_iou(box, label, other_one) for ref, other_one in zip(reference, other, strict=True)
                 for box, label in _confident(ref, REFERENCE_SCORE)]  # fmt: skip
         return float(np.mean(ious)) if ious else 1.0
+
+    raw_outputs: ClassVar[tuple[str, ...]] = ("bbox_regression", "cls_logits")
+
+    def bind(self, class_names: Sequence[str], shape: tuple[int, int, int]) -> None:
+        """The anchors from the options (as the model's generator makes them) and the class names."""
+        import keras_hub
+        import tensorflow as tf
+
+        from trainer.tasks.detection.model import anchors_of
+
+        opts = self.options
+        generator = keras_hub.layers.AnchorGenerator(
+            "yxyx", opts.min_level, opts.max_level, opts.num_scales, list(opts.aspect_ratios), opts.anchor_size
+        )
+        self._bound["anchors"] = tf.constant(anchors_of(generator, opts.image_size))
+        self._bound["names"] = tf.constant(["", *class_names])
+
+    def serving_inputs(self, encoded: Sequence[bytes], shape: tuple[int, int, int]) -> tuple[np.ndarray, Any]:
+        """Letterboxed as ``serving_default`` does (in one traced call); each image's scale and original size."""
+        import tensorflow as tf
+
+        from trainer.tasks.detection.export import letterboxed
+
+        if "letterbox" not in self._bound:  # traced once: eager decoding costs more than the model body
+            scalar, size = tf.TensorSpec([], tf.float32), shape[0]
+            specs = (tf.TensorSpec([size, size, 3], tf.float32), scalar, scalar, scalar)
+            self._bound["letterbox"] = tf.function(
+                lambda data: tf.map_fn(lambda one: letterboxed(one, size), data, fn_output_signature=specs),
+                input_signature=[tf.TensorSpec([None], tf.string)],
+            )
+        images, scales, heights, widths = self._bound["letterbox"](tf.constant(list(encoded), dtype=tf.string))
+        return images.numpy(), np.stack([scales.numpy(), heights.numpy(), widths.numpy()], axis=-1)
+
+    def tensor_inputs(self, count: int, shape: tuple[int, int, int]) -> Any:
+        """Letterboxed already, as ``serving_tensors`` takes them: scale 1, the square's size."""
+        return np.tile(np.asarray([[1.0, shape[0], shape[1]]], dtype=np.float32), (count, 1))
+
+    def serving_outputs(self, raw: Mapping[str, np.ndarray], context: Any) -> dict[str, np.ndarray]:
+        """Decoding and per-class NMS (:meth:`decode`): the five outputs of ``serving_default``."""
+        return self.decode(raw, {"meta": context}, 0)
 
     def served(self, saved_model_dir: str) -> tuple[Callable[[list[bytes]], list[Any]], Callable[[np.ndarray], Any]]:
         """``serving_default`` (bytes) for predictions, ``serving_tensors`` (decoding, NMS) for timing."""
