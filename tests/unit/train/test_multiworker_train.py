@@ -85,13 +85,14 @@ def _two_workers(dataset, out, monkeypatch, **env):
     return run_training(dataset, str(out / "model"), TWO_WORKERS, worker_command=(sys.executable, "-c", WORKER))
 
 
-def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, monkeypatch):
-    summary = _two_workers(dataset, tmp_path, monkeypatch)
+def _finished_set(summary, tmp_path):
+    """What every two-worker classifier set leaves (its record, model, card; the same weights on
+    both workers), asserted; returns the training record and the chief's weights.
+    """
     assert (summary.workers, summary.replicas, summary.strategy) == (2, 2, "MultiWorkerMirroredStrategy")
     assert (summary.global_batch_size, summary.steps, summary.steps_per_execution) == (16, 8, 1)
     recorded = json.loads((tmp_path / "model" / "training.json").read_text())
     assert recorded["workers"] == 2 and recorded["replicas"] == 2
-    assert [row["epoch"] for row in recorded["history"]] == [1, 2]
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(recorded["history"][-1])
     assert (tmp_path / "model" / "saved_model" / "saved_model.pb").exists()
     assert "2 replicas over 2 workers" in (tmp_path / "model" / "model_card.md").read_text()
@@ -99,6 +100,13 @@ def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, mon
     chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
     for a, b in zip(chief, other, strict=True):
         np.testing.assert_array_equal(a, b)
+    return recorded, chief
+
+
+def test_two_workers_train_the_weights_one_process_trains(dataset, tmp_path, monkeypatch):
+    summary = _two_workers(dataset, tmp_path, monkeypatch)
+    recorded, chief = _finished_set(summary, tmp_path)
+    assert [row["epoch"] for row in recorded["history"]] == [1, 2]
 
     single = _one_process(dataset, tmp_path / "one", monkeypatch)
     for a, b in zip(chief, _weights(tmp_path / "one" / "weights.npz"), strict=True):
@@ -112,18 +120,8 @@ def test_a_killed_worker_restarts_the_set_which_resumes_to_the_same_weights_on_b
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the launcher makes the set's
     summary = _two_workers(dataset, tmp_path, monkeypatch, LTP_TEST_DIE="1")
     assert (tmp_path / "died").exists()  # worker 1 died after the chief's first checkpoint
-    assert (summary.workers, summary.replicas, summary.strategy) == (2, 2, "MultiWorkerMirroredStrategy")
-    assert (summary.global_batch_size, summary.steps, summary.steps_per_execution) == (16, 8, 1)
-    recorded = json.loads((tmp_path / "model" / "training.json").read_text())
-    assert recorded["workers"] == 2 and recorded["replicas"] == 2 and recorded["resumed_from_step"] >= 2
-    assert [row["epoch"] for row in recorded["history"]][-1] == 2
-    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(recorded["history"][-1])
-    assert (tmp_path / "model" / "saved_model" / "saved_model.pb").exists()
-    assert "2 replicas over 2 workers" in (tmp_path / "model" / "model_card.md").read_text()
-    assert not (tmp_path / "model" / "checkpoints" / "worker-job.yaml").exists()  # the set's job file went
-    chief, other = _weights(tmp_path / "weights-0.npz"), _weights(tmp_path / "weights-1.npz")
-    for a, b in zip(chief, other, strict=True):
-        np.testing.assert_array_equal(a, b)
+    recorded, _ = _finished_set(summary, tmp_path)
+    assert recorded["resumed_from_step"] >= 2 and [row["epoch"] for row in recorded["history"]][-1] == 2
     # The workers' temporary folders (the killed one's too) were in the set's, which is gone.
     assert (tmp_path / "tmpdir-1").read_text().startswith(str(tmp_path / "tmp" / "ltp-workers-"))
     assert os.listdir(tmp_path / "tmp") == []
