@@ -52,7 +52,8 @@ def plan_batch_prediction(
         pod_accelerator_count: how many of it (0 for CPU only).
         pipeline_root: pass ``dsl.PIPELINE_ROOT_PLACEHOLDER``.
         serving_format: the form scored: saved_model or a portable format of the model's export
-            (litert, litert_int8, onnx, onnx_int8); empty: what the stage serves it in.
+            (litert, litert_int8, onnx, onnx_int8, openvino, openvino_int8); empty: what the stage
+            serves it in.
 
     Returns:
         The shards, for the fan-out: ``{"index", "images"}`` each.

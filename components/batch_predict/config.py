@@ -50,8 +50,8 @@ class PredictConfig(ConfigBase):
         read_threads: threads reading image bytes per shard (they overlap gs:// latency).
         price_table: a YAML price table over the defaults (``trainer/budget/prices.yaml``'s format).
         serving_format: the form scored: ``saved_model`` or a portable format of the model's export
-            (``litert``, ``litert_int8``, ``onnx``, ``onnx_int8``, docs/export.md); None: what the
-            stage serves it in (a model folder: its SavedModel).
+            (``litert``, ``litert_int8``, ``onnx``, ``onnx_int8``, ``openvino``, ``openvino_int8``,
+            docs/export.md); None: what the stage serves it in (a model folder: its SavedModel).
     """
 
     _section: ClassVar[str] = "predict."

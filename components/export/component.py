@@ -15,7 +15,14 @@ def export_model(
     metrics: Output[Metrics],
     report: Output[Markdown],
     export_formats: list = ["litert", "litert_int8", "onnx", "onnx_int8"],  # noqa: B006 (KFP reads a literal)
-    export_tolerances: dict = {"litert": 0.5, "onnx": 0.5, "litert_int8": 2.0, "onnx_int8": 2.0},  # noqa: B006
+    export_tolerances: dict = {  # noqa: B006
+        "litert": 0.5,
+        "onnx": 0.5,
+        "openvino": 1.0,
+        "litert_int8": 2.0,
+        "onnx_int8": 2.0,
+        "openvino_int8": 2.0,
+    },
     eval_images: int = 300,
     calibration_images: int = 200,
     batch_size: int = 64,
@@ -34,7 +41,8 @@ def export_model(
         metrics: per format: ``<format>_images_per_dollar_vs_served``, ``<format>_<headline>``,
             ``<format>_passed`` (1/0).
         report: the format table (Markdown).
-        export_formats: the formats converted (litert, litert_int8, onnx, onnx_int8).
+        export_formats: the formats converted (litert, litert_int8, onnx, onnx_int8, openvino,
+            openvino_int8).
         export_tolerances: per format, the points of the headline metric it may lose against the
             float32 rebuild; a format without one is refused.
         eval_images: test images each format is scored on.

@@ -16,7 +16,8 @@ class ExportConfig(ConfigBase):
 
     Attributes:
         export_formats: the formats converted, checked and priced (``litert``, ``litert_int8``,
-            ``onnx``, ``onnx_int8``); empty: no export.
+            ``onnx``, ``onnx_int8``, ``openvino``, ``openvino_int8``: converted from the ONNX files,
+            which the export then writes too); empty: no export.
         export_tolerances: per format, the points of the task's headline metric (accuracy,
             AP@0.5) it may lose against the float32 rebuild through its own runtime; a format
             without one is refused (fail closed).

@@ -183,8 +183,12 @@ def _frozen(traced: Any) -> Any:
 
 
 def _convert(name: str, traced: Any, folder: str, calibration: np.ndarray, scheme: str) -> tuple[str, Optional[int]]:
-    """Writes one format into ``folder``; returns its path and its Flex-op count (LiteRT only)."""
-    from trainer.export import litert, onnx
+    """Writes one format into ``folder``; returns its path and its Flex-op count (LiteRT only).
+
+    An ONNX file already there (written for another format asked) is not converted again; an
+    OpenVINO IR is converted from its ONNX file (``Format.source``), which stays in the export.
+    """
+    from trainer.export import litert, onnx, openvino
 
     fmt = formats.FORMATS[name]
     path = os.path.join(folder, fmt.file)
@@ -193,18 +197,32 @@ def _convert(name: str, traced: Any, folder: str, calibration: np.ndarray, schem
         with open(path, "wb") as f:
             f.write(flat)
         return path, litert.flex_ops(flat)
+    if fmt.source:
+        source = os.path.join(folder, formats.FORMATS[fmt.source].file)
+        if not os.path.exists(source):
+            _convert(fmt.source, traced, folder, calibration, scheme)
+        openvino.convert(source, path)
+        return path, None
     float_path = os.path.join(folder, formats.FORMATS["onnx"].file)
     if not os.path.exists(float_path):
         onnx.convert(traced, float_path)
-    if fmt.int8:
+    if fmt.int8 and not os.path.exists(path):
         onnx.quantize(float_path, path, calibration, scheme)
     return path, None
 
 
 def _runner(name: str, path: str, names: list[str]) -> Callable[[np.ndarray], Mapping[str, Any]]:
-    from trainer.export import litert, onnx
+    from trainer.export import litert, onnx, openvino
 
-    return litert.Runner(path, names) if formats.FORMATS[name].module == "ai_edge_litert" else onnx.Runner(path)
+    module = formats.FORMATS[name].module
+    if module == "ai_edge_litert":
+        return litert.Runner(path, names)
+    return openvino.Runner(path) if module == "openvino" else onnx.Runner(path)
+
+
+def _size(name: str, folder: str) -> int:
+    """The bytes of a format's files (an OpenVINO IR's graph and weights)."""
+    return sum(os.path.getsize(os.path.join(folder, file)) for file in formats.FORMATS[name].files)
 
 
 def _format_row(name: str, traced: Any, folder: str, calibration: np.ndarray, measured: Measured) -> ExportRow:
@@ -214,8 +232,9 @@ def _format_row(name: str, traced: Any, folder: str, calibration: np.ndarray, me
     config = measured.config
     try:
         path, flex = _convert(name, traced, folder, calibration, config.onnx_scheme)
-        row = measured.row(name, _runner(name, path, rebuild.output_names(traced)), os.path.getsize(path))
-        row.flex_ops = flex
+        runner = _runner(name, path, rebuild.output_names(traced))
+        row = measured.row(name, runner, _size(name, folder))
+        row.flex_ops, row.precision = flex, getattr(runner, "precision", None)
     except Exception as err:  # noqa: BLE001  (a crashing converter or runtime refuses its format, not the run)
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         return ExportRow(name, "refused", f"conversion or runtime failed: {type(err).__name__}: {first[:200]}")

@@ -48,8 +48,8 @@ def promote_model(
             keys differ from what the stage serves under model_name replace it (recorded in the
             stage history); false refuses it with one line naming the difference.
         serving_format: the form the stage serves: saved_model, a portable format the export
-            passed (litert, litert_int8, onnx, onnx_int8) that the target can serve, or auto (the
-            best images per dollar of those).
+            passed (litert, litert_int8, onnx, onnx_int8, openvino, openvino_int8) that the target
+            can serve, or auto (the best images per dollar of those).
 
     Returns:
         The version the stage serves now.

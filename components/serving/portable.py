@@ -1,9 +1,10 @@
-"""A stage version served in a portable format (LiteRT, ONNX) behind TensorFlow Serving's REST contract.
+"""A stage version served in a portable format (LiteRT, ONNX, OpenVINO) behind TensorFlow Serving's REST contract.
 
 A version folder stays a SavedModel (TensorFlow Serving, the contract and the checks read it);
 when a promotion chose another form (``PromoteConfig.serving_format``), the folder also holds it::
 
-    <stage>/models/<model_name>/<version>/portable/<file>           the format's file (model_int8.tflite, ...)
+    <stage>/models/<model_name>/<version>/portable/<file>           the format's file (model_int8.tflite, ...;
+                                                                    an OpenVINO IR's model.bin beside its model.xml)
     <stage>/models/<model_name>/<version>/portable/serving.json     what serves it, written last
 
 ``serving.json``: ``{"format": "litert_int8", "file": "model_int8.tflite", "task": "classification",
@@ -81,7 +82,8 @@ def publish_format(
         storage.delete(marker)  # a folder without it serves the SavedModel until it is written again
     else:
         storage.delete_tree(folder)  # another stage's form, copied with its version folder, goes
-        storage.copy_file(storage.join(found, file), storage.join(folder, file))
+        for each in FORMATS[fmt].files:  # an OpenVINO IR's weights go with its graph
+            storage.copy_file(storage.join(found, each), storage.join(folder, each))
     record = {
         "format": fmt,
         "file": file,
@@ -126,9 +128,12 @@ def _specs(saved_model_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, A
 
 
 def _runner(fmt: str, path: str, names: Sequence[str]) -> Any:
-    from trainer.export import litert, onnx
+    from trainer.export import litert, onnx, openvino
 
-    return litert.Runner(path, names) if FORMATS[fmt].module == "ai_edge_litert" else onnx.Runner(path)
+    module = FORMATS[fmt].module
+    if module == "ai_edge_litert":
+        return litert.Runner(path, names)
+    return openvino.Runner(path) if module == "openvino" else onnx.Runner(path)
 
 
 def trained_options(model_uri: str, version_dir: str) -> dict[str, Any]:
@@ -257,9 +262,10 @@ def tensor_function(
         raise FileNotFoundError(f"serving_format {fmt}: no {file} under {model_uri or saved_model}")
     with_local = storage.join(found[0], file)
     if storage.is_gcs(with_local):  # the runtimes read local files
-        local = os.path.join(tempfile.mkdtemp(prefix="portable-"), file)
-        storage.copy_file(with_local, local)
-        with_local = local
+        local = tempfile.mkdtemp(prefix="portable-")
+        for each in FORMATS[fmt].files:  # an OpenVINO IR's weights go with its graph
+            storage.copy_file(storage.join(found[0], each), os.path.join(local, each))
+        with_local = os.path.join(local, file)
     options = trained_options(model_uri, saved_model)
     runner = PortableRunner(fmt, with_local, task, options, class_names, shape)
 

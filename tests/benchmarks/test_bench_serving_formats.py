@@ -1,5 +1,5 @@
 """The local model server's REST path in each form of one model: the SavedModel (the baseline, in
-the same run) against its LiteRT and ONNX exports, float and int8.
+the same run) against its LiteRT, ONNX and OpenVINO exports, float and int8.
 
 The suite's tiny classifier (tests/eval_bench_fixtures.py) is exported, published to a stage once
 per form, and each form gets its own loopback server; 64-image ``:predict`` requests go to the
@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.benchmark
 
-FORMATS = ("litert", "litert_int8", "onnx", "onnx_int8")
+FORMATS = ("litert", "litert_int8", "onnx", "onnx_int8", "openvino", "openvino_int8")
 BATCH = 64
 ROUNDS = 30
 
@@ -65,4 +65,4 @@ def test_bench_serving_formats_rest_path(tmp_path):
         rate = BATCH / statistics.median(times)
         agree = sum(a == b for a, b in zip(top1[form], top1["saved_model"], strict=True)) / BATCH
         print(f"  {form:12s} {rate:8,.0f} images/s  {rate / base:5.2f}x the SavedModel  top-1 agreement {agree:.3f}")
-    assert all(top1[f] == top1["saved_model"] for f in ("litert", "onnx"))
+    assert all(top1[f] == top1["saved_model"] for f in ("litert", "onnx", "openvino"))

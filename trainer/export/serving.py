@@ -20,8 +20,8 @@ from trainer.export.formats import FORMATS, SERVED
 
 AUTO = "auto"
 CHOICES: tuple[str, ...] = (AUTO, SERVED, *FORMATS)
-NOT_BUILT: dict[str, str] = {"openvino": "no export writes it yet"}
-"""Format names a reader may expect that this project does not write, and why."""
+NOT_BUILT: dict[str, str] = {}
+"""Format names a reader may expect that this project does not write, and why (none at present)."""
 
 
 class ServingFormatError(ValueError):

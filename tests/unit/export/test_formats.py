@@ -19,8 +19,16 @@ def _row(name: str, ap50: float, flex: int | None = None, ipd: float | None = No
 def test_a_format_that_does_not_exist_names_the_formats():
     with pytest.raises(ConfigError, match=r"export format 'tflite' does not exist; the formats are litert, "):
         ExportConfig(export_formats=("litert", "tflite"))
-    with pytest.raises(formats.ExportError, match="openvino"):
-        formats.check_formats(["openvino"])
+    with pytest.raises(formats.ExportError, match="openvino, openvino_int8"):
+        formats.check_formats(["tensorrt"])
+    assert formats.check_formats(["openvino", "openvino_int8"]) == ("openvino", "openvino_int8")
+
+
+def test_an_openvino_ir_is_converted_from_the_onnx_file_and_has_its_weights_beside_it():
+    assert formats.FORMATS["openvino"].files == ("model.xml", "model.bin")
+    assert formats.FORMATS["openvino_int8"].source == "onnx_int8" and formats.FORMATS["openvino_int8"].int8
+    assert formats.FORMATS["onnx"].files == ("model.onnx",) and formats.FORMATS["onnx"].source is None
+    assert set(formats.DEFAULT_TOLERANCES) == set(formats.FORMATS)  # no format refused for want of one
 
 
 @pytest.mark.parametrize("value", [-1.0, float("nan"), True])
@@ -62,6 +70,8 @@ def test_passed_formats_come_best_images_per_dollar_first_and_rows_read_back():
     assert again == rows
     table = formats.table(rows, "ap50", "matched-box IoU")
     assert len(table) == 5 and "| onnx | refused | 0.500 |" in table[-1]
+    rows[0].precision = "bf16"  # what OpenVINO's CPU plugin computed in: beside the format's name
+    assert "| litert (bf16) | passed |" in formats.table(rows, "ap50", "matched-box IoU")[2]
 
 
 def test_the_console_says_one_line_per_format():
