@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = write_files(args.output_dir, result.output_files())
     report, blessing = (os.path.join(args.output_dir, name) for name in ("report.md", "blessing.json"))
     write_outputs(outcome, report, blessing)
-    reference = write_traffic_reference(args.model_dir, args.dataset, config.split)  # what the monitor compares with
+    # What the monitor compares live traffic with, from the evaluation's answers.
+    reference = write_traffic_reference(args.model_dir, args.dataset, config.split, outcome.answers)
     decision = outcome.decision
     print(f"model: {args.model_dir} on split {config.split!r} of {args.dataset}")
     print("metrics: " + ", ".join(f"{k} {v:.4g}" for k, v in result.metrics.items()))

@@ -101,7 +101,7 @@ def evaluate_model(
     if outcome.confusion is not None:
         confusion.log_confusion_matrix(*outcome.confusion)
     write_outputs(outcome, report.path, blessing.path, page.path, samples.path)
-    write_traffic_reference(model.path, dataset.path, split)  # what the monitor compares live traffic with
+    write_traffic_reference(model.path, dataset.path, split, outcome.answers)  # what the monitor compares with
     blessing.metadata.update(
         {"task": outcome.task, "blessed": outcome.decision.blessed, "reasons": outcome.decision.reasons}
     )

@@ -9,7 +9,7 @@ import dataclasses
 import inspect
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from components.evaluate import samples
@@ -22,6 +22,29 @@ from trainer.config import EvaluateConfig
 from trainer.tasks import EvaluationResultBase, task_of_model
 
 BASELINE_STAGE = "prod"
+REFERENCE_IMAGES = 1000
+"""The test images whose answers make the traffic reference (a detector answers about 76 a second here)."""
+
+
+@dataclasses.dataclass
+class ReferenceAnswers:
+    """The first ``limit`` images of the split the evaluation scored, and its answers on them.
+
+    The answers are as the server's REST answer has them after JSON (``Task.evaluate``'s
+    ``on_answers``); :meth:`take` is that callback.
+    """
+
+    limit: int = REFERENCE_IMAGES
+    images: list[bytes] = dataclasses.field(default_factory=list)
+    answers: list[Any] = dataclasses.field(default_factory=list)
+
+    def take(self, images: Sequence[bytes], answers: Sequence[Any]) -> None:
+        """Keeps a batch's images and answers, up to ``limit`` in all (the split's first)."""
+        if len(images) != len(answers):
+            raise ValueError(f"{len(answers)} answers for {len(images)} images")
+        room = max(0, self.limit - len(self.images))
+        self.images += list(images[:room])
+        self.answers += list(answers[:room])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +59,8 @@ class EvaluationOutcome:
         blessing: the blessing artifact's JSON content (the task's name in it).
         page: the HTML page (the task's charts and images).
         evaluated: what the run report's part (:func:`run_report_part`) is made from.
+        answers: the evaluation's answers on the split's first images, what the traffic reference
+            is made from (:func:`write_traffic_reference`); None: the task hands none.
     """
 
     task: str
@@ -45,6 +70,7 @@ class EvaluationOutcome:
     blessing: dict[str, Any]
     page: str = ""
     evaluated: Optional[Evaluated] = None
+    answers: Optional[ReferenceAnswers] = None
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -167,7 +193,8 @@ def run_evaluation(
             for k, v in (baseline_entry.get("metrics") or {}).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
-    result = score(task, model_folder.saved_model_dir(model_dir), dataset_dir, config, limit, on_progress)
+    kept = ReferenceAnswers()
+    result = score(task, model_folder.saved_model_dir(model_dir), dataset_dir, config, limit, on_progress, kept.take)
     rows = result.slice_rows()
     check_values(config.slice_thresholds, rows)
     decision = decide(result.metrics, config.value_thresholds, config.change_thresholds, baseline, task.directions())
@@ -185,6 +212,7 @@ def run_evaluation(
         blessing=blessing_record(decision, result.metrics, model_dir, config.split, task.name),
         page=renderers.page(result, decision, config.split),
         evaluated=Evaluated(task, result, model_dir, dataset_dir, config.split),
+        answers=kept if kept.images else None,
     )
 
 
@@ -195,11 +223,13 @@ def score(
     config: EvaluateConfig,
     limit: Optional[int] = None,
     on_progress: Optional[Callable[..., None]] = None,
+    on_answers: Optional[Callable[..., None]] = None,
 ) -> EvaluationResultBase:
-    """The task's evaluation of the SavedModel, reporting progress where the task can.
+    """The task's evaluation of the SavedModel, reporting progress and answers where the task can.
 
     A task reports its scoring's progress when its ``evaluate`` takes an ``on_progress``
-    keyword; a task without one (an extension written before it) scores silently.
+    keyword, and hands its answers when it takes ``on_answers``; a task without them (an
+    extension written before them) scores silently.
 
     Args:
         task: the model's task.
@@ -208,13 +238,16 @@ def score(
         config: the evaluation settings.
         limit: score at most this many examples; None for the whole split.
         on_progress: ``on_progress(done, total, **fields)``; None for no progress.
+        on_answers: ``on_answers(images, answers)`` of each batch (``Task.evaluate``); None: not wanted.
 
     Returns:
         The task's evaluation result.
     """
-    if on_progress is not None and "on_progress" in inspect.signature(task.evaluate).parameters:
-        return task.evaluate(saved_model_dir, dataset_dir, config, limit, on_progress=on_progress)
-    return task.evaluate(saved_model_dir, dataset_dir, config, limit)
+    takes = inspect.signature(task.evaluate).parameters
+    hooks = {"on_progress": on_progress, "on_answers": on_answers}
+    return task.evaluate(
+        saved_model_dir, dataset_dir, config, limit, **{k: v for k, v in hooks.items() if v is not None and k in takes}
+    )
 
 
 def run_report_part(outcome: EvaluationOutcome) -> dict[str, Any]:
@@ -257,22 +290,20 @@ def write_outputs(
         samples.write_record(run_report_part(outcome), samples_path)
 
 
-REFERENCE_IMAGES = 1000
-"""The test images whose answers make the traffic reference (a detector answers about 76 a second here)."""
+def served_answers(
+    model_dir: str, dataset_dir: str, split: str, limit: int = REFERENCE_IMAGES
+) -> tuple[list[bytes], list[Any]]:
+    """The first ``limit`` images of ``split`` and the model's answers on them through the served path.
 
-
-def write_traffic_reference(model_dir: str, dataset_dir: str, split: str, limit: int = REFERENCE_IMAGES) -> str:
-    """Writes ``<model_dir>/traffic_reference.json``: the model's answers on ``split``, summarized as served traffic.
-
-    The answers come from the served path itself (``components.serving.model``, the bytes
-    signature), so the monitor compares like with like (docs/observability.md). Returns the path.
+    The served path is ``components.serving.model`` with base64 bodies (the bytes signature), in
+    requests of 256 images: a second pass over the images, for a reference made without an
+    evaluation's answers (:class:`ReferenceAnswers`).
     """
     import base64
     from pathlib import Path
 
     from components.serving.model import Model
-    from components.serving.reference import REFERENCE_FILE, build_reference
-    from components.serving.traffic import TrafficConfig, answer_rows, summaries_of
+    from components.serving.traffic import answer_rows
     from trainer.evaluate import read_encoded_split
 
     images, _, _ = read_encoded_split(dataset_dir, split, limit)
@@ -281,8 +312,27 @@ def write_traffic_reference(model_dir: str, dataset_dir: str, split: str, limit:
     for start in range(0, len(images), 256):
         body = {"instances": [{"b64": base64.b64encode(b).decode()} for b in images[start : start + 256]]}
         answers += answer_rows(model.predict(body))
-    lines = summaries_of(images, answers, TrafficConfig())
-    reference = build_reference(lines, source=f"{split} split of {dataset_dir}")
+    return images, answers
+
+
+def write_traffic_reference(
+    model_dir: str, dataset_dir: str, split: str, answers: Optional[ReferenceAnswers] = None
+) -> str:
+    """Writes ``<model_dir>/traffic_reference.json``: the model's answers on ``split``, summarized as served traffic.
+
+    The answers are the evaluation's own (``answers``, :attr:`EvaluationOutcome.answers`: the
+    ``serving_default`` signature the server runs, on the split's first :data:`REFERENCE_IMAGES`
+    images), so the monitor compares like with like (docs/observability.md) at no extra cost;
+    without them, the served path answers them again (:func:`served_answers`). Returns the path.
+    """
+    from components.serving.reference import REFERENCE_FILE, build_reference
+    from components.serving.traffic import TrafficConfig, summaries_of
+
+    if answers is None:
+        images, rows = served_answers(model_dir, dataset_dir, split)
+    else:
+        images, rows = answers.images, answers.answers
+    reference = build_reference(summaries_of(images, rows, TrafficConfig()), source=f"{split} split of {dataset_dir}")
     path = storage.join(model_dir, REFERENCE_FILE)
     storage.write_json(path, reference)
     return path

@@ -520,7 +520,14 @@ class Task(abc.ABC):
     def evaluate(
         self, saved_model_dir: str, dataset_dir: str, config: EvaluateConfig, limit: int | None = None
     ) -> EvaluationResultBase:
-        """Scores an exported model on a split through ``serving_default`` (``config``: EvaluateConfig)."""
+        """Scores an exported model on a split through ``serving_default`` (``config``: EvaluateConfig).
+
+        Two keywords are optional, and passed only to a task whose ``evaluate`` takes them:
+        ``on_progress(done, total)`` after each batch, and ``on_answers(images, answers)``: each
+        batch's encoded images and one answer each, as the server's REST answer has it after JSON
+        (what the evaluate step makes the traffic reference of; without it, the step asks the
+        served path again).
+        """
 
     @abc.abstractmethod
     def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:

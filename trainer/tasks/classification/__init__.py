@@ -221,8 +221,11 @@ class Classification(Task):
         config: EvaluateConfig,
         limit: int | None = None,
         on_progress: Optional[Callable[..., None]] = None,
+        on_answers: Optional[Callable[..., None]] = None,
     ) -> ClassificationEvaluation:
-        """Accuracy, top-k, loss, per-class metrics and the confusion matrix."""
+        """Accuracy, top-k, loss, per-class metrics and the confusion matrix (``on_answers``: each
+        batch's images and answers as served, ``evaluation.predict_bytes``).
+        """
         from trainer.tasks.classification.evaluation import evaluate_saved_model
 
         own = self.step_options("evaluation_options", config.evaluation_options)
@@ -237,6 +240,7 @@ class Classification(Task):
             slice_columns=config.slice_columns,
             slice_min_size=config.slice_min_size,
             slice_size_edges=config.slice_size_edges,
+            on_answers=on_answers,
         )
 
     def serving_function(self, saved_model_dir: str, info: DatasetInfo) -> tuple[Any, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -257,19 +257,39 @@ def load_serving_signature(saved_model_dir: str, num_classes: int, signature: st
     return loaded, fn
 
 
+def served_answers(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One answer per image of a batch of ``serving_default`` outputs, as the server's REST answer
+    has it after JSON: ``{"probabilities": [float, ...], "classes": int}`` (``classes`` where the
+    signature returns it).
+    """
+    rows = [{"probabilities": p.tolist()} for p in np.asarray(outputs["probabilities"], dtype=np.float32)]
+    if "classes" in outputs:
+        for row, index in zip(rows, np.asarray(outputs["classes"]).reshape(-1), strict=True):
+            row["classes"] = int(index)
+    return rows
+
+
 def predict_bytes(
-    fn, images: Sequence[bytes], batch_size: int, on_progress: Optional[Callable[..., None]] = None
+    fn,
+    images: Sequence[bytes],
+    batch_size: int,
+    on_progress: Optional[Callable[..., None]] = None,
+    on_answers: Optional[Callable[[Sequence[bytes], list[dict[str, Any]]], None]] = None,
 ) -> np.ndarray:
     """Runs a ``serving_default`` signature over encoded images in batches; returns probabilities.
 
-    ``on_progress(done, total)`` is told the images scored after each batch.
+    ``on_progress(done, total)`` is told the images scored after each batch; ``on_answers(images,
+    answers)`` is handed each batch's images and their answers as served (:func:`served_answers`).
     """
     import tensorflow as tf
 
     out = []
     for start in range(0, len(images), batch_size):
-        batch = tf.constant(list(images[start : start + batch_size]), dtype=tf.string)
-        out.append(fn(image_bytes=batch)["probabilities"].numpy())
+        chunk = images[start : start + batch_size]
+        outputs = {k: v.numpy() for k, v in fn(image_bytes=tf.constant(list(chunk), dtype=tf.string)).items()}
+        out.append(outputs["probabilities"])
+        if on_answers is not None:
+            on_answers(chunk, served_answers(outputs))
         if on_progress is not None:
             on_progress(min(start + batch_size, len(images)), len(images))
     return np.concatenate(out, axis=0)
@@ -286,6 +306,7 @@ def evaluate_saved_model(
     slice_columns: Optional[Sequence[str]] = None,
     slice_min_size: int = slicing.MIN_SLICE_SIZE,
     slice_size_edges: Sequence[int] = slicing.SIZE_EDGES,
+    on_answers: Optional[Callable[..., None]] = None,
 ) -> ClassificationEvaluation:
     """Scores the exported SavedModel on a dataset split through its serving signature.
 
@@ -302,6 +323,8 @@ def evaluate_saved_model(
         slice_columns: the extra columns to slice by; None: every one the records have.
         slice_min_size: slices with fewer examples are listed, not scored.
         slice_size_edges: the image-size buckets' edges (shorter side, pixels).
+        on_answers: ``(images, answers)`` of each batch, in the split's order, the answers as
+            served (:func:`served_answers`); None: not wanted.
 
     Returns:
         The metrics, the confusion matrix, the per-class table and the slice table.
@@ -314,7 +337,7 @@ def evaluate_saved_model(
     split_slices = slicing.read_split_slices(dataset_dir, split, limit, slice_columns, slice_size_edges)
     _loaded, fn = load_serving_signature(saved_model_dir, len(class_names))
     images, labels, _ = read_encoded_split(dataset_dir, split, limit)
-    probabilities = predict_bytes(fn, images, batch_size, on_progress)
+    probabilities = predict_bytes(fn, images, batch_size, on_progress, on_answers)
     result = classification_metrics(labels, probabilities, class_names, top_k)
     table = slice_table(labels, probabilities, class_names, split_slices.keys, slice_min_size)
     return dataclasses.replace(result, slices=table)

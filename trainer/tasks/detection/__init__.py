@@ -322,8 +322,11 @@ class Detection(Task):
         config: EvaluateConfig,
         limit: int | None = None,
         on_progress: Optional[Callable[..., None]] = None,
+        on_answers: Optional[Callable[..., None]] = None,
     ) -> DetectionEvaluation:
-        """COCO metrics of the exported model on ``config.split`` (pycocotools), and its slice table."""
+        """COCO metrics of the exported model on ``config.split`` (pycocotools), and its slice table
+        (``on_answers``: each batch's images and answers as served, ``export.predict_in_process``).
+        """
         from trainer import slices, tfrecords
         from trainer.tasks.detection.evaluation import coco_evaluate, scored_examples, slice_table
         from trainer.tasks.detection.export import predict_in_process
@@ -336,7 +339,8 @@ class Detection(Task):
         ).keys
         _loaded, fn = self.serving_function(saved_model_dir, info)
         records = read_detection_split(info, config.split, limit)
-        predictions = predict_in_process(fn, [r["encoded"] for r in records], config.batch_size, on_progress)
+        images = [r["encoded"] for r in records]
+        predictions = predict_in_process(fn, images, config.batch_size, on_progress, on_answers)
         classes = list(info.classes)
         result = coco_evaluate(records, predictions, classes, config.slice_min_size)
         table = slice_table(records, predictions, classes, keys, result, config.slice_min_size)

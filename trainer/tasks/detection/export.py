@@ -147,17 +147,24 @@ def export_detector(model: Any, export_dir: str, class_names: list[str], opts: D
 
 
 def predict_in_process(
-    fn: Any, images: Sequence[bytes], batch_size: int, on_progress: Optional[Callable[..., None]] = None
+    fn: Any,
+    images: Sequence[bytes],
+    batch_size: int,
+    on_progress: Optional[Callable[..., None]] = None,
+    on_answers: Optional[Callable[..., None]] = None,
 ) -> list[dict[str, Any]]:
-    """Runs ``serving_default`` over encoded images; one prediction dict per image (as served).
+    """Runs ``serving_default`` over encoded images; one prediction dict per image (as served: the
+    REST answer's ``predictions`` after JSON, lists of floats and class names as text).
 
-    ``on_progress(done, total)`` is told the images scored after each batch.
+    ``on_progress(done, total)`` is told the images scored after each batch; ``on_answers(images,
+    predictions)`` is handed each batch's images and their predictions.
     """
     import tensorflow as tf
 
     rows: list[dict[str, Any]] = []
     for start in range(0, len(images), batch_size):
-        out = fn(image_bytes=tf.constant(list(images[start : start + batch_size]), dtype=tf.string))
+        chunk = images[start : start + batch_size]
+        out = fn(image_bytes=tf.constant(list(chunk), dtype=tf.string))
         arrays = {k: v.numpy() for k, v in out.items()}
         for i in range(len(arrays["num_detections"])):
             rows.append(
@@ -169,6 +176,8 @@ def predict_in_process(
                     "num_detections": float(arrays["num_detections"][i]),
                 }
             )
+        if on_answers is not None:
+            on_answers(chunk, rows[start:])
         if on_progress is not None:
             on_progress(len(rows), len(images))
     return rows
