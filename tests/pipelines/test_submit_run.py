@@ -95,7 +95,7 @@ def _client():
 def test_submit_uploads_once_then_reuses_the_version_and_starts_runs_with_the_parameters(fake_api, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text("epochs: 20\nmodel_options:\n  image_size: 128\nsource: gs://bucket/coco/instances.json\n")
-    parameters = submit_run.submit_parameters("detection", str(config), "model_options.anchor_size=2.5 epochs=30")
+    parameters = submit_run.submit_parameters("detection", str(config), "model_options.topk=5 epochs=30")
     first = submit_run.submit(_client(), "detection", parameters, ui_host="http://ui.test/", package_dir=tmp_path)
     assert first.url == "http://ui.test/#/runs/details/r-1"
     assert first.version.uploaded and fake_api.pipelines == {"p-1": "lean-tpu-detection"}
@@ -105,7 +105,7 @@ def test_submit_uploads_once_then_reuses_the_version_and_starts_runs_with_the_pa
     # SET over CONFIG, a dotted key merged into CONFIG's mapping; only what differs from the form
     assert run["runtime_config"]["parameters"] == {
         "epochs": 30,
-        "model_options": {"image_size": 128, "anchor_size": 2.5},
+        "model_options": {"image_size": 128, "topk": 5},
         "source": "gs://bucket/coco/instances.json",
     }
     # the uploaded file is the detection pipeline, compiled here

@@ -70,7 +70,8 @@ def sample_of_coco(path) -> fit.BoxSample:
 
 
 def run_fit(sample: fit.BoxSample, options: dict | None = None, epochs: int | None = None, batch: int = 16):
-    opts = DetectorOptions.from_options(options or {})
+    """The fit of the anchor head (the anchor search's tests), unless ``options`` name the head."""
+    opts = DetectorOptions.from_options({"head": "anchors", **(options or {})})
     return opts, fit.fit_detector(
         opts, sample, global_batch=batch, steps_per_epoch=max(1, sample.examples // batch), epochs=epochs,
         learning_rate=1e-3,

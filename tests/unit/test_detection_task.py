@@ -51,7 +51,7 @@ def test_options_presets_overrides_and_bad_values():
     with pytest.raises(TaskError, match="multiple of 2\\*\\*max_level"):
         DetectorOptions.from_options({"image_size": 104, "max_level": 4})
     with pytest.raises(TaskError, match="anchor_size: expected a number or .auto., got .big."):
-        DetectorOptions.from_options({"anchor_size": "big"})
+        DetectorOptions.from_options({"anchor_size": "big", "head": "anchors"})
     with pytest.raises(TaskError, match="unknown 'huge'"):
         DetectorOptions.from_options({"preset": "huge"})
     with pytest.raises(TaskError, match="64 filters in its first stack"):
@@ -101,7 +101,7 @@ def test_the_box_loss_is_the_one_the_options_name(name, expected):
 
     from trainer.tasks.detection.model import build_detector
 
-    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False,
+    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False, "head": "anchors",
               "anchor_size": 2.5, "num_scales": 3, "aspect_ratios": [1.0], "warmup_steps": 1}  # fmt: skip
     task = type(TASK)({**fitted, "box_loss": name})
     model = build_detector(task.options, 3)
@@ -143,7 +143,7 @@ def test_the_iou_box_losses_score_the_decoded_boxes(name):
 
     from trainer.tasks.detection.model import box_loss, build_detector
 
-    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False,
+    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False, "head": "anchors",
               "anchor_size": 2.5, "num_scales": 3, "aspect_ratios": [1.0], "warmup_steps": 1}  # fmt: skip
     task = type(TASK)({**fitted, "box_loss": name})
     model = build_detector(task.options, 3)
@@ -176,7 +176,7 @@ def test_fresh_box_heads_start_every_box_at_its_anchor():
 
     from trainer.tasks.detection.model import build_detector
 
-    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False,
+    fitted = {"image_size": 64, "max_boxes": 8, "min_level": 3, "max_level": 4, "use_p5": False, "head": "anchors",
               "anchor_size": 2.5, "num_scales": 3, "aspect_ratios": [1.0], "warmup_steps": 1}  # fmt: skip
     model = build_detector(type(TASK)(fitted).options, 3)
     kernel = np.asarray(model.box_head.prediction_layer.kernel)
@@ -185,7 +185,7 @@ def test_fresh_box_heads_start_every_box_at_its_anchor():
 
 def test_an_unknown_box_loss_names_the_choices():
     with pytest.raises(TaskError, match="box_loss: unknown 'smooth'; choose one of l1, huber"):
-        DetectorOptions.from_options({"box_loss": "smooth"})
+        DetectorOptions.from_options({"box_loss": "smooth", "head": "anchors"})
 
 
 def test_a_mosaic_moves_each_box_with_its_object_and_drops_only_slivers():

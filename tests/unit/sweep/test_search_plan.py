@@ -138,6 +138,7 @@ def test_log_ranges_of_whole_numbers_stay_whole_and_options_are_the_task_s():
     space = {
         "accelerator": ["cpu"],
         "batch_size_per_replica": {"low": 8, "high": 64, "log": True},
+        "model_options.head": ["anchors"],  # the anchor head's own option below
         "model_options.anchor_size": {"low": 2, "high": 6},
         "model_options.head_convs": [1, 2],
     }
@@ -280,9 +281,13 @@ BAD = [
     ({"fixed": {"repeats": 3}}, "detection", "unknown setting"),
     ({"task": "classification"}, "detection", "written for task 'classification'"),
     (
-        {"space": {"accelerator": [TPU3], "model_options.box_loss": ["l1", "l3"]}, "trials": 2, "rungs": 1},
+        {
+            "space": {"accelerator": [TPU3], "model_options.head": ["anchors"], "model_options.box_loss": ["l1", "l3"]},
+            "trials": 2,
+            "rungs": 1,
+        },
         "detection",
-        "search trial t01 tpu-v3-8 box_loss=l3: model_options.box_loss: unknown 'l3'; choose one of l1, huber",
+        "search trial t01 tpu-v3-8 box_loss=l3 head=anchors: model_options.box_loss: unknown 'l3'; choose one of l1",
     ),
     ({"space": {"accelerator": [TPU3], "model_options.head_convs": ["two"]}}, "detection", "expected an integer"),
 ]

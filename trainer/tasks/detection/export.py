@@ -26,20 +26,10 @@ def detections(raw: Any, anchors: Any, opts: DetectorOptions, names: Any, scales
 
     Also what the export step runs after another runtime's model body: the same decoding and NMS.
     """
-    import keras
     import tensorflow as tf
 
-    size = opts.image_size
-    deltas = tf.cast(raw["bbox_regression"], tf.float32)
     scores = tf.sigmoid(tf.cast(raw["cls_logits"], tf.float32))
-    boxes = keras.utils.bounding_boxes.decode_deltas_to_boxes(
-        anchors=anchors,
-        boxes_delta=deltas,
-        encoded_format="center_xywh",
-        anchor_format="yxyx",
-        box_format="yxyx",
-        image_shape=(size, size, 3),
-    )
+    boxes = decode_boxes(raw["bbox_regression"], anchors, opts)
     nms = tf.image.combined_non_max_suppression(
         boxes[:, :, None, :],
         scores,
@@ -61,6 +51,31 @@ def detections(raw: Any, anchors: Any, opts: DetectorOptions, names: Any, scales
         "detection_class_names": tf.gather(names, tf.cast(ids, tf.int32)),
         "num_detections": tf.cast(nms.valid_detections, tf.float32),
     }
+
+
+def decode_boxes(raw_boxes: Any, anchors: Any, opts: DetectorOptions) -> Any:
+    """The box head's output -> absolute yxyx boxes in the letterboxed image, for either head.
+
+    Four values per location are RetinaNet's offsets from its anchors; ``4 x box_bins`` are the
+    dfl head's edge distributions (``edges.py``), read from the locations' centres and strides.
+    """
+    import keras
+    import tensorflow as tf
+
+    raw_boxes = tf.cast(raw_boxes, tf.float32)
+    if raw_boxes.shape[-1] != 4:
+        from trainer.tasks.detection.edges import decode_edges
+
+        return decode_edges(raw_boxes, anchors, opts.anchor_size, raw_boxes.shape[-1] // 4)
+    size = opts.image_size
+    return keras.utils.bounding_boxes.decode_deltas_to_boxes(
+        anchors=anchors,
+        boxes_delta=raw_boxes,
+        encoded_format="center_xywh",
+        anchor_format="yxyx",
+        box_format="yxyx",
+        image_shape=(size, size, 3),
+    )
 
 
 def _detect_fn(model: Any, opts: DetectorOptions, class_names: list[str]):

@@ -388,10 +388,11 @@ def fit_detector(
     record: dict[str, Any] = {"boxes": int(len(sample.box_hw)), "images_read": int(len(sample.image_hw))}
     chosen: dict[str, Any] = {}
     if len(sample.box_hw):
-        size, anchors, notes = _size_and_anchors(opts, sample, deepest)
+        size, anchors, notes = _size_and_anchors(_framed(opts), sample, deepest)
         chosen.update(_anchor_choices(opts, size, anchors, deepest))
-        record.update(_anchor_record(sample, size, anchors, notes))
-        warnings += [w for w in (notes.get("size_warning"), _coverage_warning(record, sample, size)) if w]
+        record.update(_anchor_record(sample, size, anchors, notes), head=opts.head)
+        coverage_warning = _coverage_warning(record, sample, size) if opts.head == "anchors" else None
+        warnings += [w for w in (notes.get("size_warning"), coverage_warning) if w]
     else:
         warnings.append("no boxes in the training split: the detector can only learn that there is nothing")
         chosen.update({k: v for k, v in _fallbacks(opts).items() if getattr(opts, k) == AUTO})
@@ -417,10 +418,23 @@ def fit_detector(
     return DetectorFit(chosen, None if epochs is not None else fitted_epochs, record, warnings)
 
 
+def _framed(opts: DetectorOptions) -> DetectorOptions:
+    """The dfl head's options with its frame (one square of 4 strides per location) in place of the
+    anchor shapes left on ``auto``: the search then chooses only the levels (and the size) for it.
+    """
+    from trainer.tasks.detection.options import DFL_FRAME
+
+    if opts.head != "dfl":
+        return opts
+    return dataclasses.replace(opts, **{k: v for k, v in DFL_FRAME.items() if getattr(opts, k) == AUTO})
+
+
 def _fallbacks(opts: DetectorOptions) -> dict[str, Any]:
-    """The previous defaults, for a split without boxes (nothing to fit)."""
+    """The previous defaults, for a split without boxes (nothing to fit); the dfl head's frame for it."""
+    from trainer.tasks.detection.options import DFL_FRAME
+
     size = 64 if opts.image_size == AUTO else opts.image_size
-    return {"image_size": size, "use_p5": False, **PREVIOUS}
+    return {"image_size": size, "use_p5": False, **PREVIOUS, **(DFL_FRAME if opts.head == "dfl" else {})}
 
 
 def _anchor_choices(opts: DetectorOptions, size: int, anchors: AnchorSet, deepest: int) -> dict[str, Any]:
@@ -479,13 +493,20 @@ def describe(record: Mapping[str, Any], warnings: Sequence[str]) -> list[str]:
         )
         a = record["anchors"]
         before, after = 100 * record["coverage_before"], 100 * record["coverage_after"]
-        lines.append(
-            f"anchors P{a['min_level']}-P{a['max_level']}, size {a['anchor_size']:g} x stride, "
-            f"{a['num_scales']} scales, aspect ratios (h/w) {', '.join(f'{r:g}' for r in a['aspect_ratios'])}: "
-            f"coverage at IoU >= {MATCH_IOU} {before:.1f}% with the previous defaults -> {after:.1f}% "
-            f"({record['boxes']} boxes; the previous setup, {MIN_IMAGE_SIZE} px and those anchors: "
-            f"{100 * record['coverage_previous_setup']:.1f}%)"
-        )
+        if record.get("head") == "dfl":
+            lines.append(
+                f"locations P{a['min_level']}-P{a['max_level']} (one per cell; each reads its distances to a "
+                f"box's edges from its centre): {after:.1f}% of the {record['boxes']} boxes have a level whose "
+                f"{a['anchor_size']:g}-stride square meets them at IoU >= {MATCH_IOU}"
+            )
+        else:
+            lines.append(
+                f"anchors P{a['min_level']}-P{a['max_level']}, size {a['anchor_size']:g} x stride, "
+                f"{a['num_scales']} scales, aspect ratios (h/w) {', '.join(f'{r:g}' for r in a['aspect_ratios'])}: "
+                f"coverage at IoU >= {MATCH_IOU} {before:.1f}% with the previous defaults -> {after:.1f}% "
+                f"({record['boxes']} boxes; the previous setup, {MIN_IMAGE_SIZE} px and those anchors: "
+                f"{100 * record['coverage_previous_setup']:.1f}%)"
+            )
     if "schedule" in record:
         lines.append(f"schedule: {record['schedule']}, learning rate {record['learning_rate']:.3g} for the batch")
     if record.get("chosen"):
@@ -499,7 +520,11 @@ def summarize(record: Mapping[str, Any]) -> str:
     if "image_size" in record:
         parts.append(f"input {record['image_size']} px")
         before = record.get("coverage_previous_setup", record["coverage_before"])
-        parts.append(f"anchors cover {100 * record['coverage_after']:.1f}% (previous setup {100 * before:.1f}%)")
+        a = record["anchors"]
+        if record.get("head") == "dfl":
+            parts.append(f"the dfl head at P{a['min_level']}-P{a['max_level']}")
+        else:
+            parts.append(f"anchors cover {100 * record['coverage_after']:.1f}% (previous setup {100 * before:.1f}%)")
     parts.append(f"{record['steps']} steps")
     return "fitted: " + ", ".join(parts)
 

@@ -127,7 +127,7 @@ def _backbone(opts: DetectorOptions) -> tuple[Any, Any]:
 
 
 def _assemble(opts: DetectorOptions, backbone: Any, num_classes: int, pixels: Any) -> Any:
-    """The detector over ``backbone``: fresh heads, the options' anchors at the backbone's levels."""
+    """The detector over ``backbone``: the options' head, fresh, and its anchors at the backbone's levels."""
     import keras_hub
 
     from trainer import presets
@@ -140,14 +140,27 @@ def _assemble(opts: DetectorOptions, backbone: Any, num_classes: int, pixels: An
         aspect_ratios=list(opts.aspect_ratios),
         anchor_size=opts.anchor_size,
     )
+    # A preset's pixel scaling: fit applies it in the input pipeline, the export before the model.
+    preprocessor = presets.unit_rescaling(pixels)
+    if opts.head == "dfl":
+        from trainer.tasks.detection.edges import EdgeDetector
+
+        return EdgeDetector(
+            backbone=backbone,
+            num_classes=num_classes,
+            anchor_generator=anchors,
+            box_bins=opts.box_bins,
+            topk=opts.topk,
+            pre_logits_num_conv_layers=opts.head_convs,
+            preprocessor=preprocessor,
+        )
     return keras_hub.models.RetinaNetObjectDetector(
         backbone=backbone,
         num_classes=num_classes,
         bounding_box_format="yxyx",
         anchor_generator=anchors,
         pre_logits_num_conv_layers=opts.head_convs,
-        # The preset's pixel scaling: fit applies it in the input pipeline, the export before the model.
-        preprocessor=presets.unit_rescaling(pixels),
+        preprocessor=preprocessor,
     )
 
 
@@ -314,13 +327,17 @@ def training_boxes(info: DatasetInfo, split: str, size: int, limit: int = 5000) 
     return np.stack(rows) if rows else np.zeros((0, 4), "float32")
 
 
-def report_anchor_coverage(model: Any, info: DatasetInfo, opts: DetectorOptions) -> float:
+def report_anchor_coverage(model: Any, info: DatasetInfo, opts: DetectorOptions) -> Optional[float]:
     """Logs the share of training boxes with an anchor at IoU >= 0.5; warns and suggests a size when low.
 
     Too small or too large anchors are the usual reason a detector's mAP stays near 0: no anchor
-    is ever matched to the objects, so nothing learns to find them.
+    is ever matched to the objects, so nothing learns to find them. The dfl head matches no anchor
+    (its frames are only where it reads distances from): None.
     """
     import keras_hub
+
+    if opts.head == "dfl":
+        return None
 
     boxes = training_boxes(info, "train", opts.image_size)
     if not len(boxes):

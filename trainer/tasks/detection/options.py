@@ -18,6 +18,11 @@ from trainer.tasks.base import TaskError
 AUTO = "auto"
 Auto = Literal["auto"]
 BOX_LOSSES = ("l1", "huber", "giou", "l1+giou")
+HEADS = ("dfl", "anchors")
+# The options only one head reads: given to the other, a one-line error names what that head takes.
+HEAD_ONLY = {"dfl": ("box_bins", "topk"), "anchors": ("box_loss", "anchor_size", "num_scales", "aspect_ratios")}
+# The dfl head's frame: one square per location, of this many strides (only its centre and stride are read).
+DFL_FRAME = {"anchor_size": 4.0, "num_scales": 1, "aspect_ratios": (1.0,)}
 # Model presets: ``model_options: {preset: tpu-512}`` starts from one and overrides fields.
 PRESETS: dict[str, dict[str, Any]] = {
     # A small ResNet of basic blocks and one head convolution, which suits a CPU; the input size,
@@ -39,6 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_scales": 3,
         "aspect_ratios": [0.5, 1.0, 2.0],
         "head_convs": 4,
+        "head": "anchors",
     },
 }
 
@@ -64,6 +70,13 @@ class DetectorOptions(ConfigBase):
         anchor_size: anchor side at a level, in units of the level's stride; ``auto``: fitted.
         num_scales: anchor scales per level; ``auto``: fitted.
         aspect_ratios: anchor aspect ratios (height / width); ``auto``: fitted (box clustering).
+        head: ``dfl`` (the default): each location predicts its distances to the box's four edges as
+            distributions over ``box_bins`` strides, trained with a task-aligned assigner, CIoU and
+            distribution focal loss (YOLOv8's head recipe, ``edges.py``); ``anchors``: RetinaNet's
+            offsets from anchors matched by IoU (``box_loss``, ``anchor_size``, ``num_scales``,
+            ``aspect_ratios``), which the ``tpu-512`` preset keeps.
+        box_bins: the ``dfl`` head's bins per edge: distances up to ``box_bins - 1`` strides.
+        topk: the ``dfl`` head's positives per object: its locations with the best alignment.
         head_convs: convolutions in each prediction head before its output.
         warmup_steps: linear learning-rate warm-up, then cosine decay to 0; ``auto``: 3% of the steps.
         clipnorm: global gradient-norm clipping.
@@ -105,6 +118,9 @@ class DetectorOptions(ConfigBase):
     anchor_size: Union[float, Auto] = AUTO
     num_scales: Union[int, Auto] = AUTO
     aspect_ratios: Union[tuple[float, ...], Auto] = AUTO
+    head: str = "dfl"
+    box_bins: int = 16
+    topk: int = 3
     head_convs: int = 1
     warmup_steps: Union[int, Auto] = AUTO
     clipnorm: float = 10.0
@@ -134,6 +150,7 @@ class DetectorOptions(ConfigBase):
         unknown = sorted(set(merged) - set(names))
         if unknown:
             raise TaskError(f"model_options.{unknown[0]}: unknown detector option; known: {', '.join(sorted(names))}")
+        _check_head_options(merged.get("head", cls.head), chosen)
         try:
             return cls(**merged)
         except ConfigError as err:
@@ -173,6 +190,10 @@ class DetectorOptions(ConfigBase):
             raise TaskError(f"model_options.max_image_size: must be >= 32, got {self.max_image_size}")
         if self.max_detections < 1 or not 0 <= self.score_threshold < 1:
             raise TaskError("model_options: max_detections must be >= 1, score_threshold in [0, 1)")
+        if self.head not in HEADS:
+            raise TaskError(f"model_options.head: unknown {self.head!r}; choose one of {', '.join(HEADS)}")
+        if self.box_bins < 2 or self.topk < 1:
+            raise TaskError(f"model_options: box_bins must be >= 2 and topk >= 1, got {self.box_bins} and {self.topk}")
         if self.box_loss not in BOX_LOSSES:
             raise TaskError(f"model_options.box_loss: unknown {self.box_loss!r}; choose one of {', '.join(BOX_LOSSES)}")
         if self.max_boxes != AUTO and self.max_boxes < 1:
@@ -195,6 +216,30 @@ class DetectorOptions(ConfigBase):
                 f"model_options.image_size: {size} must be >= 32 and a multiple of 2**max_level "
                 f"({2**coarsest}) so every pyramid level has whole cells; e.g. "
                 f"{max(32, round(size / 2**coarsest) * 2**coarsest)}"
+            )
+
+
+def _check_head_options(head: str, chosen: Mapping[str, Any]) -> None:
+    """An option of the other head set to a value of its own is one line naming this head's options.
+
+    A value that changes nothing passes (``auto``, the default, the dfl head's frame): a fitted
+    run's options, handed back whole (a retraining), name them all.
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(DetectorOptions)}
+    harmless = {**defaults, **DFL_FRAME} if head == "dfl" else defaults
+    for other, names in HEAD_ONLY.items():
+        given = sorted(
+            k
+            for k in names
+            if k in chosen
+            and chosen[k]
+            not in (AUTO, harmless[k], list(harmless[k]) if isinstance(harmless[k], tuple) else harmless[k])
+        )
+        if other != head and head in HEADS and given:
+            own = ", ".join(HEAD_ONLY[head])
+            raise TaskError(
+                f"model_options.{given[0]}: the {head} head does not take it (it is the {other} head's); "
+                f"the {head} head's own options are {own}; set head: {other} to use it"
             )
 
 
