@@ -174,7 +174,7 @@ bench: setup ## Run the benchmarks (prints ratios against baselines)
 # The peer benchmark's own virtualenv (PyTorch and Ultralytics, about 6 GB): made here only.
 PEER_VENV := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.installed-stamp
-# make bench-peer knobs: LTP_PEER_SEEDS (1; 3 for reported figures), LTP_PEER_MINUTES (5; 2,5,10 for
+# make bench-peer knobs: LTP_PEER_SEEDS (1; 3 for reported figures), LTP_PEER_FIRST_SEED (0), LTP_PEER_MINUTES (5; 2,5,10 for
 # the curve), LTP_PEER_MODELS (yolov8n.yaml; add yolo11n.yaml) in the environment
 $(PEER_STAMP): tests/benchmarks/peer/requirements.txt
 	@test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)

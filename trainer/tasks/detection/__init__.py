@@ -1,8 +1,9 @@
-"""Object detection: RetinaNet (keras-hub) from COCO-style TFRecords, COCO mAP, TF-OD-API-style serving.
+"""Object detection: keras-hub's RetinaNet network from COCO-style TFRecords, COCO mAP, TF-OD-API-style serving.
 
 The parts: ``options.py`` (presets and the detector's settings), ``fit.py`` (the options left on
 ``auto`` fitted to the training boxes), ``input.py`` (letterboxing and
-box targets), ``model.py`` (the RetinaNet and its anchor check), ``export.py`` (the serving
+box targets), ``model.py`` (the detector and its anchor check), ``edges.py`` (the default head:
+YOLOv8's edge distributions, task-aligned assignment, CIoU and DFL), ``export.py`` (the serving
 signatures), ``evaluation.py`` (COCO metrics with pycocotools) and ``prediction.py`` (batch
 prediction's records, COCO results and metrics).
 """
@@ -54,7 +55,7 @@ def _fmt(value: Any) -> str:
 
 @register
 class Detection(Task):
-    """Boxes and classes per image; RetinaNet; COCO mAP."""
+    """Boxes and classes per image; RetinaNet's network with the dfl head (or its own anchors); COCO mAP."""
 
     name: ClassVar[str] = "detection"
     options_type: ClassVar[type[DetectorOptions]] = DetectorOptions

@@ -1,11 +1,12 @@
-"""Detection's model: keras-hub's RetinaNet over a ResNet, and a check of its anchors against the data.
+"""Detection's model: keras-hub's RetinaNet network over a ResNet, and a check of its anchors against the data.
 
-``keras_hub.models.RetinaNetObjectDetector`` over a ``RetinaNetBackbone`` whose ResNet depth and
-width are options, randomly initialised, loaded from a weights file, or taken from a keras-hub
-preset (``trainer.presets``: a hub handle, or a local or gs:// preset directory). Every encoder
-takes any input size. keras-hub 0.32.0 puts the focal-loss prior bias on the box head and leaves
-the class head at p = 0.5; fresh heads are corrected (class bias -log(99), box bias 0): it
-roughly doubled AP at equal training time here.
+A ``RetinaNetBackbone`` (ResNet + FPN) whose ResNet depth and width are options, randomly
+initialised, loaded from a weights file, or taken from a keras-hub preset (``trainer.presets``: a
+hub handle, or a local or gs:// preset directory); every encoder takes any input size. Over it,
+the options' head: ``dfl`` (``edges.EdgeDetector``: YOLOv8's edge distributions and training) or
+``anchors`` (``keras_hub.models.RetinaNetObjectDetector``'s anchor offsets). keras-hub 0.32.0
+puts the focal-loss prior bias on the box head and leaves the class head at p = 0.5; fresh heads
+are corrected (class bias -log(99), box bias 0): it roughly doubled AP at equal training time here.
 """
 
 from __future__ import annotations

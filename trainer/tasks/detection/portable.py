@@ -21,7 +21,7 @@ MATCH_SCORE = 0.3
 
 
 class DetectionPortable(Portable):
-    """The body is RetinaNet's heads (``bbox_regression``, ``cls_logits``) over letterboxed images."""
+    """The body is the detector's heads (``bbox_regression``, ``cls_logits``) over letterboxed images."""
 
     headline: ClassVar[str] = "ap50"
     agreement_name: ClassVar[str] = "matched-box IoU"
@@ -34,6 +34,8 @@ class DetectionPortable(Portable):
         """A local ``model.keras`` (keras-hub's classes registered first)."""
         import keras
         import keras_hub  # noqa: F401  (registers RetinaNet's classes for deserialization)
+
+        from trainer.tasks.detection import edges  # noqa: F401  (registers the dfl head's class)
 
         return keras.saving.load_model(keras_file, compile=False)
 
