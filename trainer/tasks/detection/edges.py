@@ -145,9 +145,14 @@ class EdgeDetector(RetinaNetObjectDetector):
         dtype: Any = None,
         **kwargs: Any,
     ):
-        for name in ("bounding_box_format", "label_encoder", "use_prediction_head_norm", "activation"):
+        for name in (
+            "bounding_box_format",
+            "label_encoder",
+            "prediction_decoder",
+            "use_prediction_head_norm",
+            "activation",
+        ):
             kwargs.pop(name, None)  # RetinaNet's config keys, fixed here
-        kwargs.pop("prediction_decoder", None)
         head_dtype = dtype or backbone.dtype_policy
         heads = {
             name: PredictionHead(
@@ -189,7 +194,6 @@ class EdgeDetector(RetinaNetObjectDetector):
 
     def compile(self, *args: Any, box_loss: Any = None, **kwargs: Any) -> None:
         """keras-hub's compile; the box loss is this head's own (``compute_loss``)."""
-        self._gains = dict(GAINS)
         self.box_loss_tracker = keras.metrics.Mean(name="bbox_regression_loss")
         self.class_loss_tracker = keras.metrics.Mean(name="cls_logits_loss")
         ObjectDetector.compile(self, *args, **kwargs)
@@ -216,5 +220,4 @@ class EdgeDetector(RetinaNetObjectDetector):
         edge_loss = ops.sum(dfl * weight) / total
         self.box_loss_tracker.update_state(box_loss)
         self.class_loss_tracker.update_state(class_loss)
-        gains = GAINS
-        return gains["box"] * box_loss + gains["cls"] * class_loss + gains["dfl"] * edge_loss
+        return GAINS["box"] * box_loss + GAINS["cls"] * class_loss + GAINS["dfl"] * edge_loss

@@ -219,6 +219,11 @@ class DetectorOptions(ConfigBase):
             )
 
 
+def _plain(value: Any) -> Any:
+    """A list as the tuple a field holds (``aspect_ratios: [1.0]`` is the frame's ``(1.0,)``)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _check_head_options(head: str, chosen: Mapping[str, Any]) -> None:
     """An option of the other head set to a value of its own is one line naming this head's options.
 
@@ -228,13 +233,7 @@ def _check_head_options(head: str, chosen: Mapping[str, Any]) -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(DetectorOptions)}
     harmless = {**defaults, **DFL_FRAME} if head == "dfl" else defaults
     for other, names in HEAD_ONLY.items():
-        given = sorted(
-            k
-            for k in names
-            if k in chosen
-            and chosen[k]
-            not in (AUTO, harmless[k], list(harmless[k]) if isinstance(harmless[k], tuple) else harmless[k])
-        )
+        given = sorted(k for k in names if k in chosen and _plain(chosen[k]) not in (AUTO, harmless[k]))
         if other != head and head in HEADS and given:
             own = ", ".join(HEAD_ONLY[head])
             raise TaskError(
