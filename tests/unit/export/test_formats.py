@@ -123,3 +123,19 @@ def test_bodies_are_timed_in_turns_and_a_runtime_failing_then_is_reported_not_ra
     assert isinstance(speeds["broken"], RuntimeError)
     assert calls[:3] == [("fine", 1), ("broken", 1), ("fine", 1)]  # in turns; a failed one is not called again
     assert len(calls) == 1 + 3 * 2  # warm-up round and two timed rounds at each batch size, and one failure
+
+
+def test_an_openvino_child_that_dies_by_a_signal_is_a_plugin_crash_naming_it_and_the_fix():
+    """OpenVINO converts, compiles and first runs a model in a child process: its crash (a SIGFPE
+    in compile_model on some virtual machines) refuses the format instead of killing the caller."""
+    import signal
+    import sys
+
+    from trainer.export import openvino
+
+    crash = f"import os, signal; os.kill(os.getpid(), signal.{signal.SIGFPE.name})"
+    with pytest.raises(openvino.PluginCrash, match=r"crashed \(SIGFPE\) compiling model.xml .* serve another format"):
+        openvino.in_child([sys.executable, "-c", crash], "compiling model.xml")
+    with pytest.raises(openvino.PluginCrash, match=r"OpenVINO failed converting model.onnx: ValueError: bad graph"):
+        openvino.in_child([sys.executable, "-c", "raise ValueError('bad graph')"], "converting model.onnx")
+    openvino.in_child([sys.executable, "-c", "pass"], "compiling model.xml")  # a healthy child: no error
