@@ -13,7 +13,8 @@
    three seeds: test AP@0.5 and AP@[.5:.95] and the training time of each.
 
 The sides alternate over rounds and the medians are printed: this machine is noisy.
-Knobs: ``LTP_BENCH_ROUNDS`` (3), ``LTP_BENCH_SEEDS`` (3, at least 1).
+Knobs: ``LTP_BENCH_ROUNDS`` (3), ``LTP_BENCH_SEEDS`` (3, at least 1), ``LTP_BENCH_PRECISION`` (the
+plain-fit comparison with ours at one precision, e.g. ``float32``: the step alone).
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ def test_training_against_the_straightforward_keras_hub_way(shapes_dataset, tmp_
     task = _recipe_task(shapes_dataset)
     opts = task.options
     rule = choose_precision("auto", "cpu")
-    candidates = precision_candidates("auto", rule, "cpu")
+    # LTP_BENCH_PRECISION=float32: ours at the plain side's precision (the step alone compared)
+    forced = os.environ.get("LTP_BENCH_PRECISION")
+    candidates = (forced,) if forced else precision_candidates("auto", rule, "cpu")
     rates: dict[str, list[float]] = {name: [] for name in (*candidates, "plain")}
     for r in range(ROUNDS):
         order = list(rates) if r % 2 == 0 else list(reversed(rates))

@@ -38,6 +38,7 @@ TARGET_AP50 = 0.8
 PREVIOUS = {
     "epochs": 8,
     "model_options": {
+        "head": "anchors",  # RetinaNet's, the only head then
         "image_size": 64,
         "min_level": 3,
         "max_level": 4,
