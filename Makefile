@@ -165,7 +165,7 @@ unschedule: $(STAMP) ## Delete the retrain pipeline's recurring run: KFP_HOST=..
 TEST_WORKERS ?= 2
 
 test: setup browser ## Run the test suite (what CI runs) on TEST_WORKERS workers and print its slowest tests
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart=0 --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart=0 --timeout=900 --timeout-method=signal --durations=25
 
 test-fast: setup ## Run the tests that do not train, convert or start servers
 	$(PY) -m pytest -q -m 'not slow and not integration and not benchmark'

@@ -125,21 +125,23 @@ def train(
 def _fit_epochs(run: Run, fit: Fit) -> tuple[Run, int]:
     """Fits the epochs not done yet, one ``model.fit`` each, saving a checkpoint and the history after each.
 
-    A budget's plan is laid out again once its first intervals have run (``budgeting.replan``).
+    A budget's plan is laid out again after each interval from its intervals as they ran
+    (``budgeting.replan``).
 
     Returns:
         The run (with its plan as trained) and the optimizer's step at the end.
     """
     step = fit.resumed_from
-    epoch, done, started = step // run.settings.steps_per_epoch, 0, time.perf_counter()
+    epoch, intervals = step // run.settings.steps_per_epoch, []
     while epoch < run.settings.epochs:
         remaining = (epoch + 1) * run.settings.steps_per_epoch - step
         if remaining > 0:
+            started = time.perf_counter()
             step = _fit_one_epoch(run, fit, epoch, remaining)
             if fit.model.stop_training:  # the budget's guard or early stopping
                 break
-            done += 1
-            run = replan(run, fit, done, time.perf_counter() - started)
+            intervals.append(time.perf_counter() - started)
+            run = replan(run, fit, intervals)
         epoch += 1
     return run, step
 

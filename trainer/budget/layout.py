@@ -31,7 +31,8 @@ EVALUATION_SHARE = 0.15
 # schedule cut short by the guard ends before its learning rate has decayed.
 MARGIN = 0.04
 STEP_MARGIN = 1.15
-# Intervals measured before the plan is laid out again (the first traces, fills caches), and the
+# Intervals measured before the plan is laid out again, after each interval from then on, from the
+# mean of the last this many (the first traces, fills caches; the machine's speed moves), and the
 # margin on the measured interval then (smaller than STEP_MARGIN: the training's own intervals).
 REPLAN_AFTER = 2
 REPLAN_MARGIN = 1.05
@@ -275,16 +276,16 @@ def replanned(plan: BudgetPlan, *, done: int, interval_s: float, left_s: float) 
     The plan is laid out from a few steps timed during the calibration, counted 15% slower
     (``STEP_MARGIN``); the training's own steps run with its callbacks and evaluations around them,
     and on a busy or a quiet machine they can land either side of that: a sixth of a budget left
-    unused, or the guard stopping the schedule before its learning rate has decayed. Once ``done``
-    intervals have run, their mean ``interval_s`` (steps and evaluation, as they ran) says how
-    many fit in ``left_s`` (the budget's seconds left, less the margin and the export): at least
+    unused, or the guard stopping the schedule before its learning rate has decayed. After each of
+    the ``done`` intervals run, the mean ``interval_s`` of the last ones (steps and evaluation, as
+    they ran) says how many fit in ``left_s`` (the budget's seconds left, less the margin and the export): at least
     one more, never past a cap's own schedule; the schedule's length follows
     (``schedules.set_total_steps``).
 
     Args:
         plan: the plan being trained.
         done: the intervals finished.
-        interval_s: their mean seconds.
+        interval_s: the mean seconds of the last ones (``REPLAN_AFTER``).
         left_s: the budget's seconds left now.
     """
     if done >= plan.evaluations:

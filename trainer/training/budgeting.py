@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from trainer.budget import layout, limits
@@ -209,28 +210,31 @@ def _evaluation(fit: Fit) -> Optional[Any]:
     return evaluate
 
 
-def replan(run: Run, fit: Fit, done: int, seconds: float) -> Run:
-    """The run with its plan laid out again once this process's first intervals have run
+def replan(run: Run, fit: Fit, intervals: Sequence[float]) -> Run:
+    """The run with its plan laid out again from this process's intervals as they ran
     (``layout.replanned``): the budget filled where the steps ran faster than calibrated, the
     schedule ended in time where they ran slower.
 
     Only a budgeted training in one process, without a rung's stop (a search's rungs share one
-    plan), from its start (a resumed one keeps the plan it resumed), after
-    ``layout.REPLAN_AFTER`` intervals (``done``, in ``seconds``).
+    plan), from its start (a resumed one keeps the plan it resumed), after each interval once
+    ``layout.REPLAN_AFTER`` have run, from the mean of the last ``REPLAN_AFTER`` (``intervals``:
+    the seconds of each, in order): the machine's speed can change during a run, and a plan laid
+    out once from its first intervals left up to a third of a budget unused when it sped up.
     """
     from trainer.budget import schedules
 
     plan = run.plan
     alone = run.role is None and run.stop is None and not fit.resumed_from
-    if plan is None or not alone or done != layout.REPLAN_AFTER:
+    if plan is None or not alone or len(intervals) < layout.REPLAN_AFTER:
         return run
-    again = layout.replanned(plan, done=done, interval_s=seconds / done, left_s=run.deadline.left_s())
+    recent = statistics.mean(intervals[-layout.REPLAN_AFTER :])
+    again = layout.replanned(plan, done=len(intervals), interval_s=recent, left_s=run.deadline.left_s())
     if again is plan:
         return run
     schedules.set_total_steps(fit.optimizer, again.steps)
     if fit.progress is not None:
         fit.progress.set_total(again.steps)
-    log.info("the intervals ran at %.1fs each: %s", seconds / done, again.line())
+    log.info("the last intervals ran at %.1fs each: %s", recent, again.line())
     run = _with_plan(run, again)
     write_state(run, fit.history, fit)
     return run

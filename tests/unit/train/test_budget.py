@@ -621,6 +621,9 @@ def test_a_plan_is_laid_out_again_from_its_own_intervals_either_way_never_past_a
     within = budget_layout.replanned(capped, done=2, interval_s=per_interval, left_s=left)
     assert capped.own_steps == planned.steps + 8 and within.steps <= planned.steps + 8
     assert plan(Budget(seconds=300.0), step_s=0.3, **numbers).own_steps is None
+    # Laid out again after the next interval too: the machine sped up, the intervals come back.
+    faster = budget_layout.replanned(shorter, done=3, interval_s=per_interval, left_s=300.0 - 30.0 - 3 * slow)
+    assert faster.evaluations > shorter.evaluations and faster.replanned_from == planned.steps
     # A schedule whose intervals are all done is not laid out again.
     assert budget_layout.replanned(planned, done=planned.evaluations, interval_s=1.0, left_s=250.0) is planned
 
