@@ -134,7 +134,8 @@ def _fit_epochs(run: Run, fit: Fit) -> tuple[Run, int]:
     step = fit.resumed_from
     epoch, intervals = step // run.settings.steps_per_epoch, []
     while epoch < run.settings.epochs:
-        remaining = (epoch + 1) * run.settings.steps_per_epoch - step
+        last = epoch == run.settings.epochs - 1  # a budget's last interval takes what its plan has left
+        remaining = (run.total_steps if last else (epoch + 1) * run.settings.steps_per_epoch) - step
         if remaining > 0:
             started = time.perf_counter()
             step = _fit_one_epoch(run, fit, epoch, remaining)

@@ -268,39 +268,55 @@ def plan(
     )
 
 
-def replanned(plan: BudgetPlan, *, done: int, interval_s: float, left_s: float) -> BudgetPlan:
+def replanned(
+    plan: BudgetPlan, *, done: int, interval_s: float, left_s: float, steps_per_execution: int = 1
+) -> BudgetPlan:
     """The plan laid out again from the training's own intervals: more intervals of the same
     length where they ran faster than the calibration's steps with their margin predicted, fewer
-    where they ran slower.
+    where they ran slower, and the last one as long as what is left holds.
 
     The plan is laid out from a few steps timed during the calibration, counted 15% slower
     (``STEP_MARGIN``); the training's own steps run with its callbacks and evaluations around them,
     and on a busy or a quiet machine they can land either side of that: a sixth of a budget left
     unused, or the guard stopping the schedule before its learning rate has decayed. After each of
     the ``done`` intervals run, the mean ``interval_s`` of the last ones (steps and evaluation, as
-    they ran) says how many fit in ``left_s`` (the budget's seconds left, less the margin and the export): at least
-    one more, never past a cap's own schedule; the schedule's length follows
-    (``schedules.set_total_steps``).
+    they ran) says how many fit in ``left_s`` (the budget's seconds left, less the margin and the
+    export): at least one more, never past a cap's own schedule. The last interval takes the
+    steps the rest of that time holds at the intervals' own step time (from one execution to just
+    under two intervals): whole intervals alone left up to one unused at the end, a sixth of a
+    two-minute budget. The schedule's length follows (``schedules.set_total_steps``); the
+    training's last epoch runs to ``steps``.
 
     Args:
         plan: the plan being trained.
         done: the intervals finished.
         interval_s: the mean seconds of the last ones (``REPLAN_AFTER``).
         left_s: the budget's seconds left now.
+        steps_per_execution: the last interval is a multiple of it.
     """
     if done >= plan.evaluations:
         return plan
+    per_eval, execution = plan.steps_per_evaluation, steps_per_execution
     usable = left_s - plan.budget_s * MARGIN - plan.export_s
-    evaluations = done + max(int(usable // (interval_s * REPLAN_MARGIN)), 1)
+    whole = max(int(usable // (interval_s * REPLAN_MARGIN)), 1)
+    step_s = max(interval_s - plan.eval_s, 0.0) / per_eval or plan.step_s  # as the intervals ran
+    left_for_last = usable - (whole - 1) * interval_s * REPLAN_MARGIN - plan.eval_s
+    last = int(left_for_last // (step_s * REPLAN_MARGIN)) // execution * execution
+    last = min(max(last, execution), 2 * per_eval - execution)
+    steps = (done + whole - 1) * per_eval + last
     if plan.own_steps is not None:
-        evaluations = min(evaluations, max(plan.own_steps // plan.steps_per_evaluation, done + 1))
-    if evaluations == plan.evaluations:
+        steps = min(steps, max(plan.own_steps // execution * execution, done * per_eval + execution))
+    # The last epoch holds what is over whole intervals (under two intervals; one alone may be shorter).
+    evaluations = done + max((steps - done * per_eval) // per_eval, 1)
+    if steps == plan.steps and evaluations == plan.evaluations:
         return plan
-    predicted = plan.budget_s - left_s + (evaluations - done) * interval_s + plan.export_s
+    final = steps - (evaluations - 1) * per_eval
+    later = (evaluations - done - 1) * interval_s + final * step_s + plan.eval_s
+    predicted = plan.budget_s - left_s + later + plan.export_s
     cost = None if plan.price_per_hour is None else round(plan.price_per_hour * predicted / 3600, 6)
     return dataclasses.replace(
         plan,
-        steps=evaluations * plan.steps_per_evaluation,
+        steps=steps,
         evaluations=evaluations,
         predicted_s=round(predicted, 3),
         predicted_cost=cost,

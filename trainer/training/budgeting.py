@@ -228,7 +228,13 @@ def replan(run: Run, fit: Fit, intervals: Sequence[float]) -> Run:
     if plan is None or not alone or len(intervals) < layout.REPLAN_AFTER:
         return run
     recent = statistics.mean(intervals[-layout.REPLAN_AFTER :])
-    again = layout.replanned(plan, done=len(intervals), interval_s=recent, left_s=run.deadline.left_s())
+    again = layout.replanned(
+        plan,
+        done=len(intervals),
+        interval_s=recent,
+        left_s=run.deadline.left_s(),
+        steps_per_execution=run.settings.steps_per_execution,
+    )
     if again is plan:
         return run
     schedules.set_total_steps(fit.optimizer, again.steps)

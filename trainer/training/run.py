@@ -115,8 +115,8 @@ class Run:
 
     @property
     def total_steps(self) -> int:
-        """The optimizer steps of the whole training."""
-        return self.settings.epochs * self.settings.steps_per_epoch
+        """The optimizer steps of the whole training (a budget's plan: its last interval may be longer or shorter)."""
+        return self.plan.steps if self.plan is not None else self.settings.epochs * self.settings.steps_per_epoch
 
 
 @dataclasses.dataclass(frozen=True)

@@ -603,29 +603,45 @@ def test_a_plan_is_laid_out_again_from_its_own_intervals_either_way_never_past_a
     numbers = dict(elapsed_s=30.0, calibration_s=10.0, eval_s=2.0, export_s=4.0, steps_per_execution=4)
     planned = plan(Budget(seconds=300.0), step_s=0.3, **numbers)
     per_interval = planned.steps_per_evaluation * 0.3 + 2.0  # as calibrated, without the step margin
+
+    def again(done, interval_s, left_s, of=planned):
+        return budget_layout.replanned(of, done=done, interval_s=interval_s, left_s=left_s, steps_per_execution=4)
+
+    def last_interval(p):
+        return p.steps - (p.evaluations - 1) * p.steps_per_evaluation
+
     # Two intervals ran at the calibrated speed: the 15% margin it planned with is given back.
     left = 300.0 - 30.0 - 2 * per_interval
-    longer = budget_layout.replanned(planned, done=2, interval_s=per_interval, left_s=left)
-    assert longer.evaluations > planned.evaluations and longer.replanned_from == planned.steps
-    assert longer.steps == longer.evaluations * planned.steps_per_evaluation
+    longer = again(2, per_interval, left)
+    assert longer.steps > planned.steps and longer.replanned_from == planned.steps
+    assert (
+        longer.steps % 4 == 0
+        and longer.steps_per_evaluation <= last_interval(longer) < 2 * planned.steps_per_evaluation
+    )
     assert longer.predicted_s <= 300.0 * (1 - budget_layout.MARGIN) + 1e-6
+    # The time it lays out is what is left, to within one execution and the replan's margin: no
+    # part of an interval left unused at the end.
+    unused = 300.0 * (1 - budget_layout.MARGIN) - longer.predicted_s
+    assert unused <= (budget_layout.REPLAN_MARGIN - 1) * left + 4 * 0.3 * budget_layout.REPLAN_MARGIN
     assert "laid out again from" in longer.line()
-    # A third slower than calibrated: fewer intervals, so the schedule ends (and decays) in time.
+    # A third slower than calibrated: fewer steps, so the schedule ends (and decays) in time.
     slow = 1.33 * per_interval
-    shorter = budget_layout.replanned(planned, done=2, interval_s=slow, left_s=300.0 - 30.0 - 2 * slow)
-    assert 2 < shorter.evaluations < planned.evaluations and shorter.predicted_s <= 300.0
-    # Out of time: one more interval at least (the guard stops it), the plan's own length when it fits.
-    assert budget_layout.replanned(planned, done=2, interval_s=per_interval, left_s=0.0).evaluations == 3
+    shorter = again(2, slow, 300.0 - 30.0 - 2 * slow)
+    assert 2 < shorter.evaluations < planned.evaluations and shorter.steps < planned.steps
+    assert shorter.predicted_s <= 300.0
+    # Out of time: one short interval more (the guard stops it if it must).
+    out = again(2, per_interval, 0.0)
+    assert out.evaluations == 3 and last_interval(out) == 4
     # A cap's own schedule bounds it.
     capped = plan(Budget(seconds=300.0, cap=True), step_s=0.3, own_steps=planned.steps + 8, **numbers)
-    within = budget_layout.replanned(capped, done=2, interval_s=per_interval, left_s=left)
+    within = again(2, per_interval, left, of=capped)
     assert capped.own_steps == planned.steps + 8 and within.steps <= planned.steps + 8
     assert plan(Budget(seconds=300.0), step_s=0.3, **numbers).own_steps is None
-    # Laid out again after the next interval too: the machine sped up, the intervals come back.
-    faster = budget_layout.replanned(shorter, done=3, interval_s=per_interval, left_s=300.0 - 30.0 - 3 * slow)
-    assert faster.evaluations > shorter.evaluations and faster.replanned_from == planned.steps
+    # Laid out again after the next interval too: the machine sped up, the steps come back.
+    faster = again(3, per_interval, 300.0 - 30.0 - 3 * slow, of=shorter)
+    assert faster.steps > shorter.steps and faster.replanned_from == planned.steps
     # A schedule whose intervals are all done is not laid out again.
-    assert budget_layout.replanned(planned, done=planned.evaluations, interval_s=1.0, left_s=250.0) is planned
+    assert again(planned.evaluations, 1.0, 250.0) is planned
 
 
 def test_a_budget_or_a_notebook_timeout_cannot_outlast_the_pipeline_s_deadline():
