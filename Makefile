@@ -160,7 +160,7 @@ unschedule: $(STAMP) ## Delete the retrain pipeline's recurring run: KFP_HOST=..
 	@$(PY) -m pipelines.tools.schedule --remove --host '$(KFP_HOST)' $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)')
 
 # make test's workers (pytest-xdist): one test module each at a time, the slowest first (tests/conftest.py).
-# A worker that dies ends the run at once, naming the test it died in (xdist 3.8 can wait forever
+# A worker that dies ends the run (no replacement), naming the test it died in (xdist 3.8 can wait forever
 # after replacing a dead worker under --dist loadfile); a hung test fails after pytest-timeout's limit.
 TEST_WORKERS ?= 2
 

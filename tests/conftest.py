@@ -7,8 +7,11 @@ that read it, so no worker waits for it. A module that takes over about 15 s (``
 the slowest tests) belongs in ``SLOWEST_FIRST``.
 """
 
+import logging
 import os
 import tempfile
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
@@ -53,3 +56,20 @@ def pytest_collection_modifyitems(config, items):
     """Runs the modules of ``SLOWEST_FIRST`` first, in its order; the rest keep theirs."""
     rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_as_it_was():
+    """Root logging's handlers and level put back after each test.
+
+    A command's ``main()`` run in-process calls ``logging.basicConfig``, which binds a handler to
+    the test's captured stderr; pytest closes that stream after the test, and every later test in
+    the same worker that logs then printed ``--- Logging error ---`` into its own stderr.
+    """
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):  # pytest's own capturing handlers come and go with each phase
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
