@@ -146,7 +146,7 @@ def _main(argv: Sequence[str]) -> None:
         import openvino as ov
 
         source, path = paths
-        ov.save_model(ov.convert_model(source), path)
+        ov.save_model(ov.convert_model(source), path, compress_to_fp16=False)  # float32 weights: the float IR
         _run_once(path)
     elif command == "check":
         _run_once(paths[0])
