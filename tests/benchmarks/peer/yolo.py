@@ -85,7 +85,8 @@ def train(args: argparse.Namespace, data_yaml: Path, work: Path) -> tuple[object
     model = YOLO(args.model)
     started = time.perf_counter()
     model.train(
-        data=str(data_yaml), time=args.minutes / 60, epochs=1000, imgsz=args.imgsz, batch=args.batch,
+        data=str(data_yaml), time=args.minutes / 60, epochs=args.epochs, optimizer=args.optimizer,
+        imgsz=args.imgsz, batch=args.batch,
         device="cpu", workers=0, pretrained=False, amp=False, plots=False, cache=args.cache,
         project=str(work), name="train", exist_ok=True, seed=args.seed, verbose=False,
     )  # fmt: skip
@@ -94,7 +95,8 @@ def train(args: argparse.Namespace, data_yaml: Path, work: Path) -> tuple[object
     images = sum(1 for _ in (data_yaml.parent / "images" / "train").iterdir())
     epochs = int(trainer.epoch) + 1
     spent = {"epochs": epochs, "wall_seconds": round(seconds, 1), "train_images": images,
-             "images_per_second": round(epochs * images / max(seconds, 1e-9), 1)}  # fmt: skip
+             "images_per_second": round(epochs * images / max(seconds, 1e-9), 1),
+             "optimizer": trainer.args.optimizer}  # fmt: skip
     best = Path(trainer.best)
     return YOLO(str(best if best.exists() else trainer.last)), spent
 
@@ -134,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--imgsz", type=int, default=128)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--cache", default="ram")
+    # Ultralytics' defaults, as a user who passes only time= gets them: time= replaces the epochs
+    # after the first; 'auto' picks AdamW for this set's length (MuSGD, whose Newton-Schulz steps run
+    # in bfloat16, past 10,000 nominal iterations: 30x slower steps on a CPU without bf16 units).
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--optimizer", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     _setup_offline(args.out / "config")
@@ -144,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     found = detections(model, args.test, args.imgsz)
     spent["predict_seconds"] = round(time.perf_counter() - started, 1)
     (args.out / "detections.json").write_text(json.dumps(found))
-    settings = {k: getattr(args, k) for k in ("model", "threads", "imgsz", "batch", "cache", "minutes")}
+    settings = {k: getattr(args, k) for k in ("model", "threads", "imgsz", "batch", "cache", "minutes", "optimizer")}
     (args.out / "spent.json").write_text(json.dumps({**spent, "settings": settings}))
     print(json.dumps(spent))
     return 0
