@@ -3,9 +3,10 @@
 The preset a TPU user runs (ResNet-50 bottleneck stacks, P3-P7, 9 anchors per location, 512 px)
 is built from ``model_options: {preset: tpu-512}``, trained at batch 2 on a handful of built-in
 ``shapes`` images (letterboxed to 512 px), exported, served by the local Python server, and a few
-images are scored through the served signature. Shared by the slow test (fewest steps) and the
-benchmark (``python -m tests.tpu_preset --epochs 2 --steps 2``), each in a fresh process so that
-its peak memory is its own.
+images are scored through the served signature: the benchmark (``python -m tests.tpu_preset
+--epochs 2 --steps 2``), in a fresh process so that its peak memory is its own. The suite's test
+builds and compiles it only (``--build-only``): training, exporting and serving a ResNet-50 at
+512 px took 105-133 s of a 2-core CPU, the suite's largest single test.
 
 ``--without-tensorflow-text`` runs it as on the ``tpu-vm`` image, the one a TPU VM user trains
 this preset with: that image installs keras-hub with ``--no-deps`` (its tensorflow-text would bring
@@ -95,6 +96,42 @@ def exercise(root: Path, epochs: int = 1, steps_per_epoch: int = 2, served: int 
     )
 
 
+def built(root: Path) -> dict[str, Any]:
+    """Builds and compiles the ``tpu-512`` detector as ``train()`` does before its first step (the
+    preset resolved, fitted to a handful of ``shapes`` images), without training or exporting it.
+
+    Returns:
+        The model's input shape, its parameter count and its resolved options.
+    """
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
+    from trainer import distribute
+    from trainer.config import TrainConfig
+    from trainer.training.checks import prepare
+    from trainer.training.run import Run
+    from trainer.training.setup import build, fit_to_data, resolve_settings
+
+    coco = shapes.generate(root / "coco", count=IMAGES, seed=3)
+    dataset, model_dir = str(root / "dataset"), str(root / "model")
+    convert(ConvertConfig(source=str(coco), workers=1), dataset, log=lambda m: None)
+    config = TrainConfig(
+        model="retinanet", epochs=1, steps_per_epoch=1, batch_size_per_replica=BATCH, validation_split=None,
+        model_options={"preset": "tpu-512"},
+    )  # fmt: skip
+    prepared = prepare(dataset, model_dir, config, None)
+    strategy = distribute.get_strategy(config.accelerator)
+    run = fit_to_data(
+        Run(dataset, model_dir, config, prepared, resolve_settings(config, prepared.info, strategy), strategy)
+    )
+    model = build(run)[0]
+    return {
+        "image_shape": list(run.prepared.task.input_shape(run.prepared.info)),
+        "parameters": int(model.count_params()),
+        "options": run.prepared.task.options.to_dict(),
+    }
+
+
 def _serve_and_score(dataset_dir: str, saved_model: str, count: int) -> list[int]:
     """Scores ``count`` training images over REST; checks each answer against the task's schema."""
     from components.serving.checks import http_json
@@ -133,15 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--served", type=int, default=2, help="images scored through the served signature")
     parser.add_argument("--root", help="folder for the data and the model (kept); default: a temporary one")
     parser.add_argument("--without-tensorflow-text", action="store_true", help="as on the tpu-vm image")
+    parser.add_argument("--build-only", action="store_true", help="build and compile the model; no training, no export")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if args.without_tensorflow_text:
         sys.meta_path.insert(0, _NoTensorflowText())
     with contextlib.ExitStack() as stack:
         root = args.root or stack.enter_context(tempfile.TemporaryDirectory(prefix="ltp-tpu512-"))
-        run = exercise(Path(root), args.epochs, args.steps, args.served)
+        if args.build_only:
+            result = built(Path(root))
+        else:
+            result = dataclasses.asdict(exercise(Path(root), args.epochs, args.steps, args.served))
     loaded = {name: name in sys.modules for name in ("keras_hub", "tensorflow_text")}
-    print(json.dumps({**dataclasses.asdict(run), "loaded": loaded}), file=sys.stdout, flush=True)
+    print(json.dumps({**result, "loaded": loaded}), file=sys.stdout, flush=True)
     return 0
 
 

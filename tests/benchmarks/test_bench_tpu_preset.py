@@ -2,9 +2,12 @@
 
 The preset a TPU user runs (ResNet-50, P3-P7, 512 px) is built, trained for ``EPOCHS`` epochs of
 ``STEPS`` steps at batch 2, exported, served by the local Python server and a few images are
-scored through the served signature (``tests.tpu_preset``), in a fresh process so that the peak
-memory printed is the workload's own. The first epoch includes building the graph (the first
-step); the steady step time is the median of the later epochs per step. Printed, not asserted.
+scored through the served signature (``tests.tpu_preset``), in a fresh process where importing
+tensorflow-text fails as on the ``tpu-vm`` image, so that the peak memory printed is the
+workload's own. The first epoch includes building the graph (the first step); the steady step
+time is the median of the later epochs per step. Printed; asserted only what must hold on any CPU
+(the shapes, the steps, the served answers, tensorflow-text not loaded): the suite only builds the
+preset (``tests/components/test_tpu_preset.py``).
 """
 
 import json
@@ -27,13 +30,16 @@ SERVED = 2
 def test_bench_tpu_512_preset():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     argv = [sys.executable, "-m", "tests.tpu_preset", "--epochs", str(EPOCHS), "--steps", str(STEPS)]
+    argv += ["--without-tensorflow-text"]  # as on the tpu-vm image, the one a TPU VM user trains it with
     # About 10 minutes on a loaded 2-core host (33 s a step there); the limit only stops a hang.
     proc = subprocess.run(
         [*argv, "--served", str(SERVED)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert run["image_shape"] == [512, 512, 3] and run["served_images"] == SERVED
+    assert run["image_shape"] == [512, 512, 3] and run["steps"] == EPOCHS * STEPS
+    assert run["served_images"] == SERVED and all(0 <= n <= 100 for n in run["detections"])
+    assert run["loaded"] == {"keras_hub": True, "tensorflow_text": False}
     first, later = run["epoch_seconds"][0], run["epoch_seconds"][1:]
     step = statistics.median(later) / STEPS
     fit = sum(run["epoch_seconds"])
