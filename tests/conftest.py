@@ -23,7 +23,6 @@ os.environ.setdefault("LTP_PRECISION_CACHE", os.path.join(tempfile.mkdtemp(prefi
 # Seconds each took on 2 cores (an AMD EPYC with AVX512-BF16, the suite run alone), slowest first.
 SLOWEST_FIRST = (
     "tests/components/test_detection_flow.py",  # 58 s; builds the shared tiny detector
-    "tests/components/test_tpu_preset.py",  # 81 s
     "tests/pipelines/test_end_to_end_local.py",  # 59 s
     "tests/unit/train/test_multiworker_train.py",  # 60 s
     "tests/pipelines/test_toy_task_local.py",  # 62 s

@@ -62,28 +62,14 @@ class PresetRun:
 
 def exercise(root: Path, epochs: int = 1, steps_per_epoch: int = 2, served: int = 2) -> PresetRun:
     """Builds, trains, exports and serves the ``tpu-512`` detector under ``root`` (see the module)."""
-    from components.convert import convert
-    from components.convert.config import ConvertConfig
-    from components.image_input import shapes
-    from trainer.config import TrainConfig
     from trainer.train import train
 
-    coco = shapes.generate(root / "coco", count=IMAGES, seed=3)
-    dataset, model = root / "dataset", root / "model"
-    convert(ConvertConfig(source=str(coco), workers=1), str(dataset), log=lambda m: None)
-    config = TrainConfig(
-        model="retinanet",
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        batch_size_per_replica=BATCH,
-        validation_split=None,
-        model_options={"preset": "tpu-512"},
-    )
+    dataset, model = _dataset(root), root / "model"
     began = time.perf_counter()
-    summary = train(str(dataset), str(model), config)
+    summary = train(dataset, str(model), _config(epochs, steps_per_epoch))
     train_seconds = time.perf_counter() - began
     began = time.perf_counter()
-    detections = _serve_and_score(str(dataset), str(model / "saved_model"), served)
+    detections = _serve_and_score(dataset, str(model / "saved_model"), served)
     return PresetRun(
         image_shape=list(summary.image_shape),
         steps=summary.steps,
@@ -103,22 +89,12 @@ def built(root: Path) -> dict[str, Any]:
     Returns:
         The model's input shape, its parameter count and its resolved options.
     """
-    from components.convert import convert
-    from components.convert.config import ConvertConfig
-    from components.image_input import shapes
     from trainer import distribute
-    from trainer.config import TrainConfig
     from trainer.training.checks import prepare
     from trainer.training.run import Run
     from trainer.training.setup import build, fit_to_data, resolve_settings
 
-    coco = shapes.generate(root / "coco", count=IMAGES, seed=3)
-    dataset, model_dir = str(root / "dataset"), str(root / "model")
-    convert(ConvertConfig(source=str(coco), workers=1), dataset, log=lambda m: None)
-    config = TrainConfig(
-        model="retinanet", epochs=1, steps_per_epoch=1, batch_size_per_replica=BATCH, validation_split=None,
-        model_options={"preset": "tpu-512"},
-    )  # fmt: skip
+    dataset, model_dir, config = _dataset(root), str(root / "model"), _config(1, 1)
     prepared = prepare(dataset, model_dir, config, None)
     strategy = distribute.get_strategy(config.accelerator)
     run = fit_to_data(
@@ -130,6 +106,32 @@ def built(root: Path) -> dict[str, Any]:
         "parameters": int(model.count_params()),
         "options": run.prepared.task.options.to_dict(),
     }
+
+
+def _dataset(root: Path) -> str:
+    """A handful of built-in ``shapes`` images converted under ``root``; the dataset folder."""
+    from components.convert import convert
+    from components.convert.config import ConvertConfig
+    from components.image_input import shapes
+
+    coco = shapes.generate(root / "coco", count=IMAGES, seed=3)
+    dataset = str(root / "dataset")
+    convert(ConvertConfig(source=str(coco), workers=1), dataset, log=lambda m: None)
+    return dataset
+
+
+def _config(epochs: int, steps_per_epoch: int) -> Any:
+    """The preset's training settings: batch 2, no validation split."""
+    from trainer.config import TrainConfig
+
+    return TrainConfig(
+        model="retinanet",
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        batch_size_per_replica=BATCH,
+        validation_split=None,
+        model_options={"preset": "tpu-512"},
+    )
 
 
 def _serve_and_score(dataset_dir: str, saved_model: str, count: int) -> list[int]:

@@ -24,15 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_tpu_512_preset_builds_without_tensorflow_text(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    argv = [
-        sys.executable,
-        "-m",
-        "tests.tpu_preset",
-        "--build-only",
-        "--root",
-        str(tmp_path),
-        "--without-tensorflow-text",
-    ]
+    argv = [sys.executable, "-m", "tests.tpu_preset", "--build-only", "--without-tensorflow-text"]
+    argv += ["--root", str(tmp_path)]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     built = json.loads(proc.stdout.strip().splitlines()[-1])
