@@ -5,6 +5,8 @@ test writes, the assigner's positives are inside their object and at most ``topk
 class targets are at most the IoU, DFL is least at the true distance.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -113,12 +115,18 @@ def test_distribution_focal_loss_is_least_at_the_true_distance():
 
 
 def test_a_head_s_options_given_to_the_other_head_are_one_line_naming_its_own():
-    with pytest.raises(TaskError, match="box_loss: the dfl head does not take it .*own options are box_bins, topk"):
+    own = "own options are box_bins, topk, head_filters"
+    with pytest.raises(TaskError, match=f"box_loss: the dfl head does not take it .*{own}"):
         DetectorOptions.from_options({"box_loss": "l1"})
     with pytest.raises(TaskError, match="num_scales: the dfl head does not take it"):
         DetectorOptions.from_options({"num_scales": 3})
     with pytest.raises(TaskError, match="topk: the anchors head does not take it .*box_loss, anchor_size"):
         DetectorOptions.from_options({"head": "anchors", "topk": 5})
+    with pytest.raises(TaskError, match="head_filters: the anchors head does not take it"):
+        DetectorOptions.from_options({"head": "anchors", "head_filters": 32})
+    with pytest.raises(TaskError, match="head_filters and fpn_filters must be >= 1, got 0 and 128"):
+        DetectorOptions.from_options({"head_filters": 0})
+    assert DetectorOptions.from_options({"preset": "tpu-512"}).fpn_filters == 256  # keras-hub's RetinaNet
     with pytest.raises(TaskError, match="head: unknown 'yolo'; choose one of dfl, anchors"):
         DetectorOptions.from_options({"head": "yolo"})
     # a fitted run's options handed back whole (a retraining) change nothing, so they pass
@@ -144,16 +152,23 @@ def test_the_fit_gives_the_dfl_head_its_frame_and_chooses_only_the_levels():
 
 def test_the_head_s_loss_is_finite_logs_keras_hub_s_loss_names_and_the_model_survives_a_save(tmp_path):
     import keras
+    import keras_hub
 
     from trainer.tasks.detection.edges import EdgeDetector
     from trainer.tasks.detection.model import build_detector
 
     opts = DetectorOptions.from_options(
-        {"image_size": 64, "max_boxes": 4, "min_level": 3, "max_level": 4, "use_p5": False, "warmup_steps": 1}
-    )
+        {"image_size": 64, "max_boxes": 4, "min_level": 3, "max_level": 4, "use_p5": False, "warmup_steps": 1,
+         "head_filters": 32}
+    )  # fmt: skip
     opts = DetectorOptions(**{**opts.__dict__, "anchor_size": 4.0, "num_scales": 1, "aspect_ratios": (1.0,)})
     model = build_detector(opts, 3)
     assert isinstance(model, EdgeDetector) and model.output["bbox_regression"].shape[-1] == 4 * BINS
+    widths = {head.conv_layers[0].filters for head in (model.box_head, model.classification_head)}
+    assert widths == {32}  # the heads' width is the option's
+    # The pyramid at the options' width (keras-hub's class fixes 256), still a RetinaNetBackbone to keras-hub.
+    assert isinstance(model.backbone, keras_hub.models.RetinaNetBackbone) and model.backbone.fpn_filters == 128
+    assert {int(t.shape[-1]) for t in model.backbone.outputs} == {128}
     model.compile(optimizer=keras.optimizers.Adam(1e-3), box_loss="ignored", jit_compile=False)
     images = np.random.default_rng(0).uniform(0, 1, (2, 64, 64, 3)).astype("float32")
     y = {
@@ -168,6 +183,18 @@ def test_the_head_s_loss_is_finite_logs_keras_hub_s_loss_names_and_the_model_sur
     path = str(tmp_path / "model.keras")
     model.save(path)
     again = keras.saving.load_model(path, compile=False)
+    assert again.head_filters == 32 and again.box_head.conv_layers[0].filters == 32
+    assert type(again.backbone).__name__ == "PyramidBackbone" and again.backbone.fpn_filters == 128
+    # Its preset, started from with another head width for the same classes: the heads are kept at
+    # theirs (a model saved before the width was an option has 256), not started again.
+    from trainer import presets
+
+    preset = presets.save_preset(model, str(tmp_path / "preset"))
+    tuned = build_detector(dataclasses.replace(opts, weights=preset, head_filters=8), 3)
+    assert tuned.head_filters == 32 and tuned.backbone.fpn_filters == 128
+    np.testing.assert_allclose(
+        np.asarray(tuned(images)["cls_logits"], "float32"), np.asarray(out["cls_logits"], "float32"), atol=1e-5
+    )
     np.testing.assert_allclose(
         np.asarray(again(images)["bbox_regression"], "float32"), np.asarray(out["bbox_regression"], "float32")
     )

@@ -36,6 +36,8 @@ from keras_hub.src.models.retinanet.prediction_head import PredictionHead
 from keras_hub.src.models.retinanet.retinanet_label_encoder import RetinaNetLabelEncoder
 from keras_hub.src.models.retinanet.retinanet_object_detector import RetinaNetObjectDetector
 
+from trainer.tasks.detection import pyramid  # noqa: F401  (registers the narrow pyramid's backbone class)
+
 ALPHA, BETA = 0.5, 6.0  # the alignment: score ** ALPHA x IoU ** BETA (YOLOv8's)
 GAINS = {"box": 7.5, "cls": 0.5, "dfl": 1.5}  # YOLOv8's loss gains
 _EPS = 1e-7
@@ -141,6 +143,7 @@ class EdgeDetector(RetinaNetObjectDetector):
         box_bins: int = 16,
         topk: int = 3,
         pre_logits_num_conv_layers: int = 1,
+        head_filters: int = 256,
         preprocessor: Any = None,
         dtype: Any = None,
         **kwargs: Any,
@@ -158,7 +161,7 @@ class EdgeDetector(RetinaNetObjectDetector):
             name: PredictionHead(
                 output_filters=filters,
                 num_conv_layers=pre_logits_num_conv_layers,
-                num_filters=256,
+                num_filters=head_filters,
                 use_prior_probability=name == "classification_head",
                 dtype=head_dtype,
                 name=name,
@@ -181,6 +184,7 @@ class EdgeDetector(RetinaNetObjectDetector):
         self.bounding_box_format, self.use_prediction_head_norm, self.activation = "yxyx", False, None
         self.num_classes, self.backbone, self.preprocessor = num_classes, backbone, preprocessor
         self.pre_logits_num_conv_layers, self.box_bins, self.topk = pre_logits_num_conv_layers, box_bins, topk
+        self.head_filters = head_filters
         self.box_head, self.classification_head = heads["box_head"], heads["classification_head"]
         self.anchor_generator = anchor_generator
         self.label_encoder = RetinaNetLabelEncoder(anchor_generator, bounding_box_format="yxyx")
@@ -189,7 +193,7 @@ class EdgeDetector(RetinaNetObjectDetector):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(box_bins=self.box_bins, topk=self.topk)
+        config.update(box_bins=self.box_bins, topk=self.topk, head_filters=self.head_filters)
         return config
 
     def compile(self, *args: Any, box_loss: Any = None, **kwargs: Any) -> None:

@@ -11,6 +11,7 @@ are corrected (class bias -log(99), box bias 0): it roughly doubled AP at equal 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any, Optional
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 MODEL_NAME = "retinanet"
 
 
+KERAS_HUB_FPN_FILTERS = 256  # RetinaNetBackbone's feature pyramid width (not an argument of it)
 FREE_SHAPE = (None, None, 3)  # any input size, so a saved preset can be fine-tuned at another one
 WEIGHTS, BACKBONE_WEIGHTS = "model_options.weights", "model_options.backbone_weights"
 PRESETS = ("retinanet_resnet50_fpn_coco", "retinanet_resnet50_fpn_v2_coco")
@@ -101,6 +103,8 @@ def _encoder(opts: DetectorOptions) -> tuple[Any, Any]:
         presets.load_weights_file(encoder, source, BACKBONE_WEIGHTS)
         log.info("image encoder weights from %s", source.describe())
         return encoder, None
+    from trainer.tasks.detection import edges  # noqa: F401  (registers a run's classes: its heads, its pyramid)
+
     loader = presets.preset_loader(source, BACKBONE_WEIGHTS)
     fix = "give a preset of an image encoder with feature pyramid outputs (a ResNet) or of a RetinaNet"
     cls = presets.check_class(loader, keras_hub.models.Backbone, BACKBONE_WEIGHTS, fix)
@@ -116,14 +120,13 @@ def _backbone(opts: DetectorOptions) -> tuple[Any, Any]:
     """The RetinaNet backbone (encoder + FPN) for ``opts`` and its pixel scaling."""
     import keras_hub
 
+    from trainer.tasks.detection.pyramid import PyramidBackbone
+
     encoder, pixels = _encoder(opts)
-    backbone = keras_hub.models.RetinaNetBackbone(
-        image_encoder=encoder,
-        min_level=opts.min_level,
-        max_level=opts.max_level,
-        use_p5=opts.use_p5,
-        image_shape=FREE_SHAPE,
-    )
+    levels = {"min_level": opts.min_level, "max_level": opts.max_level, "use_p5": opts.use_p5}
+    if opts.fpn_filters == KERAS_HUB_FPN_FILTERS:  # keras-hub's own class: its files load without this package
+        return keras_hub.models.RetinaNetBackbone(image_encoder=encoder, image_shape=FREE_SHAPE, **levels), pixels
+    backbone = PyramidBackbone(image_encoder=encoder, fpn_filters=opts.fpn_filters, image_shape=FREE_SHAPE, **levels)
     return backbone, pixels
 
 
@@ -153,6 +156,7 @@ def _assemble(opts: DetectorOptions, backbone: Any, num_classes: int, pixels: An
             box_bins=opts.box_bins,
             topk=opts.topk,
             pre_logits_num_conv_layers=opts.head_convs,
+            head_filters=opts.head_filters,
             preprocessor=preprocessor,
         )
     return keras_hub.models.RetinaNetObjectDetector(
@@ -243,6 +247,7 @@ def _detector_from_preset(opts: DetectorOptions, num_classes: int, source: Any) 
     import keras_hub
 
     from trainer import presets
+    from trainer.tasks.detection import edges  # noqa: F401  (registers a run's classes: its heads, its pyramid)
 
     loader = presets.preset_loader(source, WEIGHTS)
     presets.check_class(loader, keras_hub.models.RetinaNetBackbone, WEIGHTS, _DETECTOR_FIX)
@@ -259,6 +264,7 @@ def _detector_from_preset(opts: DetectorOptions, num_classes: int, source: Any) 
             f"{max(1, round(opts.image_size / 2**backbone.max_level)) * 2**backbone.max_level}"
         )
     pixels = presets.pixel_scale_of(loader)
+    opts = _preset_head_width(opts, loader, num_classes)
     model = _assemble(opts, backbone, num_classes, pixels)
     reason = _keep_heads(model, loader, num_classes)
     if reason is not None:
@@ -268,6 +274,24 @@ def _detector_from_preset(opts: DetectorOptions, num_classes: int, source: Any) 
     else:
         log.info("detector from %s, heads included", source.describe())
     return model
+
+
+def _preset_head_width(opts: DetectorOptions, loader: Any, num_classes: int) -> DetectorOptions:
+    """The options with the width of the preset's dfl heads where they can be kept (the same classes).
+
+    A detection run's preset brings its heads; one saved before the width was an option has
+    keras-hub's 256 filters (its config names none), which fresh heads of another width could not
+    load: a retraining of such a model keeps its heads instead of starting them again.
+    """
+    from trainer import presets
+
+    config = (presets.preset_json(loader, presets.PRESET_TASK) or {}).get("config") or {}
+    if opts.head != "dfl" or "box_bins" not in config or int(config.get("num_classes", -1)) != num_classes:
+        return opts
+    width = int(config.get("head_filters", 256))
+    if width != opts.head_filters:
+        log.info("the preset's heads are %d filters wide (head_filters %d): kept", width, opts.head_filters)
+    return dataclasses.replace(opts, head_filters=width)
 
 
 def _keep_heads(model: Any, loader: Any, num_classes: int) -> Optional[str]:

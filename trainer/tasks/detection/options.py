@@ -20,7 +20,10 @@ Auto = Literal["auto"]
 BOX_LOSSES = ("l1", "huber", "giou", "l1+giou")
 HEADS = ("dfl", "anchors")
 # The options only one head reads: given to the other, a one-line error names what that head takes.
-HEAD_ONLY = {"dfl": ("box_bins", "topk"), "anchors": ("box_loss", "anchor_size", "num_scales", "aspect_ratios")}
+HEAD_ONLY = {
+    "dfl": ("box_bins", "topk", "head_filters"),
+    "anchors": ("box_loss", "anchor_size", "num_scales", "aspect_ratios"),
+}
 # The dfl head's frame: one square per location, of this many strides (only its centre and stride are read).
 DFL_FRAME = {"anchor_size": 4.0, "num_scales": 1, "aspect_ratios": (1.0,)}
 # Model presets: ``model_options: {preset: tpu-512}`` starts from one and overrides fields.
@@ -44,6 +47,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_scales": 3,
         "aspect_ratios": [0.5, 1.0, 2.0],
         "head_convs": 4,
+        "fpn_filters": 256,
         "head": "anchors",
     },
 }
@@ -67,6 +71,9 @@ class DetectorOptions(ConfigBase):
         min_level: the finest pyramid level (P3 = stride 8); ``auto``: fitted with the anchors.
         max_level: the coarsest pyramid level; ``auto``: fitted with the anchors.
         use_p5: build the levels past the backbone from P5; ``auto``: when they are needed.
+        fpn_filters: the feature pyramid's width (keras-hub's RetinaNet fixes 256, which the
+            ``tpu-512`` preset keeps; 128 here: on a CPU the narrower pyramid trained more steps and
+            tighter boxes in the same minutes, ``docs/detection.md``).
         anchor_size: anchor side at a level, in units of the level's stride; ``auto``: fitted.
         num_scales: anchor scales per level; ``auto``: fitted.
         aspect_ratios: anchor aspect ratios (height / width); ``auto``: fitted (box clustering).
@@ -78,6 +85,10 @@ class DetectorOptions(ConfigBase):
         box_bins: the ``dfl`` head's bins per edge: distances up to ``box_bins - 1`` strides.
         topk: the ``dfl`` head's positives per object: its locations with the best alignment.
         head_convs: convolutions in each prediction head before its output.
+        head_filters: the ``dfl`` head's width: filters of each of its convolutions before the output
+            (64, as YOLOv8n's heads; keras-hub's RetinaNet heads, which the ``anchors`` head keeps,
+            have 256: on a CPU without bf16 units the two 256-filter heads were half the step, and
+            64 trained more steps and tighter boxes in the same minutes, ``docs/detection.md``).
         warmup_steps: linear learning-rate warm-up, then cosine decay to 0; ``auto``: 3% of the steps.
         clipnorm: global gradient-norm clipping.
         mosaic: the share of training images replaced by a mosaic of four (``augment``): a window of
@@ -115,6 +126,7 @@ class DetectorOptions(ConfigBase):
     min_level: Union[int, Auto] = AUTO
     max_level: Union[int, Auto] = AUTO
     use_p5: Union[bool, Auto] = AUTO
+    fpn_filters: int = 128
     anchor_size: Union[float, Auto] = AUTO
     num_scales: Union[int, Auto] = AUTO
     aspect_ratios: Union[tuple[float, ...], Auto] = AUTO
@@ -122,6 +134,7 @@ class DetectorOptions(ConfigBase):
     box_bins: int = 16
     topk: int = 3
     head_convs: int = 1
+    head_filters: int = 64
     warmup_steps: Union[int, Auto] = AUTO
     clipnorm: float = 10.0
     mosaic: float = 0.5
@@ -192,6 +205,11 @@ class DetectorOptions(ConfigBase):
             raise TaskError("model_options: max_detections must be >= 1, score_threshold in [0, 1)")
         if self.head not in HEADS:
             raise TaskError(f"model_options.head: unknown {self.head!r}; choose one of {', '.join(HEADS)}")
+        if self.head_filters < 1 or self.fpn_filters < 1:
+            raise TaskError(
+                f"model_options: head_filters and fpn_filters must be >= 1, got {self.head_filters} and "
+                f"{self.fpn_filters}"
+            )
         if self.box_bins < 2 or self.topk < 1:
             raise TaskError(f"model_options: box_bins must be >= 2 and topk >= 1, got {self.box_bins} and {self.topk}")
         if self.box_loss not in BOX_LOSSES:
