@@ -1,6 +1,7 @@
 """Detection's model: keras-hub's RetinaNet network over a ResNet, and a check of its anchors against the data.
 
-A ``RetinaNetBackbone`` (ResNet + FPN) whose ResNet depth and width are options, randomly
+A ``RetinaNetBackbone`` (ResNet + FPN) whose ResNet depth and width and FPN width are options
+(``pyramid.PyramidBackbone`` where the FPN is not keras-hub's fixed 256 filters), randomly
 initialised, loaded from a weights file, or taken from a keras-hub preset (``trainer.presets``: a
 hub handle, or a local or gs:// preset directory); every encoder takes any input size. Over it,
 the options' head: ``dfl`` (``edges.EdgeDetector``: YOLOv8's edge distributions and training) or
