@@ -122,6 +122,13 @@ def _options(training: bool, options_threads: int | None) -> Any:
 
     options = tf.data.Options()
     options.deterministic = not training
+    if training:
+        # A training's input is dropped each time model.fit returns (every evaluation interval),
+        # and TensorFlow's autotuning thread does not wake when its iterator is deleted: the
+        # deletion waited out the thread's optimization period, 12-16 s an interval here once the
+        # period had grown. Without it, AUTOTUNE parallelism stays at the smaller of 16 and the
+        # host's cores, and a deletion takes milliseconds.
+        options.autotune.enabled = False
     if options_threads:
         options.threading.private_threadpool_size = options_threads
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -61,6 +61,11 @@ def test_training_stream_repeats_with_fixed_batches(dataset):
     batches = list(ds.take(5))  # 80 examples from a 40-example split: it repeats
     assert all(tuple(x.shape) == (16, 28, 28, 1) for x, _ in batches)
     assert ds.element_spec[0].shape.as_list() == [16, 28, 28, 1]
+    # model.fit drops its input after each evaluation interval: an autotuned one made that wait
+    # out tf.data's optimization period (seconds each interval), so a training's input is not tuned.
+    assert ds.options().autotune.enabled is False
+    evaluation = data.make_dataset(str(dataset), "validation", batch_size=4, training=False, task=CLASSIFIER)
+    assert evaluation.options().autotune.enabled is not False
 
 
 def test_augment_keeps_shape_and_range(dataset):
