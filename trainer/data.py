@@ -117,7 +117,7 @@ def _records(files: list[str], compression: str, training: bool, seed: int | Non
 
 
 def _options(training: bool, options_threads: int | None) -> Any:
-    """tf.data's options: deterministic unless training, the thread pool, sharding by data."""
+    """tf.data's options: deterministic and autotuned unless training, the thread pool, sharding by data."""
     import tensorflow as tf
 
     options = tf.data.Options()
@@ -127,7 +127,8 @@ def _options(training: bool, options_threads: int | None) -> Any:
         # and TensorFlow's autotuning thread does not wake when its iterator is deleted: the
         # deletion waited out the thread's optimization period, 12-16 s an interval here once the
         # period had grown. Without it, AUTOTUNE parallelism stays at the smaller of 16 and the
-        # host's cores, and a deletion takes milliseconds.
+        # host's cores (on a host of more than 16 cores, a TPU VM's, a cap autotuning could pass:
+        # not measured there), and a deletion takes milliseconds.
         options.autotune.enabled = False
     if options_threads:
         options.threading.private_threadpool_size = options_threads
